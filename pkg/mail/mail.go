@@ -1,0 +1,68 @@
+// Package mail declares the mailer port: it turns an email into an RFC 5322 message (BuildMIME)
+// and hands the raw bytes to a Mailer. Adapters: pkg/mail/outbox (writes .eml files and plays the
+// SES mailbox simulator) and pkg/mail/ses (SES v2 SendEmail with raw content).
+package mail
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrThrottled marks a send refused for rate reasons; the caller retries with backoff.
+var ErrThrottled = errors.New("mail: throttled")
+
+// ErrRejected marks a message the provider will never accept (bad address, message rejected);
+// retrying is pointless.
+var ErrRejected = errors.New("mail: rejected")
+
+// Attachment is a decoded attachment.
+type Attachment struct {
+	Filename string
+	Data     []byte
+}
+
+// Header is one custom header.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// Message is everything needed to build and send one email.
+type Message struct {
+	EmailID     string // goes out as X-Usesend-Email-ID
+	From        string
+	To          []string
+	CC          []string
+	BCC         []string // envelope only, never a header
+	ReplyTo     []string
+	Subject     string
+	HTML        string
+	Text        string
+	Headers     []Header
+	Attachments []Attachment
+	InReplyTo   string // Message-ID of the email replied to, with angle brackets
+	MessageID   string // Message-ID header to set, with angle brackets; empty: generated
+}
+
+// Recipients returns every envelope recipient: to, cc and bcc.
+func (m Message) Recipients() []string {
+	out := make([]string, 0, len(m.To)+len(m.CC)+len(m.BCC))
+	out = append(out, m.To...)
+	out = append(out, m.CC...)
+	return append(out, m.BCC...)
+}
+
+// Outgoing is a built message ready for a Mailer.
+type Outgoing struct {
+	EmailID    string
+	TeamID     int64
+	From       string
+	Recipients []string // envelope: to, cc, bcc
+	To         []string // the to addresses alone (the simulator looks at them)
+	Raw        []byte   // RFC 5322 bytes
+}
+
+// Mailer sends a built message and returns the provider's message id.
+type Mailer interface {
+	Send(ctx context.Context, m Outgoing) (messageID string, err error)
+}
