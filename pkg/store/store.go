@@ -19,6 +19,9 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict: a uniqueness rule would be broken (domain name, API key id).
 	ErrConflict = errors.New("store: conflict")
+	// ErrDuplicateEvent: UpdateEmail was given an event whose ID the email already has; nothing
+	// was written. Event ingestion treats it as "already recorded".
+	ErrDuplicateEvent = errors.New("store: duplicate event")
 )
 
 // Permission of an API key.
@@ -170,6 +173,22 @@ type Event struct {
 	Data      []byte // JSON, may be nil
 }
 
+// Suppression reasons.
+const (
+	ReasonHardBounce = "HARD_BOUNCE"
+	ReasonComplaint  = "COMPLAINT"
+	ReasonManual     = "MANUAL"
+)
+
+// Suppression is an address a team must not send to. Email is stored lower-cased.
+type Suppression struct {
+	TeamID    int64
+	Email     string
+	Reason    string
+	EmailID   string // the email whose event caused it, if any
+	CreatedAt time.Time
+}
+
 // EmailFilter selects emails of one team for a list.
 type EmailFilter struct {
 	TeamID    int64
@@ -251,8 +270,12 @@ type Store interface {
 	ListEmails(ctx context.Context, f EmailFilter) ([]Email, int, error)
 	// UpdateEmail reads the email, applies fn and writes it back together with the events fn
 	// returns, atomically, failing the write if someone else changed the email in between (then
-	// it re-reads and calls fn again). fn returning an error aborts with that error.
+	// it re-reads and calls fn again). fn returning an error aborts with that error. When an
+	// event's ID already exists for the email, nothing is written and ErrDuplicateEvent returned.
 	UpdateEmail(ctx context.Context, id string, fn func(*Email) ([]Event, error)) (Email, error)
+	// FindEmailByMessageID finds the email the provider knows by messageID (set through
+	// UpdateEmail).
+	FindEmailByMessageID(ctx context.Context, messageID string) (Email, error)
 	// PendingEmails lists ids of emails in QUEUED or SENDING, oldest first, at most limit.
 	PendingEmails(ctx context.Context, limit int) ([]string, error)
 
@@ -264,4 +287,13 @@ type Store interface {
 	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
 	// ReleaseIdempotency deletes a PENDING record after a failed request so it can be retried.
 	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
+
+	// PutSuppression adds or replaces the suppression of (TeamID, Email).
+	PutSuppression(ctx context.Context, s Suppression) error
+	// GetSuppressions returns the suppressions among the given addresses (lower-cased keys).
+	GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]Suppression, error)
+	// ListSuppressions pages a team's suppressions, newest first; reason "" means any. The int
+	// is the total matching.
+	ListSuppressions(ctx context.Context, teamID int64, reason string, offset, limit int) ([]Suppression, int, error)
+	DeleteSuppression(ctx context.Context, teamID int64, email string) error
 }
