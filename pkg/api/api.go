@@ -1,0 +1,210 @@
+// Package api is the HTTP face of Mailroom: one route table (the single source of truth for the
+// local server, each Lambda function and template.yaml), the auth middleware, the error
+// envelope and the handlers. Handlers are plain net/http so that they run behind http.Server
+// locally and behind the API Gateway proxy adapter in Lambda.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/domain"
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/template"
+)
+
+// Services are the use cases the handlers call.
+type Services struct {
+	Auth      *auth.Authenticator
+	Emails    *email.Service
+	Domains   *domain.Service
+	Templates *template.Service
+	Log       *slog.Logger
+}
+
+// Route is one endpoint. Function is the name of the Lambda function that serves it
+// (functions/<Function>, logical id <Function>Function in template.yaml).
+type Route struct {
+	Method   string
+	Path     string // API Gateway / ServeMux form: /api/v1/emails/{emailId}
+	Function string
+	// Manage marks routes a SENDING key may not call.
+	Manage  bool
+	handler func(*Services, http.ResponseWriter, *http.Request) error
+}
+
+// Pattern is the ServeMux pattern of the route.
+func (r Route) Pattern() string { return r.Method + " " + r.Path }
+
+// Routes is the route table.
+var Routes = []Route{
+	{Method: "POST", Path: "/api/v1/emails", Function: "SendEmail", handler: (*Services).sendEmail},
+	{Method: "POST", Path: "/api/v1/emails/batch", Function: "SendBatch", handler: (*Services).sendBatch},
+	{Method: "GET", Path: "/api/v1/emails", Function: "ListEmails", handler: (*Services).listEmails},
+	{Method: "GET", Path: "/api/v1/emails/{emailId}", Function: "GetEmail", handler: (*Services).getEmail},
+	{Method: "GET", Path: "/api/v1/domains", Function: "ListDomains", handler: (*Services).listDomains},
+	{Method: "POST", Path: "/api/v1/domains", Function: "CreateDomain", Manage: true, handler: (*Services).createDomain},
+	{Method: "GET", Path: "/api/v1/domains/{id}", Function: "GetDomain", handler: (*Services).getDomain},
+	{Method: "PUT", Path: "/api/v1/domains/{id}/verify", Function: "VerifyDomain", Manage: true, handler: (*Services).verifyDomain},
+	{Method: "DELETE", Path: "/api/v1/domains/{id}", Function: "DeleteDomain", Manage: true, handler: (*Services).deleteDomain},
+	{Method: "POST", Path: "/api/v1/templates", Function: "CreateTemplate", Manage: true, handler: (*Services).createTemplate},
+	{Method: "GET", Path: "/api/v1/templates", Function: "ListTemplates", Manage: true, handler: (*Services).listTemplates},
+	{Method: "GET", Path: "/api/v1/templates/{id}", Function: "GetTemplate", Manage: true, handler: (*Services).getTemplate},
+	{Method: "PATCH", Path: "/api/v1/templates/{id}", Function: "UpdateTemplate", Manage: true, handler: (*Services).updateTemplate},
+	{Method: "DELETE", Path: "/api/v1/templates/{id}", Function: "DeleteTemplate", Manage: true, handler: (*Services).deleteTemplate},
+}
+
+// Handler serves every route (the local server).
+func (s *Services) Handler() http.Handler { return s.handler(Routes) }
+
+// FunctionHandler serves the routes of one Lambda function.
+func (s *Services) FunctionHandler(function string) http.Handler {
+	var rs []Route
+	for _, r := range Routes {
+		if r.Function == function {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		panic("api: no route for function " + function)
+	}
+	return s.handler(rs)
+}
+
+func (s *Services) handler(routes []Route) http.Handler {
+	mux := http.NewServeMux()
+	paths := map[string]bool{}
+	for _, r := range routes {
+		mux.Handle(r.Pattern(), s.wrap(r))
+		paths[r.Path] = true
+	}
+	// Known path, other method: a JSON 405 rather than ServeMux's text one.
+	for p := range paths {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed"})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fault.NotFoundf("Route %s %s not found", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type ctxKey int
+
+const principalKey ctxKey = 1
+
+// principal returns the authenticated caller.
+func principal(r *http.Request) auth.Principal {
+	p, _ := r.Context().Value(principalKey).(auth.Principal)
+	return p
+}
+
+// statusRecorder remembers the status for the request log line.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// wrap authenticates, checks the key's permission, runs the handler, maps its error and logs
+// one line. Nothing about the body, the key or the error text of an internal error is logged
+// to the client; the log line carries the internal error for operators.
+func (s *Services) wrap(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		reqID := r.Header.Get("X-Request-Id")
+		if reqID == "" || len(reqID) > 128 {
+			reqID = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", reqID)
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		var teamID int64
+		err := func() error {
+			p, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+			if err != nil {
+				return err
+			}
+			teamID = p.TeamID
+			if rt.Manage && !p.CanManage() {
+				return fault.New(fault.Forbidden, "This API key may only send and read emails")
+			}
+			ctx := context.WithValue(r.Context(), principalKey, p)
+			return rt.handler(s, rec, r.WithContext(ctx))
+		}()
+		level := slog.LevelInfo
+		attrs := []any{"requestId", reqID, "route", rt.Pattern(), "teamId", teamID}
+		if err != nil {
+			if _, ok := fault.As(err); !ok {
+				level = slog.LevelError
+				attrs = append(attrs, "err", err.Error())
+			}
+			writeError(rec, err)
+		}
+		attrs = append(attrs, "status", rec.status, "durationMs", time.Since(start).Milliseconds())
+		s.Log.Log(r.Context(), level, "request", attrs...)
+	})
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+const methodNotAllowed fault.Kind = 100
+
+var kinds = map[fault.Kind]struct {
+	status int
+	code   string
+}{
+	fault.Invalid:      {http.StatusBadRequest, "BAD_REQUEST"},
+	fault.Unauthorized: {http.StatusUnauthorized, "UNAUTHORIZED"},
+	fault.Forbidden:    {http.StatusForbidden, "FORBIDDEN"},
+	fault.NotFound:     {http.StatusNotFound, "NOT_FOUND"},
+	methodNotAllowed:   {http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
+	fault.Conflict:     {http.StatusConflict, "NOT_UNIQUE"},
+	fault.TooLarge:     {http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"},
+}
+
+// writeError is the one place errors become responses: a fault keeps its message, anything
+// else is a 500 with a fixed text.
+func writeError(w http.ResponseWriter, err error) {
+	status, code, msg := http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error"
+	var tooBig *http.MaxBytesError
+	if fe, ok := fault.As(err); ok {
+		if k, ok := kinds[fe.Kind]; ok {
+			status, code, msg = k.status, k.code, fe.Message
+		}
+	} else if errors.As(err, &tooBig) {
+		status, code, msg = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "Request body too large"
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"INTERNAL_SERVER_ERROR","message":"Internal server error"}}`)
+	}
+	writeRaw(w, status, b)
+}
+
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

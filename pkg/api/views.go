@@ -1,0 +1,143 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// timeFormat is how times go out: UTC with milliseconds, as JavaScript's toISOString writes
+// them (the SDKs' users parse them with new Date()).
+const timeFormat = "2006-01-02T15:04:05.000Z"
+
+func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func tsPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := ts(*t)
+	return &s
+}
+
+func list(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// emailItem is an element of GET /emails.
+type emailItem struct {
+	ID           string   `json:"id"`
+	To           []string `json:"to"`
+	ReplyTo      []string `json:"replyTo"`
+	CC           []string `json:"cc"`
+	BCC          []string `json:"bcc"`
+	From         string   `json:"from"`
+	Subject      string   `json:"subject"`
+	HTML         *string  `json:"html"`
+	Text         *string  `json:"text"`
+	CreatedAt    string   `json:"createdAt"`
+	UpdatedAt    string   `json:"updatedAt"`
+	LatestStatus string   `json:"latestStatus"`
+	ScheduledAt  *string  `json:"scheduledAt"`
+	DomainID     int64    `json:"domainId"`
+}
+
+func newEmailItem(e store.Email) emailItem {
+	return emailItem{
+		ID: e.ID, To: list(e.To), ReplyTo: list(e.ReplyTo), CC: list(e.CC), BCC: list(e.BCC),
+		From: e.From, Subject: e.Subject, HTML: e.Content.HTML, Text: e.Content.Text,
+		CreatedAt: ts(e.CreatedAt), UpdatedAt: ts(e.UpdatedAt), LatestStatus: e.LatestStatus,
+		ScheduledAt: tsPtr(e.ScheduledAt), DomainID: e.DomainID,
+	}
+}
+
+type eventView struct {
+	EmailID   string          `json:"emailId"`
+	Status    string          `json:"status"`
+	CreatedAt string          `json:"createdAt"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// emailDetail is GET /emails/{id}: the list item plus teamId and the history.
+type emailDetail struct {
+	emailItem
+	TeamID      int64       `json:"teamId"`
+	EmailEvents []eventView `json:"emailEvents"`
+}
+
+func newEmailDetail(e store.Email, events []store.Event) emailDetail {
+	d := emailDetail{emailItem: newEmailItem(e), TeamID: e.TeamID, EmailEvents: make([]eventView, len(events))}
+	for i, ev := range events {
+		data := json.RawMessage("null")
+		if len(ev.Data) > 0 {
+			data = ev.Data
+		}
+		d.EmailEvents[i] = eventView{EmailID: e.ID, Status: ev.Status, CreatedAt: ts(ev.CreatedAt), Data: data}
+	}
+	return d
+}
+
+// domainView is a domain as the API shows it: never the private key.
+type domainView struct {
+	ID                int64             `json:"id"`
+	Name              string            `json:"name"`
+	TeamID            int64             `json:"teamId"`
+	Status            string            `json:"status"`
+	Region            string            `json:"region"`
+	ClickTracking     bool              `json:"clickTracking"`
+	OpenTracking      bool              `json:"openTracking"`
+	PublicKey         string            `json:"publicKey"`
+	DKIMStatus        *string           `json:"dkimStatus"`
+	SPFDetails        *string           `json:"spfDetails"`
+	CreatedAt         string            `json:"createdAt"`
+	UpdatedAt         string            `json:"updatedAt"`
+	DMARCAdded        bool              `json:"dmarcAdded"`
+	IsVerifying       bool              `json:"isVerifying"`
+	ErrorMessage      *string           `json:"errorMessage"`
+	Subdomain         *string           `json:"subdomain"`
+	VerificationError *string           `json:"verificationError"`
+	LastCheckedTime   *string           `json:"lastCheckedTime"`
+	DNSRecords        []store.DNSRecord `json:"dnsRecords"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func newDomainView(d store.Domain) domainView {
+	recs := d.DNSRecords
+	if recs == nil {
+		recs = []store.DNSRecord{}
+	}
+	return domainView{
+		ID: d.ID, Name: d.Name, TeamID: d.TeamID, Status: d.Status, Region: d.Region,
+		ClickTracking: d.ClickTracking, OpenTracking: d.OpenTracking, PublicKey: d.PublicKey,
+		DKIMStatus: nullable(d.DKIMStatus), SPFDetails: nullable(d.SPFDetails),
+		CreatedAt: ts(d.CreatedAt), UpdatedAt: ts(d.UpdatedAt), DMARCAdded: d.DMARCAdded,
+		IsVerifying: d.IsVerifying, ErrorMessage: nullable(d.ErrorMessage),
+		Subdomain: nullable(d.Subdomain), VerificationError: nullable(d.VerificationError),
+		LastCheckedTime: tsPtr(d.LastCheckedTime), DNSRecords: recs,
+	}
+}
+
+type templateView struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Subject   string `json:"subject"`
+	HTML      string `json:"html"`
+	Text      string `json:"text"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+func newTemplateView(t store.Template) templateView {
+	return templateView{ID: t.ID, Name: t.Name, Subject: t.Subject, HTML: t.HTML, Text: t.Text,
+		CreatedAt: ts(t.CreatedAt), UpdatedAt: ts(t.UpdatedAt)}
+}

@@ -1,0 +1,163 @@
+// Package auth parses and checks API keys of the form us_<id>_<secret>: <id> is 10 characters of
+// [0-9a-z] and names the stored key, <secret> is 32 hex characters (128 random bits) of which only
+// a SHA-256 hash is stored. With that much entropy a fast hash and a constant-time compare are
+// right; a slow KDF on every request would only cost latency.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+const (
+	prefix    = "us_"
+	idLen     = 10
+	secretLen = 32
+	idChars   = "0123456789abcdefghijklmnopqrstuvwxyz"
+)
+
+// Principal is who is calling: a team, through one key, with its permission and domain scope.
+type Principal struct {
+	TeamID     int64
+	KeyID      string
+	Permission store.Permission
+	DomainID   int64 // 0: every domain of the team
+}
+
+// CanManage reports whether the key may do more than send and read emails.
+func (p Principal) CanManage() bool { return p.Permission == store.PermissionFull }
+
+// Parse splits a full key into its id and secret, checking the format.
+func Parse(key string) (id, secret string, err error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok || len(rest) != idLen+1+secretLen || rest[idLen] != '_' {
+		return "", "", errors.New("malformed key")
+	}
+	id, secret = rest[:idLen], rest[idLen+1:]
+	for _, c := range id {
+		if !strings.ContainsRune(idChars, c) {
+			return "", "", errors.New("malformed key")
+		}
+	}
+	if _, err := hex.DecodeString(secret); err != nil {
+		return "", "", errors.New("malformed key")
+	}
+	return id, strings.ToLower(secret), nil
+}
+
+// Hash is the stored form of a secret.
+func Hash(secret string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(secret)))
+	return hex.EncodeToString(sum[:])
+}
+
+// Generate makes a new random key and returns the full key and its id.
+func Generate() (key, id string, err error) {
+	b := make([]byte, idLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	idb := make([]byte, idLen)
+	for i, v := range b {
+		idb[i] = idChars[int(v)%len(idChars)]
+	}
+	s := make([]byte, secretLen/2)
+	if _, err := rand.Read(s); err != nil {
+		return "", "", err
+	}
+	id = string(idb)
+	return prefix + id + "_" + hex.EncodeToString(s), id, nil
+}
+
+// Keys is what the authenticator needs from the store.
+type Keys interface {
+	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
+}
+
+// Authenticator checks bearer tokens against stored keys, caching each stored key for TTL so a
+// warm Lambda does not read the table on every request. A revoked key therefore keeps working
+// for at most TTL in processes that had it cached.
+type Authenticator struct {
+	keys Keys
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+// cached holds a found key only: caching misses would let random ids grow the map without bound.
+type cached struct {
+	key     store.APIKey
+	expires time.Time
+}
+
+// NewAuthenticator returns an Authenticator; ttl 0 disables the cache.
+func NewAuthenticator(keys Keys, ttl time.Duration) *Authenticator {
+	return &Authenticator{keys: keys, ttl: ttl, now: time.Now, cache: map[string]cached{}}
+}
+
+// Forget drops a key from the cache (after a local revoke).
+func (a *Authenticator) Forget(id string) {
+	a.mu.Lock()
+	delete(a.cache, id)
+	a.mu.Unlock()
+}
+
+// Authenticate checks an Authorization header value.
+func (a *Authenticator) Authenticate(ctx context.Context, header string) (Principal, error) {
+	token, ok := strings.CutPrefix(strings.TrimSpace(header), "Bearer ")
+	token = strings.TrimSpace(token)
+	if header == "" || !ok || token == "" {
+		return Principal{}, fault.New(fault.Unauthorized, "Missing or empty Authorization bearer token")
+	}
+	invalid := fault.New(fault.Forbidden, "Invalid API token")
+	id, secret, err := Parse(token)
+	if err != nil {
+		return Principal{}, invalid
+	}
+	k, found, err := a.lookup(ctx, id)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !found || subtle.ConstantTimeCompare([]byte(k.SecretHash), []byte(Hash(secret))) != 1 {
+		return Principal{}, invalid
+	}
+	return Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID}, nil
+}
+
+func (a *Authenticator) lookup(ctx context.Context, id string) (store.APIKey, bool, error) {
+	now := a.now()
+	if a.ttl > 0 {
+		a.mu.Lock()
+		c, ok := a.cache[id]
+		a.mu.Unlock()
+		if ok && now.Before(c.expires) {
+			return c.key, true, nil
+		}
+	}
+	k, err := a.keys.GetAPIKey(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.APIKey{}, false, nil
+	}
+	if err != nil {
+		return store.APIKey{}, false, fmt.Errorf("get api key: %w", err)
+	}
+	if a.ttl > 0 {
+		a.mu.Lock()
+		a.cache[id] = cached{key: k, expires: now.Add(a.ttl)}
+		a.mu.Unlock()
+	}
+	return k, true, nil
+}

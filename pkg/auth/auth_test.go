@@ -1,0 +1,77 @@
+package auth
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+type keys struct {
+	m     map[string]store.APIKey
+	calls atomic.Int32
+}
+
+func (k *keys) GetAPIKey(_ context.Context, id string) (store.APIKey, error) {
+	k.calls.Add(1)
+	v, ok := k.m[id]
+	if !ok {
+		return store.APIKey{}, store.ErrNotFound
+	}
+	return v, nil
+}
+
+func TestGenerateParse(t *testing.T) {
+	full, id, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotID, secret, err := Parse(full)
+	if err != nil || gotID != id || len(secret) != 32 || !strings.HasPrefix(full, "us_"+id+"_") {
+		t.Fatalf("Parse(%q) = %q %q %v", full, gotID, secret, err)
+	}
+	for _, bad := range []string{"", "us_", "nounderscore", "us_ABCDEFGHIJ_0123456789abcdef0123456789abcdef",
+		"us_abcdefghij_0123456789abcdef0123456789abcdeg", "us_abcdefghij-0123456789abcdef0123456789abcdef",
+		"us_abcdefghij_0123456789abcdef0123456789abcde"} {
+		if _, _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	full, id, _ := Generate()
+	_, secret, _ := Parse(full)
+	k := &keys{m: map[string]store.APIKey{id: {ID: id, TeamID: 7, SecretHash: Hash(secret), Permission: store.PermissionSending, DomainID: 3}}}
+	a := NewAuthenticator(k, time.Minute)
+	p, err := a.Authenticate(context.Background(), "Bearer "+full)
+	if err != nil || p.TeamID != 7 || p.CanManage() || p.DomainID != 3 {
+		t.Fatalf("Authenticate = %+v, %v", p, err)
+	}
+	if _, err := a.Authenticate(context.Background(), "Bearer "+full); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.calls.Load(); n != 1 {
+		t.Errorf("store reads = %d, want 1 (cached)", n)
+	}
+	wrongSecret := full[:len(full)-1] + map[bool]string{true: "0", false: "1"}[full[len(full)-1] != '0']
+	cases := map[string]fault.Kind{
+		"":                               fault.Unauthorized,
+		"Bearer ":                        fault.Unauthorized,
+		"Basic abc":                      fault.Unauthorized,
+		"Bearer nounderscore":            fault.Forbidden,
+		"Bearer " + wrongSecret:          fault.Forbidden,
+		"Bearer us_zzzzzzzzzz_" + secret: fault.Forbidden,
+	}
+	for h, want := range cases {
+		_, err := a.Authenticate(context.Background(), h)
+		fe, ok := fault.As(err)
+		if !ok || fe.Kind != want {
+			t.Errorf("Authenticate(%q) = %v, want kind %d", h, err, want)
+		}
+	}
+}

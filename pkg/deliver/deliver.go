@@ -1,0 +1,264 @@
+// Package deliver is the deliver flow: claim a QUEUED email with a conditional update (so no
+// email is sent twice), check its domain and the suppression list, build the MIME message, send
+// it through the mailer with backoff on throttling, and record SENT — or FAILED with the error
+// after the last attempt. On AWS the send worker function runs it for each stream record; locally
+// the Pool runs it in process.
+package deliver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Store is what delivery needs from persistence.
+type Store interface {
+	GetEmail(ctx context.Context, id string) (store.Email, error)
+	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
+	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
+	GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error)
+}
+
+// Worker delivers emails.
+type Worker struct {
+	Store  Store
+	Mailer mail.Mailer
+	Log    *slog.Logger
+	Now    func() time.Time
+	// Attempts is how many times a throttled or transient send is tried (default 5).
+	Attempts int
+	// Backoff is the wait before retry n (1-based); default exponential from 200 ms, jittered.
+	Backoff func(n int) time.Duration
+	// Lease is how long a SENDING claim holds before another worker may take it over
+	// (default 5 minutes): a crashed worker's email is not stuck for ever.
+	Lease time.Duration
+	// ReplyReference turns a provider message id into the Message-ID header it went out with,
+	// for In-Reply-To (SES: <id@email.amazonses.com>).
+	ReplyReference func(messageID string) string
+}
+
+var errSkip = errors.New("not claimable")
+
+// Deliver sends one email if it is still QUEUED (or its SENDING lease has expired); any other
+// state means someone else has it or it is done, and Deliver returns nil. An error means the
+// outcome could not be recorded and the caller should retry later.
+func (w *Worker) Deliver(ctx context.Context, id string) error {
+	now := w.Now().UTC()
+	e, err := w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+		stale := e.Status == store.StatusSending && e.ClaimedAt != nil && now.Sub(*e.ClaimedAt) > w.lease()
+		if e.Status != store.StatusQueued && !stale {
+			return nil, errSkip
+		}
+		e.Status = store.StatusSending
+		e.ClaimedAt = &now
+		e.UpdatedAt = now
+		return nil, nil
+	})
+	if errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", id, err)
+	}
+	log := w.log().With("emailId", id, "teamId", e.TeamID)
+
+	msg, reason, err := w.prepare(ctx, e)
+	if err != nil {
+		return w.release(ctx, id, err)
+	}
+	if reason != "" {
+		status := store.StatusFailed
+		if reason == reasonSuppressed {
+			status = store.StatusSuppressed
+		}
+		log.Info("email not sent", "status", status, "reason", reason)
+		return w.finish(ctx, id, status, "", map[string]string{"error": reason})
+	}
+	raw, err := mail.Build(msg)
+	if err != nil {
+		log.Error("build message", "err", err)
+		return w.finish(ctx, id, store.StatusFailed, "", map[string]string{"error": "The message could not be built"})
+	}
+	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(), To: msg.To, Raw: raw}
+	messageID, err := w.send(ctx, log, out)
+	if err != nil {
+		log.Warn("send failed", "err", err)
+		return w.finish(ctx, id, store.StatusFailed, "", map[string]string{"error": sendError(err)})
+	}
+	log.Info("email sent", "messageId", messageID)
+	return w.finish(ctx, id, store.StatusSent, messageID, map[string]string{"messageId": messageID})
+}
+
+const reasonSuppressed = "Every recipient in to is on the suppression list"
+
+// prepare checks the domain and suppressions and builds the message. A non-empty reason means
+// the email must not be sent; an error means the check itself failed (retry later).
+func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, string, error) {
+	dom, err := w.Store.GetDomain(ctx, e.TeamID, e.DomainID)
+	if errors.Is(err, store.ErrNotFound) {
+		return mail.Message{}, "The sending domain no longer exists", nil
+	}
+	if err != nil {
+		return mail.Message{}, "", fmt.Errorf("get domain: %w", err)
+	}
+	if dom.Status != store.DomainSuccess {
+		return mail.Message{}, "The sending domain is not verified", nil
+	}
+	all := append(append(append([]string{}, e.To...), e.CC...), e.BCC...)
+	bare := make([]string, len(all))
+	for i, a := range all {
+		bare[i] = strings.ToLower(email.AddressOnly(a))
+	}
+	supp, err := w.Store.GetSuppressions(ctx, e.TeamID, bare)
+	if err != nil {
+		return mail.Message{}, "", fmt.Errorf("get suppressions: %w", err)
+	}
+	keep := func(list []string) []string {
+		var out []string
+		for _, a := range list {
+			if _, ok := supp[strings.ToLower(email.AddressOnly(a))]; !ok {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	msg := mail.Message{
+		EmailID: e.ID, From: e.From, To: keep(e.To), CC: keep(e.CC), BCC: keep(e.BCC),
+		ReplyTo: e.ReplyTo, Subject: e.Subject,
+	}
+	if len(msg.To) == 0 {
+		return mail.Message{}, reasonSuppressed, nil
+	}
+	if e.Content.HTML != nil {
+		msg.HTML = *e.Content.HTML
+	}
+	if e.Content.Text != nil {
+		msg.Text = *e.Content.Text
+	}
+	for _, h := range e.Content.Headers {
+		msg.Headers = append(msg.Headers, mail.Header{Name: h.Name, Value: h.Value})
+	}
+	for _, a := range e.Content.Attachments {
+		data, err := email.DecodeAttachment(a.Content)
+		if err != nil {
+			return mail.Message{}, "An attachment could not be decoded", nil
+		}
+		msg.Attachments = append(msg.Attachments, mail.Attachment{Filename: a.Filename, Data: data})
+	}
+	if e.InReplyToID != "" {
+		ref, err := w.Store.GetEmail(ctx, e.InReplyToID)
+		if err == nil && ref.MessageID != "" && w.ReplyReference != nil {
+			msg.InReplyTo = w.ReplyReference(ref.MessageID)
+		}
+	}
+	return msg, "", nil
+}
+
+// send tries the mailer, backing off on throttling and transient errors; a rejection is final.
+func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) (string, error) {
+	attempts := w.Attempts
+	if attempts <= 0 {
+		attempts = 5
+	}
+	var err error
+	for n := 1; n <= attempts; n++ {
+		var id string
+		id, err = w.Mailer.Send(ctx, out)
+		if err == nil {
+			return id, nil
+		}
+		if errors.Is(err, mail.ErrRejected) || n == attempts {
+			break
+		}
+		wait := w.backoff(n)
+		log.Warn("send retry", "attempt", n, "wait", wait.String(), "throttled", errors.Is(err, mail.ErrThrottled))
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return "", err
+}
+
+func sendError(err error) string {
+	switch {
+	case errors.Is(err, mail.ErrThrottled):
+		return "The mail provider kept throttling the send"
+	case errors.Is(err, mail.ErrRejected):
+		return "The mail provider rejected the message"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "The send was interrupted"
+	}
+	return "The mail provider failed to send the message"
+}
+
+// finish records the outcome with its event.
+func (w *Worker) finish(ctx context.Context, id, status, messageID string, data map[string]string) error {
+	ctx = context.WithoutCancel(ctx) // the outcome must be recorded even when shutting down
+	raw, _ := json.Marshal(data)
+	now := w.Now().UTC()
+	var err error
+	for n := 1; n <= 5; n++ {
+		_, err = w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			e.Status = status
+			e.MessageID = messageID
+			e.LatestStatus = email.Advance(e.LatestStatus, status)
+			e.ClaimedAt = nil
+			e.UpdatedAt = now
+			return []store.Event{{ID: "1-" + status, EmailID: id, Status: status, CreatedAt: now, Data: raw}}, nil
+		})
+		if err == nil || errors.Is(err, store.ErrDuplicateEvent) {
+			return nil
+		}
+		time.Sleep(w.backoff(n))
+	}
+	return fmt.Errorf("record %s for %s: %w", status, id, err)
+}
+
+// release puts a claimed email back to QUEUED after a failure that was not the email's fault.
+func (w *Worker) release(ctx context.Context, id string, cause error) error {
+	_, err := w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
+		if e.Status != store.StatusSending {
+			return nil, errSkip
+		}
+		e.Status = store.StatusQueued
+		e.ClaimedAt = nil
+		return nil, nil
+	})
+	if err != nil && !errors.Is(err, errSkip) {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+func (w *Worker) backoff(n int) time.Duration {
+	if w.Backoff != nil {
+		return w.Backoff(n)
+	}
+	d := 200 * time.Millisecond << (n - 1)
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
+
+func (w *Worker) lease() time.Duration {
+	if w.Lease > 0 {
+		return w.Lease
+	}
+	return 5 * time.Minute
+}
+
+func (w *Worker) log() *slog.Logger {
+	if w.Log != nil {
+		return w.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}

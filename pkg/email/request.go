@@ -1,0 +1,496 @@
+package email
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/mail"
+	"path"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Limits of one send request.
+const (
+	MaxBatch          = 100
+	MaxAttachments    = 10
+	MaxRecipients     = 50       // SES: at most 50 recipients per message
+	MaxMessageBytes   = 40 << 20 // SES v2: whole message after encoding
+	MaxSubjectBytes   = 998
+	MaxHeaderBytes    = 998
+	MaxIdempotencyKey = 256
+)
+
+// Request is one validated, normalised send request. Its JSON form (fields in a fixed order,
+// maps with sorted keys) is the canonical form the idempotency fingerprint is taken of.
+type Request struct {
+	From        string            `json:"from"`
+	To          []string          `json:"to"`
+	CC          []string          `json:"cc,omitempty"`
+	BCC         []string          `json:"bcc,omitempty"`
+	ReplyTo     []string          `json:"replyTo,omitempty"`
+	Subject     *string           `json:"subject,omitempty"`
+	TemplateID  string            `json:"templateId,omitempty"`
+	Variables   map[string]string `json:"variables,omitempty"`
+	Text        *string           `json:"text,omitempty"`
+	HTML        *string           `json:"html,omitempty"`
+	Headers     []store.Header    `json:"headers,omitempty"`
+	Attachments []Attachment      `json:"attachments,omitempty"`
+	ScheduledAt *time.Time        `json:"scheduledAt,omitempty"`
+	InReplyToID string            `json:"inReplyToId,omitempty"`
+}
+
+// Attachment as received (content base64) plus its decoded size.
+type Attachment struct {
+	Filename string `json:"filename"`
+	Content  string `json:"content"`
+	size     int
+}
+
+// reservedHeaders are set by Mailroom itself; a caller may not set them.
+var reservedHeaders = map[string]bool{
+	"from": true, "to": true, "cc": true, "bcc": true, "subject": true, "reply-to": true,
+	"sender": true, "date": true, "message-id": true, "mime-version": true, "content-type": true,
+	"content-transfer-encoding": true, "x-usesend-email-id": true, "in-reply-to": true,
+	"references": true, "return-path": true, "dkim-signature": true,
+}
+
+// blockedExtensions are attachment types SES refuses to send.
+var blockedExtensions = map[string]bool{}
+
+func init() {
+	for _, e := range strings.Fields(`ade adp app asp bas bat cer chm cmd com cpl crt csh der exe fxp
+		gadget hlp hta inf ins isp its js jse ksh lib lnk mad maf mag mam maq mar mas mat mau mav maw
+		mda mdb mde mdt mdw mdz msc msh msh1 msh2 mshxml msh1xml msh2xml msi msp mst ops pcd pif plg
+		prf prg reg scf scr sct shb shs sys ps1 ps1xml ps2 ps2xml psc1 psc2 tmp url vb vbe vbs vps
+		vsmacros vss vst vsw vxd ws wsc wsf wsh xnk`) {
+		blockedExtensions[e] = true
+	}
+}
+
+// ErrMalformedJSON is the answer to a body that is not JSON at all.
+var ErrMalformedJSON = fault.Field("", "Malformed JSON in request body")
+
+// DecodeRequest decodes and validates one send request.
+func DecodeRequest(body []byte) (Request, error) {
+	return decodeRequest(body, "")
+}
+
+// DecodeBatch decodes and validates a batch: a JSON array of 1..100 send requests. Every element
+// is validated before anything happens; the first bad one fails the whole batch, named by index.
+func DecodeBatch(body []byte) ([]Request, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(body, &items); err != nil {
+		if !json.Valid(body) {
+			return nil, ErrMalformedJSON
+		}
+		return nil, fault.Field("body", "must be an array of emails")
+	}
+	if len(items) == 0 {
+		return nil, fault.Field("body", "at least 1 email is required")
+	}
+	if len(items) > MaxBatch {
+		return nil, fault.Field("body", "at most %d emails per batch", MaxBatch)
+	}
+	out := make([]Request, len(items))
+	for i, raw := range items {
+		r, err := decodeRequest(raw, fmt.Sprintf("[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func decodeRequest(body []byte, at string) (Request, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		if !json.Valid(body) {
+			return Request{}, ErrMalformedJSON
+		}
+		return Request{}, fault.Field(strings.TrimSuffix(at, "."), "must be an object")
+	}
+	d := decoder{fields: fields, at: at}
+	var r Request
+	r.To = d.addresses("to", true)
+	r.From = d.from()
+	r.CC = d.addresses("cc", false)
+	r.BCC = d.addresses("bcc", false)
+	r.ReplyTo = d.addresses("replyTo", false)
+	r.Subject = d.optString("subject", MaxSubjectBytes, true)
+	r.TemplateID = d.str("templateId")
+	r.Variables = d.variables()
+	r.Text = d.optString("text", 0, false)
+	r.HTML = d.optString("html", 0, false)
+	r.Headers = d.headers()
+	r.Attachments = d.attachments()
+	r.ScheduledAt = d.time("scheduledAt")
+	r.InReplyToID = d.str("inReplyToId")
+	if d.err != nil {
+		return Request{}, d.err
+	}
+	if r.Subject == nil && r.TemplateID == "" {
+		return Request{}, fault.Field(at+"subject", "is required unless templateId is given")
+	}
+	if r.Text == nil && r.HTML == nil && r.TemplateID == "" {
+		return Request{}, fault.Field(at+"html", "html or text is required unless templateId is given")
+	}
+	if n := len(r.To) + len(r.CC) + len(r.BCC); n > MaxRecipients {
+		return Request{}, fault.Field(at+"to", "at most %d recipients in to, cc and bcc together", MaxRecipients)
+	}
+	if r.Size() > MaxMessageBytes {
+		return Request{}, fault.New(fault.TooLarge, "%smessage too large: at most %d MB after encoding", at, MaxMessageBytes>>20)
+	}
+	return r, nil
+}
+
+// Size estimates the encoded message size: base64 bodies with line breaks, plus headers.
+func (r Request) Size() int {
+	n := 4096 // headers Mailroom adds
+	if r.Subject != nil {
+		n += len(*r.Subject)
+	}
+	for _, p := range []*string{r.Text, r.HTML} {
+		if p != nil {
+			n += len(*p) * 4 / 3 * 78 / 76
+		}
+	}
+	for _, h := range r.Headers {
+		n += len(h.Name) + len(h.Value) + 4
+	}
+	for _, a := range r.Attachments {
+		n += len(a.Filename) + 200 + a.size*4/3*78/76
+	}
+	return n
+}
+
+// decoder decodes fields one by one so that each error names its field; it keeps the first.
+type decoder struct {
+	fields map[string]json.RawMessage
+	at     string
+	err    error
+}
+
+func (d *decoder) fail(field, format string, args ...any) {
+	if d.err == nil {
+		d.err = fault.Field(d.at+field, format, args...)
+	}
+}
+
+// raw returns the field's JSON, or nil when absent or null.
+func (d *decoder) raw(field string) json.RawMessage {
+	v, ok := d.fields[field]
+	if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return nil
+	}
+	return v
+}
+
+func (d *decoder) str(field string) string {
+	v := d.raw(field)
+	if v == nil {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		d.fail(field, "must be a string")
+	}
+	return s
+}
+
+// optString decodes a string that must be non-empty when present. A boolean html/text (which
+// SMTP proxies send) counts as absent.
+func (d *decoder) optString(field string, max int, single bool) *string {
+	v := d.raw(field)
+	if v == nil {
+		return nil
+	}
+	if t := bytes.TrimSpace(v); bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")) {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		d.fail(field, "must be a string")
+		return nil
+	}
+	switch {
+	case s == "":
+		d.fail(field, "must not be empty")
+	case max > 0 && len(s) > max:
+		d.fail(field, "at most %d bytes", max)
+	case single && strings.ContainsAny(s, "\r\n"):
+		d.fail(field, "must not contain line breaks")
+	case !utf8.ValidString(s):
+		d.fail(field, "must be valid UTF-8")
+	}
+	return &s
+}
+
+// addresses decodes a string or an array of strings, each a valid address.
+func (d *decoder) addresses(field string, required bool) []string {
+	v := d.raw(field)
+	if v == nil {
+		if required {
+			d.fail(field, "is required")
+		}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(v, &list); err != nil {
+		var one string
+		if err := json.Unmarshal(v, &one); err != nil {
+			d.fail(field, "must be a string or an array of strings")
+			return nil
+		}
+		list = []string{one}
+	}
+	if len(list) == 0 && required {
+		d.fail(field, "at least one address is required")
+	}
+	out := make([]string, 0, len(list))
+	for i, a := range list {
+		norm, err := ParseAddress(a)
+		if err != nil {
+			name := field
+			if len(list) > 1 {
+				name = fmt.Sprintf("%s[%d]", field, i)
+			}
+			d.fail(name, "invalid email address %q", a)
+			return nil
+		}
+		out = append(out, norm)
+	}
+	return out
+}
+
+func (d *decoder) from() string {
+	v := d.raw("from")
+	if v == nil {
+		d.fail("from", "is required")
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		d.fail("from", "must be a string")
+		return ""
+	}
+	norm, err := ParseAddress(s)
+	if err != nil {
+		d.fail("from", "invalid email address %q", s)
+	}
+	return norm
+}
+
+func (d *decoder) variables() map[string]string {
+	v := d.raw("variables")
+	if v == nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		d.fail("variables", "must be an object")
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, raw := range m {
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			out[k] = s
+			continue
+		}
+		// Numbers and booleans are rendered as written.
+		t := string(bytes.TrimSpace(raw))
+		var f float64
+		if json.Unmarshal(raw, &f) == nil || t == "true" || t == "false" {
+			out[k] = t
+			continue
+		}
+		d.fail("variables."+k, "must be a string, number or boolean")
+		return nil
+	}
+	return out
+}
+
+func (d *decoder) headers() []store.Header {
+	v := d.raw("headers")
+	if v == nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		d.fail("headers", "must be an object of strings")
+		return nil
+	}
+	out := make([]store.Header, 0, len(m))
+	for name, raw := range m {
+		var value string
+		if err := json.Unmarshal(raw, &value); err != nil {
+			d.fail("headers."+name, "must be a string")
+			return nil
+		}
+		switch {
+		case !validHeaderName(name):
+			d.fail("headers", "invalid header name %q", name)
+		case reservedHeaders[strings.ToLower(name)]:
+			d.fail("headers."+name, "is set by Mailroom and cannot be overridden")
+		case value == "":
+			d.fail("headers."+name, "must not be empty")
+		case strings.ContainsAny(value, "\r\n\x00"):
+			d.fail("headers."+name, "must not contain CR or LF")
+		case len(name)+len(value) > MaxHeaderBytes:
+			d.fail("headers."+name, "too long: at most %d bytes", MaxHeaderBytes)
+		case !utf8.ValidString(value):
+			d.fail("headers."+name, "must be valid UTF-8")
+		}
+		if d.err != nil {
+			return nil
+		}
+		out = append(out, store.Header{Name: name, Value: value})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// validHeaderName: RFC 5322 field-name, printable ASCII without colon.
+func validHeaderName(s string) bool {
+	if s == "" || len(s) > 76 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 33 || c > 126 || c == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) attachments() []Attachment {
+	v := d.raw("attachments")
+	if v == nil {
+		return nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(v, &list); err != nil {
+		d.fail("attachments", "must be an array")
+		return nil
+	}
+	if len(list) > MaxAttachments {
+		d.fail("attachments", "at most %d items", MaxAttachments)
+		return nil
+	}
+	out := make([]Attachment, 0, len(list))
+	for i, raw := range list {
+		var a struct {
+			Filename *string `json:"filename"`
+			Content  *string `json:"content"`
+		}
+		at := fmt.Sprintf("attachments[%d]", i)
+		if err := json.Unmarshal(raw, &a); err != nil {
+			d.fail(at, "must be an object with string filename and content")
+			return nil
+		}
+		switch {
+		case a.Filename == nil || *a.Filename == "":
+			d.fail(at+".filename", "is required")
+		case strings.ContainsAny(*a.Filename, "\r\n\x00/\\\""):
+			d.fail(at+".filename", "must not contain line breaks, quotes or path separators")
+		case blockedExtensions[strings.ToLower(strings.TrimPrefix(path.Ext(*a.Filename), "."))]:
+			d.fail(at+".filename", "file type %s is not allowed", path.Ext(*a.Filename))
+		case a.Content == nil || *a.Content == "":
+			d.fail(at+".content", "is required")
+		}
+		if d.err != nil {
+			return nil
+		}
+		n, err := base64Size(*a.Content)
+		if err != nil {
+			d.fail(at+".content", "must be base64")
+			return nil
+		}
+		out = append(out, Attachment{Filename: *a.Filename, Content: *a.Content, size: n})
+	}
+	return out
+}
+
+// base64Size checks content is standard base64 (line breaks allowed, padding optional) and
+// returns its decoded size.
+func base64Size(s string) (int, error) {
+	b, err := DecodeAttachment(s)
+	return len(b), err
+}
+
+// DecodeAttachment returns the bytes of a validated attachment's content.
+func DecodeAttachment(content string) ([]byte, error) {
+	clean := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == ' ' {
+			return -1
+		}
+		return r
+	}, content)
+	if !strings.HasSuffix(clean, "=") && len(clean)%4 != 0 {
+		return base64.RawStdEncoding.DecodeString(clean)
+	}
+	return base64.StdEncoding.DecodeString(clean)
+}
+
+func (d *decoder) time(field string) *time.Time {
+	s := d.str(field)
+	if s == "" || d.err != nil {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		d.fail(field, "must be an RFC 3339 date-time with seconds and a time zone, e.g. 2026-01-02T15:04:05Z")
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// ParseAddress validates "a@b.c" or "Name <a@b.c>" and returns it in a normal form. The domain
+// must have a dot, as every deliverable domain does.
+func ParseAddress(s string) (string, error) {
+	if strings.ContainsAny(s, "\r\n\x00") || len(s) > 320 {
+		return "", fmt.Errorf("invalid address")
+	}
+	a, err := mail.ParseAddress(strings.TrimSpace(s))
+	if err != nil {
+		return "", err
+	}
+	at := strings.LastIndexByte(a.Address, '@')
+	if at <= 0 {
+		return "", fmt.Errorf("invalid address")
+	}
+	domain := a.Address[at+1:]
+	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") ||
+		strings.Contains(domain, "..") || strings.ContainsAny(a.Address, " ") {
+		return "", fmt.Errorf("invalid address")
+	}
+	if a.Name == "" {
+		return a.Address, nil
+	}
+	// Keep the caller's spelling of the name (a.String() would RFC 2047-encode it).
+	return strings.TrimSpace(s), nil
+}
+
+// AddressOnly returns the bare address of a validated address.
+func AddressOnly(s string) string {
+	a, err := mail.ParseAddress(s)
+	if err != nil {
+		return s
+	}
+	return a.Address
+}
+
+// DomainOf returns the lower-cased domain of a validated address.
+func DomainOf(s string) string {
+	addr := AddressOnly(s)
+	return strings.ToLower(addr[strings.LastIndexByte(addr, '@')+1:])
+}

@@ -1,0 +1,187 @@
+package email
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+)
+
+func TestDecodeRequestValid(t *testing.T) {
+	body := `{"to":["A <a@x.io>","b@x.io"],"from":"Me <me@example.com>","subject":"Hi",
+		"html":"<b>x</b>","text":"x","cc":"c@x.io","bcc":["d@x.io"],"replyTo":"r@x.io",
+		"headers":{"X-B":"2","X-A":"1"},"attachments":[{"filename":"a.txt","content":"aGVsbG8="}],
+		"scheduledAt":"2030-01-02T03:04:05+02:00","inReplyToId":"em123","unknown":1}`
+	r, err := DecodeRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.To, "|"); got != "A <a@x.io>|b@x.io" {
+		t.Errorf("to = %q", got)
+	}
+	if r.CC[0] != "c@x.io" || r.BCC[0] != "d@x.io" || r.ReplyTo[0] != "r@x.io" {
+		t.Errorf("cc/bcc/replyTo = %v %v %v", r.CC, r.BCC, r.ReplyTo)
+	}
+	if r.Headers[0].Name != "X-A" || r.Headers[1].Name != "X-B" {
+		t.Errorf("headers not sorted: %v", r.Headers)
+	}
+	if r.ScheduledAt == nil || r.ScheduledAt.Hour() != 1 || r.ScheduledAt.Location().String() != "UTC" {
+		t.Errorf("scheduledAt = %v, want 01:04:05 UTC", r.ScheduledAt)
+	}
+	if r.Attachments[0].size != 5 {
+		t.Errorf("attachment size = %d", r.Attachments[0].size)
+	}
+}
+
+func TestDecodeRequestHTMLBooleanIsAbsent(t *testing.T) {
+	r, err := DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t","html":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HTML != nil {
+		t.Errorf("html = %v, want absent", *r.HTML)
+	}
+}
+
+func TestDecodeRequestErrors(t *testing.T) {
+	att := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = `{"filename":"f.txt","content":"aGk="}`
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	base := `"from":"me@example.com","subject":"s","text":"t"`
+	cases := []struct {
+		name, body, want string
+		kind             fault.Kind
+	}{
+		{"malformed", `{"to":`, "Malformed JSON in request body", fault.Invalid},
+		{"not object", `[1]`, "must be an object", fault.Invalid},
+		{"missing to", `{` + base + `}`, "to: is required", fault.Invalid},
+		{"to wrong type", `{"to":5,` + base + `}`, "to: must be a string or an array of strings", fault.Invalid},
+		{"bad address", `{"to":"nope",` + base + `}`, `to: invalid email address "nope"`, fault.Invalid},
+		{"bad address in list", `{"to":["a@x.io","b@"],` + base + `}`, `to[1]: invalid email address`, fault.Invalid},
+		{"no dot domain", `{"to":"a@localhost",` + base + `}`, `to: invalid email address`, fault.Invalid},
+		{"missing from", `{"to":"a@x.io","subject":"s","text":"t"}`, "from: is required", fault.Invalid},
+		{"subject missing", `{"to":"a@x.io","from":"me@example.com","text":"t"}`, "subject: is required unless templateId", fault.Invalid},
+		{"subject empty", `{"to":"a@x.io","from":"me@example.com","subject":"","text":"t"}`, "subject: must not be empty", fault.Invalid},
+		{"subject CRLF", `{"to":"a@x.io","from":"me@example.com","subject":"a\r\nBcc: x@y.z","text":"t"}`, "subject: must not contain line breaks", fault.Invalid},
+		{"no body", `{"to":"a@x.io","from":"me@example.com","subject":"s"}`, "html: html or text is required", fault.Invalid},
+		{"text wrong type", `{"to":"a@x.io","from":"me@example.com","subject":"s","text":3}`, "text: must be a string", fault.Invalid},
+		{"header CRLF", `{"to":"a@x.io",` + base + `,"headers":{"X-A":"1\r\nBcc: e@v.il"}}`, "headers.X-A: must not contain CR or LF", fault.Invalid},
+		{"header name", `{"to":"a@x.io",` + base + `,"headers":{"X A":"1"}}`, `headers: invalid header name "X A"`, fault.Invalid},
+		{"header reserved", `{"to":"a@x.io",` + base + `,"headers":{"From":"x@y.z"}}`, "headers.From: is set by Mailroom", fault.Invalid},
+		{"header reserved id", `{"to":"a@x.io",` + base + `,"headers":{"x-usesend-email-id":"1"}}`, "is set by Mailroom", fault.Invalid},
+		{"11 attachments", `{"to":"a@x.io",` + base + `,"attachments":` + att(11) + `}`, "attachments: at most 10 items", fault.Invalid},
+		{"attachment base64", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.txt","content":"!!"}]}`, "attachments[0].content: must be base64", fault.Invalid},
+		{"attachment exe", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.exe","content":"aGk="}]}`, "attachments[0].filename: file type .exe is not allowed", fault.Invalid},
+		{"attachment no name", `{"to":"a@x.io",` + base + `,"attachments":[{"content":"aGk="}]}`, "attachments[0].filename: is required", fault.Invalid},
+		{"scheduledAt format", `{"to":"a@x.io",` + base + `,"scheduledAt":"tomorrow"}`, "scheduledAt: must be an RFC 3339", fault.Invalid},
+		{"variables type", `{"to":"a@x.io",` + base + `,"variables":{"a":{"b":1}}}`, "variables.a: must be a string, number or boolean", fault.Invalid},
+		{"too many recipients", `{"to":[` + strings.TrimSuffix(strings.Repeat(`"a@x.io",`, 51), ",") + `],` + base + `}`, "to: at most 50 recipients", fault.Invalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeRequest([]byte(c.body))
+			fe, ok := fault.As(err)
+			if !ok {
+				t.Fatalf("err = %v, want a fault", err)
+			}
+			if fe.Kind != c.kind || !strings.Contains(fe.Message, c.want) {
+				t.Errorf("got (%d) %q, want (%d) containing %q", fe.Kind, fe.Message, c.kind, c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeRequestTooLarge(t *testing.T) {
+	big := base64.StdEncoding.EncodeToString(make([]byte, 8<<20))
+	parts := make([]string, 5)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"filename":"f%d.bin","content":"%s"}`, i, big)
+	}
+	body := `{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t","attachments":[` + strings.Join(parts, ",") + `]}`
+	_, err := DecodeRequest([]byte(body))
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.TooLarge {
+		t.Fatalf("err = %v, want TooLarge", err)
+	}
+}
+
+func TestDecodeBatch(t *testing.T) {
+	one := `{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t"}`
+	if rs, err := DecodeBatch([]byte("[" + one + "," + one + "]")); err != nil || len(rs) != 2 {
+		t.Fatalf("valid batch: %v %d", err, len(rs))
+	}
+	items := make([]string, 101)
+	for i := range items {
+		items[i] = one
+	}
+	cases := map[string]string{
+		"[]":                                 "body: at least 1 email",
+		"[" + strings.Join(items, ",") + "]": "body: at most 100 emails",
+		`{"to":"a@x.io"}`:                    "body: must be an array",
+		"[" + one + `,{"to":"bad"}]`:         "[1].to: invalid email address",
+		"[":                                  "Malformed JSON",
+	}
+	for body, want := range cases {
+		_, err := DecodeBatch([]byte(body))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeBatch(%.30q) = %v, want %q", body, err, want)
+		}
+	}
+}
+
+func TestAdvance(t *testing.T) {
+	cases := []struct{ cur, next, want string }{
+		{"", "QUEUED", "QUEUED"},
+		{"SCHEDULED", "CANCELLED", "CANCELLED"},
+		{"QUEUED", "SENT", "SENT"},
+		{"DELIVERED", "SENT", "DELIVERED"},
+		{"OPENED", "DELIVERED", "OPENED"},
+		{"BOUNCED", "COMPLAINED", "COMPLAINED"},
+		{"CLICKED", "OPENED", "CLICKED"},
+		{"SENT", "bogus", "SENT"},
+	}
+	for _, c := range cases {
+		if got := Advance(c.cur, c.next); got != c.want {
+			t.Errorf("Advance(%q, %q) = %q, want %q", c.cur, c.next, got, c.want)
+		}
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t"}`))
+	f.Add([]byte(`{"to":["a@x.io"],"from":"A <me@example.com>","templateId":"t","variables":{"a":1},"headers":{"X":"y"},"attachments":[{"filename":"a","content":"aGk"}]}`))
+	f.Add([]byte(`[{"to":"a@x.io"}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeRequest(body)
+		if err != nil {
+			if _, ok := fault.As(err); !ok {
+				t.Fatalf("non-fault error %v", err)
+			}
+			return
+		}
+		// Whatever is accepted is safe to put in headers.
+		for _, s := range append(append([]string{r.From}, r.To...), deref(r.Subject)) {
+			if strings.ContainsAny(s, "\r\n") {
+				t.Fatalf("accepted CR/LF in %q", s)
+			}
+		}
+		if len(r.To) == 0 {
+			t.Fatal("accepted a request without recipients")
+		}
+	})
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add([]byte(`[{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t"}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rs, err := DecodeBatch(body)
+		if err == nil && (len(rs) == 0 || len(rs) > MaxBatch) {
+			t.Fatalf("accepted a batch of %d", len(rs))
+		}
+	})
+}

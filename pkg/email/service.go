@@ -1,0 +1,367 @@
+package email
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/template"
+)
+
+// Store is what the email use cases need from persistence.
+type Store interface {
+	CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error
+	GetEmail(ctx context.Context, id string) (store.Email, error)
+	GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error)
+	ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Email, int, error)
+	GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error)
+	ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error)
+	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
+	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
+}
+
+// Domains finds the team's domain of a From address (see domain.Directory).
+type Domains interface {
+	Lookup(ctx context.Context, teamID int64, name string) (store.Domain, error)
+}
+
+// Dispatcher hands newly queued emails to the deliver flow. On AWS the table's stream does
+// that and the dispatcher does nothing; locally it feeds the in-process worker pool.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, ids ...string)
+}
+
+// Idempotency timing (COMPAT.md).
+const (
+	IdempotencyTTL   = 24 * time.Hour
+	IdempotencyStale = 60 * time.Second
+)
+
+// Service is the email use cases.
+type Service struct {
+	Store      Store
+	Domains    Domains
+	Dispatcher Dispatcher
+	Now        func() time.Time
+}
+
+// SendResult is what a send returns; Body is the exact JSON response (stored for replays).
+type SendResult struct {
+	IDs      []string
+	Body     []byte
+	Replayed bool
+}
+
+// Send writes one email (batch=false, one request) or a batch, honouring an optional
+// Idempotency-Key. Nothing is written unless every request is valid.
+func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs []Request, batch bool) (SendResult, error) {
+	if key != "" && len(key) > MaxIdempotencyKey {
+		return SendResult{}, fault.Field("", "Invalid Idempotency-Key length")
+	}
+	now := s.Now().UTC()
+	nonce := ""
+	if key != "" {
+		fp, err := fingerprint(reqs, batch)
+		if err != nil {
+			return SendResult{}, err
+		}
+		rec, claimed, err := s.Store.ClaimIdempotency(ctx, store.IdemClaim{
+			TeamID: p.TeamID, Key: key, Fingerprint: fp, Nonce: newNonce(), Now: now,
+			TTL: IdempotencyTTL, StaleAfter: IdempotencyStale,
+		})
+		if err != nil {
+			return SendResult{}, fmt.Errorf("claim idempotency key: %w", err)
+		}
+		if !claimed {
+			return replay(rec, fp)
+		}
+		nonce = rec.Nonce
+	}
+	res, err := s.write(ctx, p, reqs, batch, nonce, now)
+	if err != nil {
+		if key != "" {
+			// A failed request stores nothing: the caller may retry with the same key.
+			if rerr := s.Store.ReleaseIdempotency(context.WithoutCancel(ctx), p.TeamID, key); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("release idempotency key: %w", rerr))
+			}
+		}
+		return SendResult{}, err
+	}
+	if key != "" {
+		if err := s.Store.CompleteIdempotency(ctx, p.TeamID, key, res.Body); err != nil {
+			// The emails exist; a retry after the stale window re-derives the same ids and
+			// finds them, so nothing is sent twice. Report success.
+			_ = err
+		}
+	}
+	return res, nil
+}
+
+func replay(rec store.Idempotency, fp string) (SendResult, error) {
+	switch {
+	case rec.Fingerprint != fp:
+		return SendResult{}, fault.New(fault.Conflict, "Idempotency-Key already used with a different payload")
+	case rec.State != store.IdemComplete:
+		return SendResult{}, fault.New(fault.Conflict, "Request with same Idempotency-Key is in progress. Retry later.")
+	}
+	return SendResult{Body: rec.Response, Replayed: true}, nil
+}
+
+// fingerprint is the SHA-256 of the canonical JSON of the normalised request(s).
+func fingerprint(reqs []Request, batch bool) (string, error) {
+	var v any = reqs
+	if !batch {
+		v = reqs[0]
+	}
+	b, err := json.Marshal(struct {
+		Batch bool `json:"batch"`
+		Body  any  `json:"body"`
+	}{batch, v})
+	if err != nil {
+		return "", fmt.Errorf("fingerprint: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (s *Service) write(ctx context.Context, p auth.Principal, reqs []Request, batch bool, nonce string, now time.Time) (SendResult, error) {
+	emails := make([]store.Email, len(reqs))
+	events := make([]store.Event, len(reqs))
+	templates := map[string]store.Template{}
+	for i, r := range reqs {
+		at := ""
+		if batch {
+			at = fmt.Sprintf("[%d].", i)
+		}
+		e, err := s.build(ctx, p, r, templates, now)
+		if err != nil {
+			return SendResult{}, fault.Prefix(at, err)
+		}
+		e.ID = emailID(nonce, i)
+		emails[i] = e
+		events[i] = store.Event{ID: "0-" + e.Status, EmailID: e.ID, Status: e.Status, CreatedAt: now}
+	}
+	if err := s.Store.CreateEmails(ctx, emails, events); err != nil {
+		return SendResult{}, fmt.Errorf("create emails: %w", err)
+	}
+	ids := make([]string, len(emails))
+	var queued []string
+	for i, e := range emails {
+		ids[i] = e.ID
+		if e.Status == store.StatusQueued {
+			queued = append(queued, e.ID)
+		}
+	}
+	var body []byte
+	var err error
+	if batch {
+		items := make([]map[string]string, len(ids))
+		for i, id := range ids {
+			items[i] = map[string]string{"emailId": id}
+		}
+		body, err = json.Marshal(map[string]any{"data": items})
+	} else {
+		body, err = json.Marshal(map[string]string{"emailId": ids[0]})
+	}
+	if err != nil {
+		return SendResult{}, err
+	}
+	if len(queued) > 0 && s.Dispatcher != nil {
+		s.Dispatcher.Dispatch(ctx, queued...)
+	}
+	return SendResult{IDs: ids, Body: body}, nil
+}
+
+// build resolves one request into an email: its domain, template and reply reference.
+func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templates map[string]store.Template, now time.Time) (store.Email, error) {
+	name := DomainOf(r.From)
+	dom, err := s.Domains.Lookup(ctx, p.TeamID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Email{}, fault.Field("from", "domain %s is not a domain of this team; add and verify it first", name)
+	}
+	if err != nil {
+		return store.Email{}, fmt.Errorf("domain lookup: %w", err)
+	}
+	if dom.Status != store.DomainSuccess {
+		return store.Email{}, fault.Field("from", "domain %s is not verified (status %s)", name, dom.Status)
+	}
+	if p.DomainID != 0 && dom.ID != p.DomainID {
+		return store.Email{}, fault.New(fault.Forbidden, "from: this API key may only send from its own domain")
+	}
+	e := store.Email{
+		TeamID: p.TeamID, DomainID: dom.ID, From: r.From, To: r.To, CC: r.CC, BCC: r.BCC,
+		ReplyTo: r.ReplyTo, InReplyToID: r.InReplyToID, CreatedAt: now, UpdatedAt: now,
+		Status: store.StatusQueued,
+	}
+	e.Content.Headers = r.Headers
+	for _, a := range r.Attachments {
+		e.Content.Attachments = append(e.Content.Attachments, store.Attachment{Filename: a.Filename, Content: a.Content})
+	}
+	if err := s.render(ctx, p.TeamID, r, &e, templates); err != nil {
+		return store.Email{}, err
+	}
+	if r.InReplyToID != "" {
+		ref, err := s.Store.GetEmail(ctx, r.InReplyToID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && ref.TeamID != p.TeamID) {
+			return store.Email{}, fault.Field("inReplyToId", "email %s not found", r.InReplyToID)
+		}
+		if err != nil {
+			return store.Email{}, fmt.Errorf("in-reply-to lookup: %w", err)
+		}
+	}
+	if r.ScheduledAt != nil && r.ScheduledAt.After(now) {
+		t := *r.ScheduledAt
+		e.ScheduledAt = &t
+		e.Status = store.StatusScheduled
+	}
+	e.LatestStatus = e.Status
+	return e, nil
+}
+
+// render fills subject and content from the request and, when templateId is given, from the
+// template: the caller's own subject, html and text win over the template's.
+func (s *Service) render(ctx context.Context, teamID int64, r Request, e *store.Email, templates map[string]store.Template) error {
+	subject, html, text := deref(r.Subject), r.HTML, r.Text
+	if r.TemplateID != "" {
+		t, ok := templates[r.TemplateID]
+		if !ok {
+			var err error
+			t, err = s.Store.GetTemplate(ctx, teamID, r.TemplateID)
+			if errors.Is(err, store.ErrNotFound) {
+				return fault.Field("templateId", "template %s not found", r.TemplateID)
+			}
+			if err != nil {
+				return fmt.Errorf("get template: %w", err)
+			}
+			templates[r.TemplateID] = t
+		}
+		if r.Subject == nil {
+			subject = t.Subject
+		}
+		if html == nil && t.HTML != "" {
+			html = &t.HTML
+		}
+		if text == nil && t.Text != "" {
+			text = &t.Text
+		}
+		var err error
+		if subject, err = template.Render(subject, r.Variables, false); err != nil {
+			return err
+		}
+		if html, err = renderPtr(html, r.Variables, true); err != nil {
+			return err
+		}
+		if text, err = renderPtr(text, r.Variables, false); err != nil {
+			return err
+		}
+		if strings.TrimSpace(subject) == "" {
+			return fault.Field("subject", "is required: the template has none")
+		}
+		if strings.ContainsAny(subject, "\r\n") {
+			return fault.Field("subject", "must not contain line breaks after rendering")
+		}
+		if html == nil && text == nil {
+			return fault.Field("html", "html or text is required: the template has neither")
+		}
+	}
+	e.Subject, e.Content.HTML, e.Content.Text = subject, html, text
+	return nil
+}
+
+func renderPtr(p *string, vars map[string]string, escape bool) (*string, error) {
+	if p == nil {
+		return nil, nil
+	}
+	out, err := template.Render(*p, vars, escape)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// emailID returns a random id, or, under an idempotency nonce, the id of the i-th email of
+// that request: a retry that takes over a crashed request's claim derives the same ids, and the
+// store's create-if-absent keeps it exactly-once.
+func emailID(nonce string, i int) string {
+	var b [15]byte
+	if nonce == "" {
+		_, _ = rand.Read(b[:])
+	} else {
+		h := sha256.New()
+		h.Write([]byte(nonce))
+		_ = binary.Write(h, binary.BigEndian, int64(i))
+		copy(b[:], h.Sum(nil))
+	}
+	return "em" + idEncoding.EncodeToString(b[:])
+}
+
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ListQuery is a parsed GET /emails query.
+type ListQuery struct {
+	Page, Limit int
+	Start, End  *time.Time
+	DomainIDs   []int64
+}
+
+// List returns one page of the team's emails, newest first, and the total matching.
+func (s *Service) List(ctx context.Context, p auth.Principal, q ListQuery) ([]store.Email, int, error) {
+	doms := q.DomainIDs
+	if p.DomainID != 0 {
+		// A key restricted to one domain sees that domain's emails only.
+		if len(doms) > 0 && !contains(doms, p.DomainID) {
+			return nil, 0, nil
+		}
+		doms = []int64{p.DomainID}
+	}
+	return s.Store.ListEmails(ctx, store.EmailFilter{
+		TeamID: p.TeamID, Start: q.Start, End: q.End, DomainIDs: doms,
+		Offset: (q.Page - 1) * q.Limit, Limit: q.Limit,
+	})
+}
+
+func contains(list []int64, v int64) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns one email of the team with its history; another team's id is not found.
+func (s *Service) Get(ctx context.Context, p auth.Principal, id string) (store.Email, []store.Event, error) {
+	e, events, err := s.Store.GetEmailDetail(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, e)) {
+		return store.Email{}, nil, fault.NotFoundf("Email not found")
+	}
+	return e, events, err
+}
+
+func visible(p auth.Principal, e store.Email) bool {
+	return e.TeamID == p.TeamID && (p.DomainID == 0 || p.DomainID == e.DomainID)
+}

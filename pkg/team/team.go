@@ -1,0 +1,154 @@
+// Package team is the administration of teams and their API keys: what the admin CLI does and
+// what the local server does at start to make sure a newcomer has a key.
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Store is what administration needs from persistence.
+type Store interface {
+	NextID(ctx context.Context, sequence string) (int64, error)
+	CreateTeam(ctx context.Context, t store.Team) error
+	GetTeam(ctx context.Context, id int64) (store.Team, error)
+	ListTeams(ctx context.Context) ([]store.Team, error)
+	CreateAPIKey(ctx context.Context, k store.APIKey) error
+	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
+	ListAPIKeys(ctx context.Context, teamID int64) ([]store.APIKey, error)
+	DeleteAPIKey(ctx context.Context, teamID int64, id string) error
+}
+
+// Admin is the team and key use cases.
+type Admin struct {
+	Store Store
+	Now   func() time.Time
+}
+
+// CreateTeam makes a new team.
+func (a *Admin) CreateTeam(ctx context.Context, name string) (store.Team, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return store.Team{}, errors.New("team name is required")
+	}
+	id, err := a.Store.NextID(ctx, "team")
+	if err != nil {
+		return store.Team{}, fmt.Errorf("team id: %w", err)
+	}
+	t := store.Team{ID: id, Name: name, CreatedAt: a.Now().UTC()}
+	if err := a.Store.CreateTeam(ctx, t); err != nil {
+		return store.Team{}, fmt.Errorf("create team: %w", err)
+	}
+	return t, nil
+}
+
+// KeyRequest describes a key to create.
+type KeyRequest struct {
+	TeamID     int64
+	Name       string
+	Permission store.Permission // FULL unless set
+	DomainID   int64
+}
+
+// CreateKey makes a key and returns the full key: it is shown once and stored only hashed.
+func (a *Admin) CreateKey(ctx context.Context, r KeyRequest) (string, store.APIKey, error) {
+	if r.Permission == "" {
+		r.Permission = store.PermissionFull
+	}
+	if r.Permission != store.PermissionFull && r.Permission != store.PermissionSending {
+		return "", store.APIKey{}, fmt.Errorf("permission must be FULL or SENDING")
+	}
+	if _, err := a.Store.GetTeam(ctx, r.TeamID); err != nil {
+		return "", store.APIKey{}, fmt.Errorf("team %d: %w", r.TeamID, err)
+	}
+	for range 5 { // a key id collision is astronomically rare; retry it anyway
+		full, id, err := auth.Generate()
+		if err != nil {
+			return "", store.APIKey{}, err
+		}
+		k, err := a.store(ctx, r, full, id)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		return full, k, err
+	}
+	return "", store.APIKey{}, errors.New("could not allocate a key id")
+}
+
+func (a *Admin) store(ctx context.Context, r KeyRequest, full, id string) (store.APIKey, error) {
+	_, secret, err := auth.Parse(full)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	k := store.APIKey{ID: id, TeamID: r.TeamID, Name: r.Name, SecretHash: auth.Hash(secret),
+		Permission: r.Permission, DomainID: r.DomainID, CreatedAt: a.Now().UTC()}
+	if err := a.Store.CreateAPIKey(ctx, k); err != nil {
+		return store.APIKey{}, err
+	}
+	return k, nil
+}
+
+// RevokeKey deletes a key of the team.
+func (a *Admin) RevokeKey(ctx context.Context, teamID int64, id string) error {
+	return a.Store.DeleteAPIKey(ctx, teamID, id)
+}
+
+// Bootstrap makes sure a team exists and can be used. With key set (BOOTSTRAP_API_KEY) it makes
+// sure a team holds that FULL key, creating the team and key when missing. Without key, it
+// creates a first team and key only when there is no team at all, and returns the new key
+// ("" when nothing was created).
+func (a *Admin) Bootstrap(ctx context.Context, key string) (created string, teamID int64, err error) {
+	if key != "" {
+		id, secret, err := auth.Parse(key)
+		if err != nil {
+			return "", 0, fmt.Errorf("BOOTSTRAP_API_KEY must look like us_<10 [0-9a-z]>_<32 hex>")
+		}
+		existing, err := a.Store.GetAPIKey(ctx, id)
+		if err == nil {
+			if existing.SecretHash != auth.Hash(secret) {
+				return "", 0, fmt.Errorf("BOOTSTRAP_API_KEY: key id %s exists with another secret", id)
+			}
+			return "", existing.TeamID, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return "", 0, err
+		}
+		t, err := a.firstTeam(ctx)
+		if err != nil {
+			return "", 0, err
+		}
+		_, err = a.store(ctx, KeyRequest{TeamID: t.ID, Name: "bootstrap", Permission: store.PermissionFull}, key, id)
+		return "", t.ID, err
+	}
+	teams, err := a.Store.ListTeams(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(teams) > 0 {
+		return "", teams[0].ID, nil
+	}
+	t, err := a.CreateTeam(ctx, "Default team")
+	if err != nil {
+		return "", 0, err
+	}
+	full, _, err := a.CreateKey(ctx, KeyRequest{TeamID: t.ID, Name: "default"})
+	return full, t.ID, err
+}
+
+// firstTeam returns the oldest team, creating one when there is none.
+func (a *Admin) firstTeam(ctx context.Context) (store.Team, error) {
+	teams, err := a.Store.ListTeams(ctx)
+	if err != nil {
+		return store.Team{}, err
+	}
+	if len(teams) > 0 {
+		return teams[0], nil
+	}
+	return a.CreateTeam(ctx, "Default team")
+}

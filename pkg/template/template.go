@@ -1,0 +1,207 @@
+// Package template keeps a team's email templates and renders their {{name}} placeholders.
+// useSend keeps templates in its dashboard; Mailroom exposes them through the API so that a
+// templateId in a send has somewhere to come from.
+package template
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"html"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Store is what templates need from persistence.
+type Store interface {
+	CreateTemplate(ctx context.Context, t store.Template) error
+	GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error)
+	ListTemplates(ctx context.Context, teamID int64) ([]store.Template, error)
+	UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*store.Template) error) (store.Template, error)
+	DeleteTemplate(ctx context.Context, teamID int64, id string) error
+}
+
+// Limits on stored fields: a template is rendered on every send that names it.
+const (
+	MaxName    = 200
+	MaxSubject = 998 // RFC 5322 line limit
+	MaxBody    = 512 << 10
+)
+
+// Fields is a create or patch request; nil means "not given".
+type Fields struct {
+	Name    *string
+	Subject *string
+	HTML    *string
+	Text    *string
+}
+
+// Service is the template use cases.
+type Service struct {
+	Store Store
+	Now   func() time.Time
+}
+
+// NewID returns a fresh template id.
+func NewID() string { return "tpl_" + randomID(20) }
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:n]
+}
+
+func (f Fields) validate(create bool) error {
+	check := func(field string, v *string, max int, required bool) error {
+		if v == nil {
+			if required {
+				return fault.Field(field, "is required")
+			}
+			return nil
+		}
+		if required && strings.TrimSpace(*v) == "" {
+			return fault.Field(field, "must not be empty")
+		}
+		if len(*v) > max {
+			return fault.Field(field, "at most %d bytes", max)
+		}
+		if !utf8.ValidString(*v) {
+			return fault.Field(field, "must be valid UTF-8")
+		}
+		return nil
+	}
+	if err := check("name", f.Name, MaxName, create); err != nil {
+		return err
+	}
+	if err := check("subject", f.Subject, MaxSubject, false); err != nil {
+		return err
+	}
+	if f.Subject != nil && strings.ContainsAny(*f.Subject, "\r\n") {
+		return fault.Field("subject", "must not contain line breaks")
+	}
+	if err := check("html", f.HTML, MaxBody, false); err != nil {
+		return err
+	}
+	if err := check("text", f.Text, MaxBody, false); err != nil {
+		return err
+	}
+	if create && (f.HTML == nil || *f.HTML == "") && (f.Text == nil || *f.Text == "") {
+		return fault.Field("html", "html or text is required")
+	}
+	return nil
+}
+
+func (f Fields) apply(t *store.Template) {
+	if f.Name != nil {
+		t.Name = *f.Name
+	}
+	if f.Subject != nil {
+		t.Subject = *f.Subject
+	}
+	if f.HTML != nil {
+		t.HTML = *f.HTML
+	}
+	if f.Text != nil {
+		t.Text = *f.Text
+	}
+}
+
+// Create stores a new template.
+func (s *Service) Create(ctx context.Context, teamID int64, f Fields) (store.Template, error) {
+	if err := f.validate(true); err != nil {
+		return store.Template{}, err
+	}
+	now := s.Now().UTC()
+	t := store.Template{ID: NewID(), TeamID: teamID, CreatedAt: now, UpdatedAt: now}
+	f.apply(&t)
+	if err := s.Store.CreateTemplate(ctx, t); err != nil {
+		return store.Template{}, fmt.Errorf("create template: %w", err)
+	}
+	return t, nil
+}
+
+// Get reads one template of the team.
+func (s *Service) Get(ctx context.Context, teamID int64, id string) (store.Template, error) {
+	t, err := s.Store.GetTemplate(ctx, teamID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Template{}, fault.NotFoundf("Template not found")
+	}
+	return t, err
+}
+
+// List returns the team's templates, newest first.
+func (s *Service) List(ctx context.Context, teamID int64) ([]store.Template, error) {
+	return s.Store.ListTemplates(ctx, teamID)
+}
+
+// Update changes the given fields.
+func (s *Service) Update(ctx context.Context, teamID int64, id string, f Fields) (store.Template, error) {
+	if err := f.validate(false); err != nil {
+		return store.Template{}, err
+	}
+	t, err := s.Store.UpdateTemplate(ctx, teamID, id, func(t *store.Template) error {
+		f.apply(t)
+		if t.HTML == "" && t.Text == "" {
+			return fault.Field("html", "html or text is required")
+		}
+		t.UpdatedAt = s.Now().UTC()
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Template{}, fault.NotFoundf("Template not found")
+	}
+	return t, err
+}
+
+// Delete removes a template.
+func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
+	err := s.Store.DeleteTemplate(ctx, teamID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fault.NotFoundf("Template not found")
+	}
+	return err
+}
+
+// placeholder matches {{name}} with optional inner spaces.
+var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}`)
+
+// Render replaces every {{name}} in s with vars[name], HTML-escaping values when escape is set.
+// Every missing name is reported, sorted, in one error naming the variables field.
+func Render(s string, vars map[string]string, escape bool) (string, error) {
+	var missing []string
+	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		name := placeholder.FindStringSubmatch(m)[1]
+		v, ok := vars[name]
+		if !ok {
+			missing = append(missing, name)
+			return m
+		}
+		if escape {
+			return html.EscapeString(v)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return "", fault.Field("variables", "missing value for %s", strings.Join(dedupe(missing), ", "))
+	}
+	return out, nil
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
