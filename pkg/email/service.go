@@ -83,7 +83,9 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		if err != nil {
 			return SendResult{}, fmt.Errorf("claim idempotency key: %w", err)
 		}
-		if !claimed {
+		if !claimed || rec.Fingerprint != fp {
+			// A stale claim taken over keeps its first fingerprint: a different payload may
+			// not finish someone else's request.
 			return replay(rec, fp)
 		}
 		nonce = rec.Nonce
@@ -113,6 +115,7 @@ func replay(rec store.Idempotency, fp string) (SendResult, error) {
 	case rec.Fingerprint != fp:
 		return SendResult{}, fault.New(fault.Conflict, "Idempotency-Key already used with a different payload")
 	case rec.State != store.IdemComplete:
+		// In flight (or, after a takeover with the same payload, not possible here).
 		return SendResult{}, fault.New(fault.Conflict, "Request with same Idempotency-Key is in progress. Retry later.")
 	}
 	return SendResult{Body: rec.Response, Replayed: true}, nil

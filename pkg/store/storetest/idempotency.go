@@ -1,0 +1,172 @@
+package storetest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+const (
+	idemTTL   = 24 * time.Hour
+	idemStale = 60 * time.Second
+)
+
+func claim(t *testing.T, s store.Store, c store.IdemClaim) (store.Idempotency, bool) {
+	t.Helper()
+	if c.TTL == 0 {
+		c.TTL = idemTTL
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = idemStale
+	}
+	rec, claimed, err := s.ClaimIdempotency(t.Context(), c)
+	noErr(t, "ClaimIdempotency", err)
+	return rec, claimed
+}
+
+func checkIdem(t *testing.T, what string, rec store.Idempotency, teamID int64, key, fingerprint, state, nonce string) {
+	t.Helper()
+	if rec.TeamID != teamID || rec.Key != key || rec.Fingerprint != fingerprint || rec.State != state || rec.Nonce != nonce {
+		t.Fatalf("%s: record {team %d key %q fingerprint %q state %s nonce %q}, want {team %d key %q fingerprint %q state %s nonce %q}",
+			what, rec.TeamID, rec.Key, rec.Fingerprint, rec.State, rec.Nonce, teamID, key, fingerprint, state, nonce)
+	}
+}
+
+func testIdempotency(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a, b := newTeam(t, s), newTeam(t, s)
+	key := randID("idem-")
+	at := now()
+
+	rec, claimed := claim(t, s, store.IdemClaim{TeamID: a, Key: key, Fingerprint: "fp-1", Nonce: "nonce-1", Now: at})
+	if !claimed {
+		t.Fatal("first claim not claimed")
+	}
+	checkIdem(t, "first claim", rec, a, key, "fp-1", store.IdemPending, "nonce-1")
+	if !rec.ClaimedAt.Equal(at) || !rec.ExpiresAt.Equal(at.Add(idemTTL)) {
+		t.Fatalf("first claim: ClaimedAt %v ExpiresAt %v, want %v and %v", rec.ClaimedAt, rec.ExpiresAt, at, at.Add(idemTTL))
+	}
+
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: a, Key: key, Fingerprint: "fp-2", Nonce: "nonce-2", Now: at.Add(time.Second)})
+	if claimed {
+		t.Fatal("second claim of a pending key claimed it")
+	}
+	checkIdem(t, "second claim", rec, a, key, "fp-1", store.IdemPending, "nonce-1")
+
+	// Keys are per team.
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: b, Key: key, Fingerprint: "fp-b", Nonce: "nonce-b", Now: at})
+	if !claimed {
+		t.Fatal("another team's claim of the same key not claimed")
+	}
+	checkIdem(t, "other team's claim", rec, b, key, "fp-b", store.IdemPending, "nonce-b")
+
+	response := []byte(`{"emailId":"em-1"}`)
+	noErr(t, "CompleteIdempotency", s.CompleteIdempotency(ctx, a, key, response))
+	for _, later := range []time.Duration{time.Second, 2 * time.Hour} { // even when "stale"
+		rec, claimed = claim(t, s, store.IdemClaim{TeamID: a, Key: key, Fingerprint: "fp-1", Nonce: "nonce-3", Now: at.Add(later)})
+		if claimed {
+			t.Fatalf("claim %v after completion claimed a complete record", later)
+		}
+		checkIdem(t, "claim after completion", rec, a, key, "fp-1", store.IdemComplete, "nonce-1")
+		if !bytes.Equal(rec.Response, response) {
+			t.Fatalf("completed record response = %q, want %q", rec.Response, response)
+		}
+	}
+	// Team b's record is untouched by team a's completion.
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: b, Key: key, Fingerprint: "fp-b", Nonce: "nonce-x", Now: at.Add(time.Second)})
+	if claimed {
+		t.Fatal("team b's pending record claimed twice")
+	}
+	checkIdem(t, "team b after team a completed", rec, b, key, "fp-b", store.IdemPending, "nonce-b")
+	if len(rec.Response) != 0 {
+		t.Fatalf("team b's record has a response %q", rec.Response)
+	}
+
+	// Release deletes a pending record; the next claim is a fresh one.
+	released := randID("idem-")
+	claim(t, s, store.IdemClaim{TeamID: a, Key: released, Fingerprint: "fp-1", Nonce: "nonce-r1", Now: at})
+	noErr(t, "ReleaseIdempotency", s.ReleaseIdempotency(ctx, a, released))
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: a, Key: released, Fingerprint: "fp-2", Nonce: "nonce-r2", Now: at.Add(time.Second)})
+	if !claimed {
+		t.Fatal("claim after release not claimed")
+	}
+	checkIdem(t, "claim after release", rec, a, released, "fp-2", store.IdemPending, "nonce-r2")
+}
+
+func testIdempotencyExpiryAndTakeover(t *testing.T, s store.Store) {
+	team := newTeam(t, s)
+	at := now()
+
+	// A record that expired (ExpiresAt before Now) is absent: pending or complete.
+	for _, complete := range []bool{false, true} {
+		key := randID("expired-")
+		old := at.Add(-48 * time.Hour)
+		claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-old", Nonce: "nonce-old", Now: old})
+		if complete {
+			noErr(t, "CompleteIdempotency", s.CompleteIdempotency(t.Context(), team, key, []byte(`{}`)))
+		}
+		rec, claimed := claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-new", Nonce: "nonce-new", Now: at})
+		if !claimed {
+			t.Fatalf("claim of an expired record (complete=%v) not claimed", complete)
+		}
+		checkIdem(t, fmt.Sprintf("claim over an expired record (complete=%v)", complete), rec, team, key, "fp-new", store.IdemPending, "nonce-new")
+		if len(rec.Response) != 0 || !rec.ExpiresAt.Equal(at.Add(idemTTL)) {
+			t.Fatalf("claim over an expired record kept response %q / ExpiresAt %v", rec.Response, rec.ExpiresAt)
+		}
+	}
+
+	// A pending record claimed less than StaleAfter ago stays with its owner...
+	key := randID("stale-")
+	claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-1", Nonce: "nonce-1", Now: at.Add(-2 * time.Minute)})
+	rec, claimed := claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-1", Nonce: "nonce-2", Now: at.Add(-2*time.Minute + idemStale/2)})
+	if claimed {
+		t.Fatal("a fresh pending claim was taken over")
+	}
+	checkIdem(t, "claim of a fresh pending record", rec, team, key, "fp-1", store.IdemPending, "nonce-1")
+	// ...and is taken over once stale, keeping its nonce so the email ids stay the same.
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-1", Nonce: "nonce-3", Now: at})
+	if !claimed {
+		t.Fatal("a stale pending claim was not taken over")
+	}
+	checkIdem(t, "takeover", rec, team, key, "fp-1", store.IdemPending, "nonce-1")
+	if !rec.ClaimedAt.Equal(at) {
+		t.Fatalf("takeover: ClaimedAt %v, want %v", rec.ClaimedAt, at)
+	}
+	// The new owner holds it now: it is fresh again for others.
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-1", Nonce: "nonce-4", Now: at.Add(time.Second)})
+	if claimed {
+		t.Fatal("a just taken-over record was taken over again")
+	}
+	checkIdem(t, "claim after takeover", rec, team, key, "fp-1", store.IdemPending, "nonce-1")
+}
+
+func testIdempotencyConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team := newTeam(t, s)
+	key := randID("race-")
+	at := now()
+	recs := make([]store.Idempotency, workers)
+	claimedBy := make([]bool, workers)
+	errs := concurrently(workers, func(i int) error {
+		var err error
+		recs[i], claimedBy[i], err = s.ClaimIdempotency(ctx, store.IdemClaim{
+			TeamID: team, Key: key, Fingerprint: "fp", Nonce: fmt.Sprintf("nonce-%d", i),
+			Now: at, TTL: idemTTL, StaleAfter: idemStale,
+		})
+		return err
+	})
+	for _, err := range errs {
+		noErr(t, "ClaimIdempotency", err)
+	}
+	winner := slices.Index(claimedBy, true)
+	if winner < 0 || slices.Index(claimedBy[winner+1:], true) >= 0 {
+		t.Fatalf("claims of one key by %d goroutines: claimed = %v, want exactly one", workers, claimedBy)
+	}
+	for i, rec := range recs {
+		checkIdem(t, fmt.Sprintf("goroutine %d", i), rec, team, key, "fp", store.IdemPending, fmt.Sprintf("nonce-%d", winner))
+	}
+}
