@@ -1,4 +1,4 @@
-// Package mail declares the mailer port: it turns an email into an RFC 5322 message (BuildMIME)
+// Package mail declares the mailer port: it turns an email into an RFC 5322 message (Build)
 // and hands the raw bytes to a Mailer. Adapters: pkg/mail/outbox (writes .eml files and plays the
 // SES mailbox simulator) and pkg/mail/ses (SES v2 SendEmail with raw content).
 package mail

@@ -1,0 +1,233 @@
+package mail
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"mime"
+	"net/mail"
+	"path/filepath"
+	"strings"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+)
+
+// EmailIDHeader carries our email id on every message, so that provider events (which echo the
+// headers) can be matched back to the email without a lookup by provider message id.
+const EmailIDHeader = "X-Usesend-Email-ID"
+
+// maxHeaderLine is where custom header values are folded, the same width go-mail uses for its own.
+const maxHeaderLine = 76
+
+// Build renders m as an RFC 5322 / MIME message: text only, html only, or multipart/alternative,
+// wrapped in multipart/mixed when there are attachments. Bcc never appears in the headers: it
+// is envelope only (Message.Recipients). A missing Message-ID is generated on the From domain so
+// that replies thread even when the provider keeps ours.
+func Build(m Message) ([]byte, error) {
+	return build(m, time.Now())
+}
+
+// build is Build with the clock passed in, so golden tests get a fixed Date.
+func build(m Message, now time.Time) ([]byte, error) {
+	for _, h := range m.Headers {
+		if err := checkHeader(h); err != nil {
+			return nil, err
+		}
+	}
+	for name, v := range map[string]string{"subject": m.Subject, "messageId": m.MessageID, "inReplyTo": m.InReplyTo} {
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, fmt.Errorf("build message: %s contains a line break", name)
+		}
+	}
+
+	// The default User-Agent names the library version, which would change every golden file on
+	// upgrade and tells recipients nothing useful.
+	msg := gomail.NewMsg(gomail.WithNoDefaultUserAgent())
+	if err := msg.From(m.From); err != nil {
+		return nil, fmt.Errorf("build message: from: %w", err)
+	}
+	if len(m.To) > 0 {
+		if err := msg.To(m.To...); err != nil {
+			return nil, fmt.Errorf("build message: to: %w", err)
+		}
+	}
+	if len(m.CC) > 0 {
+		if err := msg.Cc(m.CC...); err != nil {
+			return nil, fmt.Errorf("build message: cc: %w", err)
+		}
+	}
+	if len(m.ReplyTo) > 0 {
+		if err := msg.SetAddrHeader(gomail.HeaderReplyTo, m.ReplyTo...); err != nil {
+			return nil, fmt.Errorf("build message: reply-to: %w", err)
+		}
+	}
+	msg.Subject(m.Subject)
+	msg.SetDateWithValue(now)
+
+	messageID := strings.Trim(m.MessageID, "<>")
+	if messageID == "" {
+		id, err := newMessageID(msg.GetFrom()[0].Address)
+		if err != nil {
+			return nil, fmt.Errorf("build message: %w", err)
+		}
+		messageID = id
+	}
+	msg.SetMessageIDWithValue(messageID)
+	if m.InReplyTo != "" {
+		ref := "<" + strings.Trim(m.InReplyTo, "<>") + ">"
+		msg.SetGenHeader(gomail.HeaderInReplyTo, ref)
+		msg.SetGenHeader(gomail.HeaderReferences, ref)
+	}
+	if m.EmailID != "" {
+		msg.SetGenHeader(gomail.Header(EmailIDHeader), m.EmailID)
+	}
+
+	switch {
+	case m.Text != "" && m.HTML != "":
+		msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+	case m.HTML != "":
+		msg.SetBodyString(gomail.TypeTextHTML, m.HTML)
+	default:
+		// A message with neither body still needs one part to be valid MIME.
+		msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+	}
+	for _, a := range m.Attachments {
+		name := a.Filename
+		if name == "" {
+			name = "attachment"
+		}
+		if err := msg.AttachReader(name, bytes.NewReader(a.Data),
+			gomail.WithFileContentType(gomail.ContentType(attachmentType(name))),
+			gomail.WithFileEncoding(gomail.EncodingB64)); err != nil {
+			return nil, fmt.Errorf("build message: attachment %q: %w", name, err)
+		}
+	}
+
+	var buf bytes.Buffer
+	if _, err := msg.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("build message: write: %w", err)
+	}
+	return insertHeaders(buf.Bytes(), m.Headers), nil
+}
+
+// insertHeaders appends the custom headers, in the caller's order and with repeats kept, at the
+// end of the header block. go-mail keeps generic headers in a map written in sorted order, which
+// would lose both the order and repeated names.
+func insertHeaders(raw []byte, headers []Header) []byte {
+	if len(headers) == 0 {
+		return raw
+	}
+	end := bytes.Index(raw, []byte("\r\n\r\n"))
+	if end < 0 {
+		return raw
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw) + 128*len(headers))
+	b.Write(raw[:end+2])
+	for _, h := range headers {
+		b.WriteString(foldHeader(h.Name, mime.QEncoding.Encode("UTF-8", h.Value)))
+	}
+	b.Write(raw[end+2:])
+	return b.Bytes()
+}
+
+// foldHeader renders "Name: value\r\n", folding at spaces near 76 columns (RFC 5322 2.2.3).
+// Values without spaces stay on one line; RFC 5322 allows up to 998 characters.
+func foldHeader(name, value string) string {
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteString(":")
+	col := len(name) + 1
+	for i, word := range strings.Split(value, " ") {
+		if i > 0 && col+1+len(word) > maxHeaderLine {
+			b.WriteString("\r\n")
+			col = 0
+		}
+		b.WriteString(" ")
+		b.WriteString(word)
+		col += 1 + len(word)
+	}
+	b.WriteString("\r\n")
+	return b.String()
+}
+
+// checkHeader refuses what would let a header value inject other headers or break the block.
+func checkHeader(h Header) error {
+	if h.Name == "" {
+		return errors.New("build message: empty header name")
+	}
+	for i := 0; i < len(h.Name); i++ {
+		c := h.Name[i]
+		if c <= ' ' || c >= 0x7f || c == ':' {
+			return fmt.Errorf("build message: invalid header name %q", h.Name)
+		}
+	}
+	if strings.ContainsAny(h.Value, "\r\n") {
+		return fmt.Errorf("build message: header %s: value contains a line break", h.Name)
+	}
+	return nil
+}
+
+// newMessageID makes a Message-ID (without angle brackets) on the domain of the From address.
+func newMessageID(from string) (string, error) {
+	domain := "localhost"
+	if a, err := mail.ParseAddress(from); err == nil {
+		from = a.Address
+	}
+	if at := strings.LastIndexByte(from, '@'); at >= 0 && at < len(from)-1 {
+		domain = from[at+1:]
+	}
+	var r [16]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("message id: %w", err)
+	}
+	return hex.EncodeToString(r[:]) + "@" + domain, nil
+}
+
+// attachmentTypes is our own table of common attachment types, so that the Content-Type of an
+// attachment does not depend on the mime.types files of the machine that renders it.
+var attachmentTypes = map[string]string{
+	".pdf":  "application/pdf",
+	".png":  "image/png",
+	".jpg":  "image/jpeg",
+	".jpeg": "image/jpeg",
+	".gif":  "image/gif",
+	".webp": "image/webp",
+	".svg":  "image/svg+xml",
+	".txt":  "text/plain",
+	".csv":  "text/csv",
+	".htm":  "text/html",
+	".html": "text/html",
+	".json": "application/json",
+	".xml":  "application/xml",
+	".ics":  "text/calendar",
+	".zip":  "application/zip",
+	".gz":   "application/gzip",
+	".doc":  "application/msword",
+	".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+	".xls":  "application/vnd.ms-excel",
+	".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+	".ppt":  "application/vnd.ms-powerpoint",
+	".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+	".mp3":  "audio/mpeg",
+	".mp4":  "video/mp4",
+	".wav":  "audio/wav",
+}
+
+// attachmentType picks the Content-Type of an attachment from its file name extension.
+func attachmentType(name string) string {
+	ext := strings.ToLower(filepath.Ext(name))
+	if t, ok := attachmentTypes[ext]; ok {
+		return t
+	}
+	t, _, err := mime.ParseMediaType(mime.TypeByExtension(ext))
+	// message/* and multipart/* must not be base64 encoded (RFC 2046), and attachments always are.
+	if err != nil || strings.HasPrefix(t, "message/") || strings.HasPrefix(t, "multipart/") {
+		return "application/octet-stream"
+	}
+	return t
+}

@@ -1,0 +1,346 @@
+package mail
+
+import (
+	"bytes"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+var fixedDate = time.Date(2024, 3, 1, 12, 30, 0, 0, time.UTC)
+
+var boundaryParam = regexp.MustCompile(`boundary=("?)([0-9A-Za-z'()+_,\-./:=?]+)("?)`)
+
+// normalise replaces the random multipart boundaries with stable names, in order of appearance.
+func normalise(raw []byte) []byte {
+	out := string(raw)
+	for i, m := range boundaryParam.FindAllStringSubmatch(string(raw), -1) {
+		out = strings.ReplaceAll(out, m[2], fmt.Sprintf("BOUNDARY-%d", i+1))
+	}
+	return []byte(out)
+}
+
+func goldenCases() []struct {
+	name string
+	msg  Message
+} {
+	base := func() Message {
+		return Message{
+			EmailID:   "cm1abc234def",
+			From:      "Acme <hello@acme.test>",
+			To:        []string{"jane@example.com"},
+			Subject:   "Your receipt",
+			MessageID: "<fixed-id@acme.test>",
+		}
+	}
+	textOnly := base()
+	textOnly.Text = "Thanks for your order.\nTotal: 10 EUR\n"
+
+	htmlOnly := base()
+	htmlOnly.HTML = "<p>Thanks for your <b>order</b>.</p>"
+
+	alternative := base()
+	alternative.Text = "Thanks for your order."
+	alternative.HTML = "<p>Thanks for your <b>order</b>.</p>"
+
+	full := base()
+	full.To = []string{"jane@example.com", "John Doe <john@example.com>"}
+	full.CC = []string{"boss@example.com"}
+	full.BCC = []string{"archive@acme.test"}
+	full.ReplyTo = []string{"support@acme.test"}
+	full.Text = "See attached."
+	full.HTML = "<p>See attached.</p>"
+	full.InReplyTo = "<previous@acme.test>"
+	full.Headers = []Header{
+		{Name: "X-Campaign", Value: "spring"},
+		{Name: "List-Unsubscribe", Value: "<https://acme.test/unsubscribe/abc>"},
+		{Name: "X-Campaign", Value: "second"},
+	}
+	full.Attachments = []Attachment{
+		{Filename: "invoice.pdf", Data: []byte("%PDF-1.4 fake pdf content")},
+		{Filename: "data.csv", Data: []byte("a,b\n1,2\n")},
+		{Filename: "blob.unknownext", Data: []byte{0, 1, 2, 3, 255}},
+	}
+
+	nonASCII := base()
+	nonASCII.From = "Zoë Café <zoe@acme.test>"
+	nonASCII.Subject = "Grüße aus München — ünïcödé subject that is long enough to be folded"
+	nonASCII.Text = "Grüße!"
+
+	return []struct {
+		name string
+		msg  Message
+	}{
+		{"text_only", textOnly},
+		{"html_only", htmlOnly},
+		{"alternative", alternative},
+		{"attachments", full},
+		{"non_ascii_subject", nonASCII},
+	}
+}
+
+func TestBuildGolden(t *testing.T) {
+	for _, tc := range goldenCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := build(tc.msg, fixedDate)
+			if err != nil {
+				t.Fatalf("build: %v", err)
+			}
+			got := normalise(raw)
+			path := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("output differs from %s (run with -update after checking):\n%s", path, got)
+			}
+		})
+	}
+}
+
+// leaf is one non-multipart body found by walking a parsed message.
+type leaf struct {
+	contentType string
+	filename    string
+	body        []byte
+}
+
+// walk parses a MIME entity and returns its leaves; ctypes collects every Content-Type seen.
+func walk(t testing.TB, header map[string][]string, body io.Reader, ctypes *[]string) ([]leaf, error) {
+	get := func(k string) string {
+		if v := header[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	ct := get("Content-Type")
+	if ct == "" {
+		ct = "text/plain"
+	}
+	mediaType, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return nil, fmt.Errorf("content-type %q: %w", ct, err)
+	}
+	*ctypes = append(*ctypes, mediaType)
+	if strings.HasPrefix(mediaType, "multipart/") {
+		mr := multipart.NewReader(body, params["boundary"])
+		var out []leaf
+		for {
+			p, err := mr.NextRawPart()
+			if err == io.EOF {
+				return out, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("next part: %w", err)
+			}
+			ls, err := walk(t, p.Header, p, ctypes)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ls...)
+		}
+	}
+	var r io.Reader = body
+	switch strings.ToLower(get("Content-Transfer-Encoding")) {
+	case "base64":
+		r = base64.NewDecoder(base64.StdEncoding, body)
+	case "quoted-printable":
+		r = quotedprintable.NewReader(body)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	var filename string
+	if cd := get("Content-Disposition"); cd != "" {
+		if _, p, err := mime.ParseMediaType(cd); err == nil {
+			filename = p["filename"]
+		}
+	}
+	return []leaf{{contentType: mediaType, filename: filename, body: data}}, nil
+}
+
+func TestBuildParsesBack(t *testing.T) {
+	cases := goldenCases()
+	full := cases[3].msg
+	raw, err := Build(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("net/mail cannot read the message: %v", err)
+	}
+	h := msg.Header
+	checks := map[string]string{
+		"Message-Id":         "<fixed-id@acme.test>",
+		"In-Reply-To":        "<previous@acme.test>",
+		"References":         "<previous@acme.test>",
+		"X-Usesend-Email-Id": "cm1abc234def",
+		"Subject":            "Your receipt",
+		"Mime-Version":       "1.0",
+	}
+	for k, want := range checks {
+		if got := h.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if got := h["X-Campaign"]; len(got) != 2 || got[0] != "spring" || got[1] != "second" {
+		t.Errorf("X-Campaign = %q, want both values in order", got)
+	}
+	if _, ok := h["Bcc"]; ok || bytes.Contains(raw, []byte("archive@acme.test")) {
+		t.Error("bcc address leaked into the message")
+	}
+	if _, err := h.Date(); err != nil {
+		t.Errorf("Date: %v", err)
+	}
+	to, err := h.AddressList("To")
+	if err != nil || len(to) != 2 || to[1].Address != "john@example.com" || to[1].Name != "John Doe" {
+		t.Errorf("To = %v, %v", to, err)
+	}
+	for _, k := range []string{"Cc", "Reply-To", "From"} {
+		if _, err := h.AddressList(k); err != nil {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+
+	var ctypes []string
+	leaves, err := walk(t, msg.Header, msg.Body, &ctypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTypes := []string{"multipart/mixed", "multipart/alternative", "text/plain", "text/html",
+		"application/pdf", "text/csv", "application/octet-stream"}
+	if strings.Join(ctypes, " ") != strings.Join(wantTypes, " ") {
+		t.Errorf("structure = %v, want %v", ctypes, wantTypes)
+	}
+	if len(leaves) != 5 {
+		t.Fatalf("leaves = %d, want 5", len(leaves))
+	}
+	if string(leaves[0].body) != full.Text || string(leaves[1].body) != full.HTML {
+		t.Errorf("bodies = %q / %q", leaves[0].body, leaves[1].body)
+	}
+	for i, a := range full.Attachments {
+		l := leaves[2+i]
+		if l.filename != a.Filename || !bytes.Equal(l.body, a.Data) {
+			t.Errorf("attachment %d = %q %q, want %q %q", i, l.filename, l.body, a.Filename, a.Data)
+		}
+	}
+}
+
+func TestBuildNonASCIISubjectDecodes(t *testing.T) {
+	m := goldenCases()[4].msg
+	raw, err := Build(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.SplitN(string(raw), "\r\n\r\n", 2)[0], "ü") {
+		t.Error("raw header holds 8-bit characters")
+	}
+	got, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+	if err != nil || got != m.Subject {
+		t.Errorf("subject = %q, %v; want %q", got, err, m.Subject)
+	}
+	from, err := msg.Header.AddressList("From")
+	if err != nil || from[0].Name != "Zoë Café" {
+		t.Errorf("from = %v, %v", from, err)
+	}
+}
+
+func TestBuildGeneratesMessageIDOnFromDomain(t *testing.T) {
+	m := Message{From: "Acme <hello@acme.test>", To: []string{"a@b.test"}, Subject: "x", Text: "y"}
+	seen := map[string]bool{}
+	for range 3 {
+		raw, err := Build(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := msg.Header.Get("Message-Id")
+		if !regexp.MustCompile(`^<[0-9a-f]{32}@acme\.test>$`).MatchString(id) {
+			t.Errorf("Message-ID = %q", id)
+		}
+		if seen[id] {
+			t.Errorf("Message-ID %q repeated", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestBuildRejectsInjection(t *testing.T) {
+	base := Message{From: "a@b.test", To: []string{"c@d.test"}, Subject: "s", Text: "t"}
+	cases := map[string]func(*Message){
+		"header value CRLF": func(m *Message) { m.Headers = []Header{{Name: "X-A", Value: "1\r\nBcc: x@y.test"}} },
+		"header name colon": func(m *Message) { m.Headers = []Header{{Name: "X-A:", Value: "1"}} },
+		"header name empty": func(m *Message) { m.Headers = []Header{{Name: "", Value: "1"}} },
+		"subject LF":        func(m *Message) { m.Subject = "a\nBcc: x@y.test" },
+		"bad from":          func(m *Message) { m.From = "not an address" },
+		"bad to":            func(m *Message) { m.To = []string{"nope"} },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := base
+			mutate(&m)
+			if _, err := Build(m); err == nil {
+				t.Error("Build accepted it")
+			}
+		})
+	}
+}
+
+func FuzzBuild(f *testing.F) {
+	f.Add("a@b.test", "c@d.test", "subject", "text", "<p>html</p>", "X-A", "v", "f.pdf", []byte("data"))
+	f.Add("Zoë <z@b.test>", "Jo <j@d.test>", "Grüße", "", "<p>ü</p>", "X-Ü", "ü", "ü.txt", []byte{0xff})
+	f.Add("a@b.test", "c@d.test", "", "", "", "", "", "", []byte(nil))
+	f.Fuzz(func(t *testing.T, from, to, subject, text, html, hName, hValue, fileName string, data []byte) {
+		m := Message{EmailID: "e1", From: from, To: []string{to}, BCC: []string{"hidden@x.test"},
+			Subject: subject, Text: text, HTML: html}
+		if hName != "" {
+			m.Headers = []Header{{Name: hName, Value: hValue}}
+		}
+		if fileName != "" {
+			m.Attachments = []Attachment{{Filename: fileName, Data: data}}
+		}
+		raw, err := Build(m)
+		if err != nil {
+			return
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("output does not parse: %v\n%q", err, raw)
+		}
+		if msg.Header.Get("X-Usesend-Email-Id") != "e1" {
+			t.Fatalf("email id header lost:\n%q", raw)
+		}
+		var ctypes []string
+		if _, err := walk(t, msg.Header, msg.Body, &ctypes); err != nil {
+			t.Fatalf("MIME structure does not parse: %v\n%q", err, raw)
+		}
+	})
+}

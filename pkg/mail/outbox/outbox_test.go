@@ -1,0 +1,304 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/mail/mailtest"
+	"github.com/mailroom/mailroom/pkg/sesevent"
+)
+
+// recorder is a Sink that keeps what it receives and can fail the first calls.
+type recorder struct {
+	mu     sync.Mutex
+	events []sesevent.Event
+	fail   int // how many calls fail before one succeeds
+	calls  int
+}
+
+func (r *recorder) Publish(ctx context.Context, e sesevent.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.fail > 0 {
+		r.fail--
+		return errors.New("sink down")
+	}
+	r.events = append(r.events, e)
+	return nil
+}
+
+func (r *recorder) snapshot() []sesevent.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newOutbox(t *testing.T, sink Sink, opts ...Option) *Outbox {
+	t.Helper()
+	o, err := New(t.TempDir(), sink, append([]Option{WithLogger(quiet())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := o.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return o
+}
+
+func TestContract(t *testing.T) {
+	mailtest.Run(t, func(t *testing.T) (mail.Mailer, mailtest.Inspect) {
+		o := newOutbox(t, &recorder{}, WithDelay(0))
+		return o, func(t *testing.T, emailID, _ string) []byte {
+			data, err := os.ReadFile(o.Path(emailID))
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}
+	})
+}
+
+func build(t *testing.T, emailID string, to, cc []string) mail.Outgoing {
+	t.Helper()
+	m := mail.Message{EmailID: emailID, From: "Acme <hello@acme.test>", To: to, CC: cc,
+		Subject: "Grüße", Text: "hello"}
+	raw, err := mail.Build(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mail.Outgoing{EmailID: emailID, From: m.From, Recipients: m.Recipients(), To: m.To, Raw: raw}
+}
+
+func TestSimulator(t *testing.T) {
+	type want struct {
+		eventType, subType string
+	}
+	cases := []struct {
+		rcpt string
+		want []want
+	}{
+		{"success@simulator.amazonses.com", []want{{sesevent.TypeDelivery, ""}}},
+		{"success+label@simulator.amazonses.com", []want{{sesevent.TypeDelivery, ""}}},
+		{"bounce@simulator.amazonses.com", []want{{sesevent.TypeBounce, sesevent.BounceSubTypeGeneral}}},
+		{"Bounce+x@Simulator.AmazonSES.com", []want{{sesevent.TypeBounce, sesevent.BounceSubTypeGeneral}}},
+		{"suppressionlist@simulator.amazonses.com", []want{{sesevent.TypeBounce, sesevent.BounceSubTypeOnAccountSuppressionList}}},
+		{"complaint@simulator.amazonses.com", []want{{sesevent.TypeDelivery, ""}, {sesevent.TypeComplaint, "abuse"}}},
+		{"ooto@simulator.amazonses.com", []want{{sesevent.TypeDelivery, ""}}},
+		{"Jane <jane@example.com>", []want{{sesevent.TypeDelivery, ""}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rcpt, func(t *testing.T) {
+			t.Parallel()
+			sink := &recorder{}
+			o := newOutbox(t, sink, WithDelay(time.Millisecond))
+			out := build(t, "em-sim", []string{tc.rcpt}, nil)
+			out.Recipients = []string{tc.rcpt} // just this one
+			msgID, err := o.Send(context.Background(), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := sink.snapshot()
+			if len(got) != len(tc.want) {
+				t.Fatalf("events = %d, want %d: %+v", len(got), len(tc.want), got)
+			}
+			addr := address(tc.rcpt)
+			for i, w := range tc.want {
+				e := got[i]
+				if e.EventType != w.eventType {
+					t.Errorf("event %d = %s, want %s", i, e.EventType, w.eventType)
+				}
+				if e.EmailID() != "em-sim" || e.Mail.MessageID != msgID || !slices.Equal(e.Mail.Destination, []string{addr}) {
+					t.Errorf("mail = %+v", e.Mail)
+				}
+				if e.Mail.CommonHeaders == nil || e.Mail.CommonHeaders.Subject != "Grüße" {
+					t.Errorf("commonHeaders = %+v", e.Mail.CommonHeaders)
+				}
+				if !slices.Equal(e.Recipients(), []string{addr}) {
+					t.Errorf("recipients = %v", e.Recipients())
+				}
+				switch e.EventType {
+				case sesevent.TypeBounce:
+					if e.Bounce.BounceType != sesevent.BounceTypePermanent || e.Bounce.BounceSubType != w.subType {
+						t.Errorf("bounce = %+v", e.Bounce)
+					}
+				case sesevent.TypeComplaint:
+					if e.Complaint.ComplaintFeedbackType != w.subType {
+						t.Errorf("complaint = %+v", e.Complaint)
+					}
+				}
+				// What the events function stores must decode like an SES record.
+				if _, err := sesevent.Decode(mustJSON(t, e)); err != nil {
+					t.Errorf("event does not decode as an SES record: %v", err)
+				}
+				if e.Timestamp().Before(e.Mail.Timestamp) {
+					t.Errorf("event time %v before send time %v", e.Timestamp(), e.Mail.Timestamp)
+				}
+			}
+		})
+	}
+}
+
+func TestEveryEnvelopeRecipient(t *testing.T) {
+	sink := &recorder{}
+	o := newOutbox(t, sink, WithDelay(0))
+	out := build(t, "em-all", []string{"bounce@simulator.amazonses.com"}, []string{"success@simulator.amazonses.com"})
+	out.Recipients = append(out.Recipients, "hidden@acme.test") // bcc: envelope only
+	if _, err := o.Send(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range sink.snapshot() {
+		types = append(types, e.EventType+":"+e.Recipients()[0])
+		if len(e.Mail.Destination) != 3 {
+			t.Errorf("destination = %v", e.Mail.Destination)
+		}
+	}
+	want := []string{"Bounce:bounce@simulator.amazonses.com", "Delivery:success@simulator.amazonses.com",
+		"Delivery:hidden@acme.test"}
+	if !slices.Equal(types, want) {
+		t.Errorf("events = %v, want %v", types, want)
+	}
+}
+
+func TestEventsComeAfterTheDelay(t *testing.T) {
+	sink := &recorder{}
+	o := newOutbox(t, sink, WithDelay(200*time.Millisecond))
+	if _, err := o.Send(context.Background(), build(t, "em-delay", []string{"a@b.test"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := len(sink.snapshot()); n != 0 {
+		t.Fatalf("%d events before the delay", n)
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.snapshot()); n != 1 {
+		t.Fatalf("Close flushed %d events, want 1", n)
+	}
+}
+
+func TestSinkErrorsAreRetried(t *testing.T) {
+	sink := &recorder{fail: 2}
+	o := newOutbox(t, sink, WithDelay(0), WithRetry(3, time.Millisecond))
+	if _, err := o.Send(context.Background(), build(t, "em-retry", []string{"a@b.test"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.snapshot()) != 1 || sink.calls != 3 {
+		t.Errorf("events %d after %d calls; want 1 after 3", len(sink.snapshot()), sink.calls)
+	}
+
+	// A sink that never recovers: the event is given up after the attempts, and the outbox
+	// goes on with the next message.
+	sink = &recorder{fail: 100}
+	o = newOutbox(t, sink, WithDelay(0), WithRetry(2, time.Millisecond))
+	for _, id := range []string{"em-a", "em-b"} {
+		if _, err := o.Send(context.Background(), build(t, id, []string{"a@b.test"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sink.calls != 4 {
+		t.Errorf("calls = %d, want 4 (2 messages x 2 attempts)", sink.calls)
+	}
+}
+
+func TestCloseGivesUpWithItsContext(t *testing.T) {
+	sink := &recorder{}
+	o, err := New(t.TempDir(), sink, WithLogger(quiet()), WithDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Send(context.Background(), build(t, "em-slow", []string{"a@b.test"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := o.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	if len(sink.snapshot()) != 0 {
+		t.Error("events published after Close gave up")
+	}
+	if _, err := o.Send(context.Background(), build(t, "em-late", []string{"a@b.test"}, nil)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send after Close = %v, want ErrClosed", err)
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func TestFilesAreAtomicAndNamedByEmailID(t *testing.T) {
+	dir := t.TempDir()
+	o, err := New(dir, &recorder{}, WithLogger(quiet()), WithDelay(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	out := build(t, "em-file", []string{"a@b.test"}, nil)
+	if _, err := o.Send(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "em-file.eml" {
+		t.Errorf("directory holds %v, want just em-file.eml", entries)
+	}
+	if o.Path("em-file") != filepath.Join(dir, "em-file.eml") {
+		t.Errorf("Path = %s", o.Path("em-file"))
+	}
+	for _, bad := range []string{"", "../escape", "a/b", ".."} {
+		out.EmailID = bad
+		if _, err := o.Send(context.Background(), out); !errors.Is(err, mail.ErrRejected) {
+			t.Errorf("email id %q: err = %v, want ErrRejected", bad, err)
+		}
+	}
+}
+
+func TestNewRejectsNilSink(t *testing.T) {
+	if _, err := New(t.TempDir(), nil); err == nil {
+		t.Error("New accepted a nil sink")
+	}
+}
+
+func mustJSON(t *testing.T, e sesevent.Event) []byte {
+	t.Helper()
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

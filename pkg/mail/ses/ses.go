@@ -1,0 +1,103 @@
+// Package ses is the SES v2 Mailer: it sends the message we built, as raw content, so that the
+// bytes SES delivers are exactly the ones we rendered (headers, Message-ID, attachments).
+package ses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/mailroom/mailroom/pkg/mail"
+)
+
+// API is the part of the SES v2 client the Mailer uses (a *sesv2.Client satisfies it).
+type API interface {
+	SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error)
+}
+
+// Mailer sends through SES v2 SendEmail with raw content.
+type Mailer struct {
+	client           API
+	configurationSet string
+}
+
+var _ mail.Mailer = (*Mailer)(nil)
+
+// New returns a Mailer. configurationSet names the SES configuration set whose event
+// destination publishes delivery events; empty sends without one (no events come back).
+func New(client *sesv2.Client, configurationSet string) *Mailer {
+	return NewWithAPI(client, configurationSet)
+}
+
+// NewWithAPI is New for any implementation of the SendEmail call (tests use a fake to produce
+// errors moto cannot).
+func NewWithAPI(client API, configurationSet string) *Mailer {
+	return &Mailer{client: client, configurationSet: configurationSet}
+}
+
+// Send hands m.Raw to SES. Every envelope recipient (to, cc and bcc) goes in Destination; the
+// headers in Raw decide what recipients see. Errors wrap mail.ErrThrottled or mail.ErrRejected
+// when the caller should retry later or never.
+func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
+	in := &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(m.From),
+		Destination:      &types.Destination{ToAddresses: m.Recipients},
+		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: m.Raw}},
+	}
+	if s.configurationSet != "" {
+		in.ConfigurationSetName = aws.String(s.configurationSet)
+	}
+	out, err := s.client.SendEmail(ctx, in)
+	if err != nil {
+		return "", classify(err)
+	}
+	if out.MessageId == nil || *out.MessageId == "" {
+		return "", errors.New("ses: SendEmail returned no message id")
+	}
+	return *out.MessageId, nil
+}
+
+// throttleCodes are the error codes SES (and the AWS SDK's retryer) use for rate limits.
+var throttleCodes = map[string]bool{
+	"TooManyRequestsException": true,
+	"LimitExceededException":   true,
+	"Throttling":               true,
+	"ThrottlingException":      true,
+	"ThrottledException":       true,
+	"RequestThrottled":         true,
+	"MaxSendRateExceeded":      true,
+}
+
+// rejectCodes are errors about this message or this account that a retry will not fix.
+var rejectCodes = map[string]bool{
+	"MessageRejected":                    true,
+	"MailFromDomainNotVerifiedException": true,
+	"AccountSuspendedException":          true,
+	"SendingPausedException":             true,
+	"BadRequestException":                true,
+}
+
+// classify wraps err with the mail sentinel that tells the caller what to do.
+func classify(err error) error {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch code := apiErr.ErrorCode(); {
+		case throttleCodes[code]:
+			return fmt.Errorf("ses: send: %w: %w", mail.ErrThrottled, err)
+		case rejectCodes[code]:
+			return fmt.Errorf("ses: send: %w: %w", mail.ErrRejected, err)
+		}
+	}
+	var respErr *awshttp.ResponseError
+	if errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusTooManyRequests {
+		return fmt.Errorf("ses: send: %w: %w", mail.ErrThrottled, err)
+	}
+	return fmt.Errorf("ses: send: %w", err)
+}
