@@ -81,18 +81,21 @@ func (s *Services) FunctionHandler(function string) http.Handler {
 
 func (s *Services) handler(routes []Route) http.Handler {
 	mux := http.NewServeMux()
-	paths := map[string]bool{}
+	// paths knows every path regardless of method, to tell 405 from 404.
+	paths := http.NewServeMux()
+	seen := map[string]bool{}
 	for _, r := range routes {
 		mux.Handle(r.Pattern(), s.wrap(r))
-		paths[r.Path] = true
-	}
-	// Known path, other method: a JSON 405 rather than ServeMux's text one.
-	for p := range paths {
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed"})
-		})
+		if !seen[r.Path] {
+			seen[r.Path] = true
+			paths.Handle(r.Path, http.NotFoundHandler())
+		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := paths.Handler(r); pattern != "" {
+			writeError(w, &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
+			return
+		}
 		writeError(w, fault.NotFoundf("Route %s %s not found", r.Method, r.URL.Path))
 	})
 	return mux

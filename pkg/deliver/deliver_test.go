@@ -1,0 +1,180 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+// countingMailer records sends and can fail the first n with a given error.
+type countingMailer struct {
+	mu       sync.Mutex
+	sent     map[string]int
+	failures int
+	failWith error
+}
+
+func (m *countingMailer) Send(_ context.Context, o mail.Outgoing) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failures > 0 {
+		m.failures--
+		return "", m.failWith
+	}
+	m.sent[o.EmailID]++
+	return fmt.Sprintf("msg-%s-%d", o.EmailID, m.sent[o.EmailID]), nil
+}
+
+func setup(t *testing.T, m mail.Mailer, emails int) (*Worker, store.Store, []string) {
+	t.Helper()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if err := st.CreateDomain(ctx, store.Domain{ID: 1, TeamID: 1, Name: "example.com", Status: store.DomainSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var list []store.Email
+	var evs []store.Event
+	for i := range emails {
+		id := fmt.Sprintf("em%03d", i)
+		text := "hello"
+		list = append(list, store.Email{ID: id, TeamID: 1, DomainID: 1, From: "a@example.com",
+			To: []string{"b@example.org"}, Subject: "s", Content: store.Content{Text: &text},
+			Status: store.StatusQueued, LatestStatus: "QUEUED", CreatedAt: now, UpdatedAt: now})
+		evs = append(evs, store.Event{ID: "0", EmailID: id, Status: "QUEUED", CreatedAt: now})
+		ids = append(ids, id)
+	}
+	if err := st.CreateEmails(ctx, list, evs); err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{Store: st, Mailer: m, Now: time.Now, Backoff: func(int) time.Duration { return time.Millisecond }}
+	return w, st, ids
+}
+
+func TestConcurrentDeliverSendsOnce(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 5)
+	var wg sync.WaitGroup
+	var errs atomic.Int32
+	for range 20 {
+		for _, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.Deliver(context.Background(), id); err != nil {
+					errs.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if errs.Load() != 0 {
+		t.Errorf("%d deliveries failed", errs.Load())
+	}
+	for _, id := range ids {
+		if m.sent[id] != 1 {
+			t.Errorf("%s sent %d times", id, m.sent[id])
+		}
+		e, evs, err := st.GetEmailDetail(context.Background(), id)
+		if err != nil || e.Status != store.StatusSent || e.LatestStatus != "SENT" || e.MessageID == "" || len(evs) != 2 {
+			t.Errorf("%s: %+v %d events %v", id, e.Status, len(evs), err)
+		}
+	}
+}
+
+func TestThrottlingIsRetriedThenFails(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}, failures: 2, failWith: fmt.Errorf("slow down: %w", mail.ErrThrottled)}
+	w, st, ids := setup(t, m, 1)
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(context.Background(), ids[0]); e.Status != store.StatusSent || m.sent[ids[0]] != 1 {
+		t.Fatalf("after 2 throttles: %s, sent %d", e.Status, m.sent[ids[0]])
+	}
+
+	m = &countingMailer{sent: map[string]int{}, failures: 100, failWith: fmt.Errorf("slow down: %w", mail.ErrThrottled)}
+	w, st, ids = setup(t, m, 1)
+	w.Attempts = 3
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, evs, _ := st.GetEmailDetail(context.Background(), ids[0])
+	if e.Status != store.StatusFailed || e.LatestStatus != "FAILED" || m.failures != 97 {
+		t.Fatalf("status %s latest %s, attempts used %d", e.Status, e.LatestStatus, 100-m.failures)
+	}
+	if last := evs[len(evs)-1]; last.Status != "FAILED" || string(last.Data) != `{"error":"The mail provider kept throttling the send"}` {
+		t.Errorf("last event %s %s", last.Status, last.Data)
+	}
+}
+
+func TestRejectedIsNotRetried(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}, failures: 100, failWith: fmt.Errorf("bad: %w", mail.ErrRejected)}
+	w, st, ids := setup(t, m, 1)
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(context.Background(), ids[0]); e.Status != store.StatusFailed || m.failures != 99 {
+		t.Fatalf("status %s, tries %d", e.Status, 100-m.failures)
+	}
+}
+
+func TestStaleSendingIsTakenOver(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	old := time.Now().Add(-time.Hour)
+	// A worker claimed the email an hour ago and died.
+	if _, err := st.UpdateEmail(context.Background(), ids[0], func(e *store.Email) ([]store.Event, error) {
+		e.Status, e.ClaimedAt = store.StatusSending, &old
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if m.sent[ids[0]] != 1 {
+		t.Fatalf("stale claim not taken over: sent %d", m.sent[ids[0]])
+	}
+	// A fresh claim is left alone.
+	m2 := &countingMailer{sent: map[string]int{}}
+	w2, st2, ids2 := setup(t, m2, 1)
+	now := time.Now()
+	_, _ = st2.UpdateEmail(context.Background(), ids2[0], func(e *store.Email) ([]store.Event, error) {
+		e.Status, e.ClaimedAt = store.StatusSending, &now
+		return nil, nil
+	})
+	if err := w2.Deliver(context.Background(), ids2[0]); err != nil || m2.sent[ids2[0]] != 0 {
+		t.Fatalf("fresh claim was taken over: %v %d", err, m2.sent[ids2[0]])
+	}
+}
+
+func TestUnverifiedDomainFails(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	if _, err := st.UpdateDomain(context.Background(), 1, 1, func(d *store.Domain) error {
+		d.Status = store.DomainFailed
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(context.Background(), ids[0]); e.Status != store.StatusFailed || len(m.sent) != 0 {
+		t.Fatalf("status %s, sent %v", e.Status, m.sent)
+	}
+}
+
