@@ -1,0 +1,265 @@
+package dynamo
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Domains: the item under the team plus a name guard item written in the same transaction, so
+// that a duplicate name is a failed condition and never a read-then-write race.
+
+type domainItem struct {
+	keys
+	store.Domain
+	Version int64
+}
+
+func (st *Store) domainPut(it domainItem, cond string, values map[string]types.AttributeValue) (*types.Put, error) {
+	m, err := marshal(it)
+	if err != nil {
+		return nil, err
+	}
+	p := &types.Put{TableName: aws.String(st.table), Item: m, ConditionExpression: aws.String(cond)}
+	if len(values) > 0 {
+		p.ExpressionAttributeValues = values
+	}
+	return p, nil
+}
+
+func (st *Store) guardPut(teamID int64, name string) *types.Put {
+	return &types.Put{
+		TableName:           aws.String(st.table),
+		Item:                domainNameKey(teamID, name).av(),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	}
+}
+
+func (st *Store) CreateDomain(ctx context.Context, d store.Domain) error {
+	put, err := st.domainPut(domainItem{keys: domainKey(d.TeamID, d.ID).keys(), Domain: d}, "attribute_not_exists(PK)", nil)
+	if err != nil {
+		return err
+	}
+	_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{{Put: put}, {Put: st.guardPut(d.TeamID, d.Name)}},
+	})
+	if _, ok := cancelReasons(err); ok {
+		return store.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: create domain: %w", err)
+	}
+	return nil
+}
+
+func (st *Store) getDomain(ctx context.Context, teamID, id int64, consistent bool) (domainItem, error) {
+	var it domainItem
+	err := st.getInto(ctx, domainKey(teamID, id), consistent, &it)
+	return it, err
+}
+
+func (st *Store) GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error) {
+	it, err := st.getDomain(ctx, teamID, id, false)
+	return it.Domain, err
+}
+
+func (st *Store) ListDomains(ctx context.Context, teamID int64) ([]store.Domain, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": avS(domainKey(teamID, 0).PK), ":p": avS(domainPrefix),
+		},
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Domain, 0, len(items))
+	for _, m := range items {
+		var it domainItem
+		if err := unmarshal(m, &it); err != nil {
+			return nil, err
+		}
+		out = append(out, it.Domain)
+	}
+	return out, nil
+}
+
+// UpdateDomain writes back with the condition Version = the version read, and re-reads on a
+// lost race. A renamed domain moves its name guard in the same transaction.
+func (st *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*store.Domain) error) (store.Domain, error) {
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return store.Domain{}, err
+			}
+		}
+		old, err := st.getDomain(ctx, teamID, id, true)
+		if err != nil {
+			return store.Domain{}, err
+		}
+		d := old.Domain
+		if err := fn(&d); err != nil {
+			return store.Domain{}, err
+		}
+		d.ID, d.TeamID = id, teamID
+		put, err := st.domainPut(domainItem{keys: old.keys, Domain: d, Version: old.Version + 1},
+			"Version = :v", map[string]types.AttributeValue{":v": avN(old.Version)})
+		if err != nil {
+			return store.Domain{}, err
+		}
+		if strings.EqualFold(d.Name, old.Name) {
+			// The usual case (status, tracking flags): one conditional PutItem.
+			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: put.TableName, Item: put.Item,
+				ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues,
+			})
+			if conditionFailed(err) {
+				continue
+			}
+			if err != nil {
+				return store.Domain{}, fmt.Errorf("dynamo: update domain: %w", err)
+			}
+			return d, nil
+		}
+		actions := []types.TransactWriteItem{{Put: put}}
+		{
+			actions = append(actions,
+				types.TransactWriteItem{Put: st.guardPut(teamID, d.Name)},
+				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(teamID, old.Name).av()}},
+			)
+		}
+		_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if reasons, ok := cancelReasons(err); ok {
+			if len(reasons) > 1 && reasonIsCondition(reasons[1]) {
+				return store.Domain{}, store.ErrConflict
+			}
+			continue
+		}
+		if err != nil {
+			return store.Domain{}, fmt.Errorf("dynamo: update domain: %w", err)
+		}
+		return d, nil
+	}
+	return store.Domain{}, &LostRaceError{Item: fmt.Sprintf("domain %d", id), Attempts: maxUpdateAttempts}
+}
+
+// DeleteDomain removes the domain and its name guard together.
+func (st *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
+	old, err := st.getDomain(ctx, teamID, id, true)
+	if err != nil {
+		return err
+	}
+	_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{
+			{Delete: &types.Delete{
+				TableName: aws.String(st.table), Key: domainKey(teamID, id).av(),
+				ConditionExpression: aws.String("attribute_exists(PK)"),
+			}},
+			{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(teamID, old.Name).av()}},
+		},
+	})
+	if _, ok := cancelReasons(err); ok {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: delete domain: %w", err)
+	}
+	return nil
+}
+
+// Templates: one item each under the team, with a Version for optimistic updates.
+
+type templateItem struct {
+	keys
+	store.Template
+	Version int64
+}
+
+func (st *Store) CreateTemplate(ctx context.Context, t store.Template) error {
+	m, err := marshal(templateItem{keys: templateKey(t.TeamID, t.ID).keys(), Template: t})
+	if err != nil {
+		return err
+	}
+	return st.putNew(ctx, m)
+}
+
+func (st *Store) GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error) {
+	var it templateItem
+	err := st.getInto(ctx, templateKey(teamID, id), false, &it)
+	return it.Template, err
+}
+
+// ListTemplates returns the team's templates newest first (then by id, descending).
+func (st *Store) ListTemplates(ctx context.Context, teamID int64) ([]store.Template, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": avS(templateKey(teamID, "").PK), ":p": avS(templatePrefix),
+		},
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Template, 0, len(items))
+	for _, m := range items {
+		var it templateItem
+		if err := unmarshal(m, &it); err != nil {
+			return nil, err
+		}
+		out = append(out, it.Template)
+	}
+	slices.SortStableFunc(out, func(a, b store.Template) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
+	})
+	return out, nil
+}
+
+func (st *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*store.Template) error) (store.Template, error) {
+	k := templateKey(teamID, id)
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return store.Template{}, err
+			}
+		}
+		var old templateItem
+		if err := st.getInto(ctx, k, true, &old); err != nil {
+			return store.Template{}, err
+		}
+		t := old.Template
+		if err := fn(&t); err != nil {
+			return store.Template{}, err
+		}
+		t.ID, t.TeamID = id, teamID
+		m, err := marshal(templateItem{keys: k.keys(), Template: t, Version: old.Version + 1})
+		if err != nil {
+			return store.Template{}, err
+		}
+		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 aws.String(st.table),
+			Item:                      m,
+			ConditionExpression:       aws.String("Version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(old.Version)},
+		})
+		if conditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Template{}, fmt.Errorf("dynamo: update template: %w", err)
+		}
+		return t, nil
+	}
+	return store.Template{}, &LostRaceError{Item: "template " + id, Attempts: maxUpdateAttempts}
+}
+
+func (st *Store) DeleteTemplate(ctx context.Context, teamID int64, id string) error {
+	return st.deleteExisting(ctx, templateKey(teamID, id), "", nil)
+}

@@ -1,0 +1,384 @@
+// Package dynamo is the AWS adapter of the store port: every record of Mailroom in one DynamoDB
+// table (see TableInput for its shape and keys.go for the item layout).
+//
+// The access patterns follow the architecture rules: request paths only GetItem and Query (the
+// admin-only ListTeams too, through an index), uniqueness is a conditional write, updates are
+// optimistic (a Version attribute checked by the write), and the list count comes from
+// per-day counters maintained in the same transactions that create the emails.
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Store implements store.Store on one DynamoDB table.
+type Store struct {
+	client *dynamodb.Client
+	table  string
+	now    func() time.Time
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on an existing table (see EnsureTable).
+func New(client *dynamodb.Client, table string) *Store {
+	return &Store{client: client, table: table, now: time.Now}
+}
+
+// maxUpdateAttempts bounds the optimistic retry loops: beyond it the contention on one item is
+// pathological, and the caller gets a LostRaceError rather than a hang. With the capped
+// exponential backoff below, 100 attempts span several seconds.
+const maxUpdateAttempts = 100
+
+// LostRaceError reports an optimistic update that kept losing to concurrent writers.
+type LostRaceError struct {
+	Item     string
+	Attempts int
+}
+
+func (e *LostRaceError) Error() string {
+	return fmt.Sprintf("dynamo: %s changed concurrently %d times in a row", e.Item, e.Attempts)
+}
+
+// backoff sleeps before attempt n of a retry: full jitter over an exponential window capped at
+// 50 ms, so that many writers of one item spread out instead of colliding again in lockstep.
+func backoff(ctx context.Context, n int) error {
+	window := min(time.Millisecond<<min(n, 6), 50*time.Millisecond)
+	d := time.Duration(1 + rand.Int64N(int64(window)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// keys are the generic key attributes every item carries (index ones only when it is in the
+// index: empty strings are omitted, which keeps the indexes sparse).
+type keys struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI1PK string `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK string `dynamodbav:"GSI1SK,omitempty"`
+	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
+	GSI3PK string `dynamodbav:"GSI3PK,omitempty"`
+	GSI3SK string `dynamodbav:"GSI3SK,omitempty"`
+	GSI4PK string `dynamodbav:"GSI4PK,omitempty"`
+	GSI4SK string `dynamodbav:"GSI4SK,omitempty"`
+}
+
+func (k key) keys() keys { return keys{PK: k.PK, SK: k.SK} }
+
+func (k key) av() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: k.PK},
+		AttrSK: &types.AttributeValueMemberS{Value: k.SK},
+	}
+}
+
+func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func avN(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+
+func marshal(v any) (map[string]types.AttributeValue, error) {
+	m, err := attributevalue.MarshalMap(v)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: marshal %T: %w", v, err)
+	}
+	return m, nil
+}
+
+func unmarshal(m map[string]types.AttributeValue, v any) error {
+	if err := attributevalue.UnmarshalMap(m, v); err != nil {
+		return fmt.Errorf("dynamo: unmarshal %T: %w", v, err)
+	}
+	return nil
+}
+
+// conditionFailed reports a failed ConditionExpression of a single-item write.
+func conditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// cancelReasons returns the per-action reasons of a cancelled transaction (aligned with its
+// actions), or ok=false when err is something else.
+func cancelReasons(err error) (reasons []types.CancellationReason, ok bool) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, false
+	}
+	return tce.CancellationReasons, true
+}
+
+func reasonIsCondition(r types.CancellationReason) bool {
+	return aws.ToString(r.Code) == "ConditionalCheckFailed"
+}
+
+// get reads one item; a missing item is (nil, nil).
+func (st *Store) get(ctx context.Context, k key, consistent bool) (map[string]types.AttributeValue, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(st.table),
+		Key:            k.av(),
+		ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: get %s/%s: %w", k.PK, k.SK, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return out.Item, nil
+}
+
+// getInto reads one item into v; a missing item is store.ErrNotFound.
+func (st *Store) getInto(ctx context.Context, k key, consistent bool, v any) error {
+	item, err := st.get(ctx, k, consistent)
+	if err != nil {
+		return err
+	}
+	if item == nil {
+		return store.ErrNotFound
+	}
+	return unmarshal(item, v)
+}
+
+// putNew writes an item that must not exist yet; an existing one is store.ErrConflict.
+func (st *Store) putNew(ctx context.Context, item map[string]types.AttributeValue) error {
+	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(st.table),
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if conditionFailed(err) {
+		return store.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: put: %w", err)
+	}
+	return nil
+}
+
+// deleteExisting deletes an item that must exist (and match the extra condition, if any);
+// otherwise store.ErrNotFound.
+func (st *Store) deleteExisting(ctx context.Context, k key, cond string, values map[string]types.AttributeValue) error {
+	expr := "attribute_exists(PK)"
+	if cond != "" {
+		expr += " AND " + cond
+	}
+	in := &dynamodb.DeleteItemInput{
+		TableName:           aws.String(st.table),
+		Key:                 k.av(),
+		ConditionExpression: aws.String(expr),
+	}
+	if len(values) > 0 {
+		in.ExpressionAttributeValues = values
+	}
+	_, err := st.client.DeleteItem(ctx, in)
+	if conditionFailed(err) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: delete %s/%s: %w", k.PK, k.SK, err)
+	}
+	return nil
+}
+
+// query runs a Query to the end (or until max items, when max > 0) and returns the items.
+func (st *Store) query(ctx context.Context, in *dynamodb.QueryInput, max int) ([]map[string]types.AttributeValue, error) {
+	in.TableName = aws.String(st.table)
+	var items []map[string]types.AttributeValue
+	p := dynamodb.NewQueryPaginator(st.client, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: query: %w", err)
+		}
+		items = append(items, out.Items...)
+		if max > 0 && len(items) >= max {
+			return items[:max], nil
+		}
+	}
+	return items, nil
+}
+
+// count runs a Select=COUNT Query to the end.
+func (st *Store) count(ctx context.Context, in *dynamodb.QueryInput) (int, error) {
+	in.TableName = aws.String(st.table)
+	in.Select = types.SelectCount
+	total := 0
+	p := dynamodb.NewQueryPaginator(st.client, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("dynamo: count: %w", err)
+		}
+		total += int(out.Count)
+	}
+	return total, nil
+}
+
+// maxBatchWrite is the AWS limit of items per BatchWriteItem (moto accepts more).
+const maxBatchWrite = 25
+
+// batchWrite writes the requests 25 at a time, resubmitting unprocessed ones with a backoff.
+func (st *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
+	for len(reqs) > 0 {
+		batch := reqs[:min(maxBatchWrite, len(reqs))]
+		reqs = reqs[len(batch):]
+		for attempt := 0; len(batch) > 0; attempt++ {
+			if attempt > 0 {
+				if err := backoff(ctx, attempt); err != nil {
+					return err
+				}
+			}
+			out, err := st.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+				RequestItems: map[string][]types.WriteRequest{st.table: batch},
+			})
+			if err != nil {
+				return fmt.Errorf("dynamo: batch write: %w", err)
+			}
+			batch = out.UnprocessedItems[st.table]
+		}
+	}
+	return nil
+}
+
+// Sequences: one counter item per name, incremented atomically.
+
+func (st *Store) NextID(ctx context.Context, sequence string) (int64, error) {
+	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(st.table),
+		Key:                       sequenceKey(sequence).av(),
+		UpdateExpression:          aws.String("ADD #n :one"),
+		ExpressionAttributeNames:  map[string]string{"#n": "n"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": avN(1)},
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dynamo: next id of %s: %w", sequence, err)
+	}
+	var v struct {
+		N int64 `dynamodbav:"n"`
+	}
+	if err := unmarshal(out.Attributes, &v); err != nil {
+		return 0, err
+	}
+	return v.N, nil
+}
+
+// Teams.
+
+type teamItem struct {
+	keys
+	store.Team
+}
+
+func (st *Store) CreateTeam(ctx context.Context, t store.Team) error {
+	k, ix := teamKey(t.ID), teamListKey(t.ID)
+	it := teamItem{keys: k.keys(), Team: t}
+	it.GSI1PK, it.GSI1SK = ix.PK, ix.SK
+	m, err := marshal(it)
+	if err != nil {
+		return err
+	}
+	return st.putNew(ctx, m)
+}
+
+func (st *Store) GetTeam(ctx context.Context, id int64) (store.Team, error) {
+	var it teamItem
+	if err := st.getInto(ctx, teamKey(id), false, &it); err != nil {
+		return store.Team{}, err
+	}
+	return it.Team, nil
+}
+
+// ListTeams queries the one GSI1 partition of teams (admin only), in id order.
+func (st *Store) ListTeams(ctx context.Context) ([]store.Team, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexGSI1),
+		KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS("TEAMS")},
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	teams := make([]store.Team, 0, len(items))
+	for _, m := range items {
+		var it teamItem
+		if err := unmarshal(m, &it); err != nil {
+			return nil, err
+		}
+		teams = append(teams, it.Team)
+	}
+	return teams, nil
+}
+
+// API keys.
+
+type apiKeyItem struct {
+	keys
+	store.APIKey
+}
+
+func (st *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+	ix := apiKeyTeamIndexKey(k.TeamID, k.ID)
+	it := apiKeyItem{keys: apiKeyKey(k.ID).keys(), APIKey: k}
+	it.GSI1PK, it.GSI1SK = ix.PK, ix.SK
+	m, err := marshal(it)
+	if err != nil {
+		return err
+	}
+	return st.putNew(ctx, m)
+}
+
+// GetAPIKey is on the path of every request: one GetItem.
+func (st *Store) GetAPIKey(ctx context.Context, id string) (store.APIKey, error) {
+	var it apiKeyItem
+	if err := st.getInto(ctx, apiKeyKey(id), false, &it); err != nil {
+		return store.APIKey{}, err
+	}
+	return it.APIKey, nil
+}
+
+func (st *Store) ListAPIKeys(ctx context.Context, teamID int64) ([]store.APIKey, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexGSI1),
+		KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(apiKeyTeamIndexKey(teamID, "").PK)},
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.APIKey, 0, len(items))
+	for _, m := range items {
+		var it apiKeyItem
+		if err := unmarshal(m, &it); err != nil {
+			return nil, err
+		}
+		out = append(out, it.APIKey)
+	}
+	return out, nil
+}
+
+// DeleteAPIKey deletes the key only if it belongs to the team; another team's key is not found.
+func (st *Store) DeleteAPIKey(ctx context.Context, teamID int64, id string) error {
+	return st.deleteExisting(ctx, apiKeyKey(id), "TeamID = :t", map[string]types.AttributeValue{":t": avN(teamID)})
+}
+
+func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
+	return errors.As(err, target)
+}

@@ -1,0 +1,326 @@
+package dynamo_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	awstest.StopShared()
+	os.Exit(code)
+}
+
+var tableSeq atomic.Int64
+
+// motoMu serializes the calls to moto_server. moto applies a TransactWriteItems item by item
+// and, when the transaction is cancelled, restores a snapshot of the table taken at its start,
+// wiping out whatever concurrent requests wrote in between (and letting them see its partial
+// writes). DynamoDB transactions and conditional writes are atomic; serializing the calls gives
+// moto that atomicity, while goroutines still interleave between calls (read, then conditional
+// write), which is what the optimistic concurrency and uniqueness tests exercise.
+var motoMu sync.Mutex
+
+// calls counts DynamoDB operations by name.
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) add(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[op]++
+}
+
+func (c *calls) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+// newClient returns a client on the shared moto server whose operations are counted.
+func newClient(t *testing.T) (*dynamodb.Client, *calls) {
+	t.Helper()
+	srv := awstest.Shared(t)
+	c := &calls{n: map[string]int{}}
+	client := dynamodb.NewFromConfig(srv.Config(t), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("countCalls",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					c.add(middleware.GetOperationName(ctx))
+					motoMu.Lock()
+					defer motoMu.Unlock()
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+	})
+	return client, c
+}
+
+// newStore creates a fresh table with a unique name on the shared server.
+func newStore(t *testing.T) (*dynamo.Store, *calls) {
+	t.Helper()
+	client, c := newClient(t)
+	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
+	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
+	}
+	c.reset()
+	return dynamo.New(client, name), c
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, _ := newStore(t)
+		return s
+	}, storetest.Options{Emulated: true})
+}
+
+func email(teamID, domainID int64, id string, created time.Time) store.Email {
+	html := "<p>hi</p>"
+	return store.Email{
+		ID: id, TeamID: teamID, DomainID: domainID, From: "a@example.com", To: []string{"b@example.com"},
+		Subject: "s", Content: store.Content{HTML: &html}, Status: store.StatusQueued,
+		LatestStatus: store.StatusQueued, CreatedAt: created, UpdatedAt: created,
+	}
+}
+
+// TestCallCounts pins the number of DynamoDB calls of the hot paths.
+func TestCallCounts(t *testing.T) {
+	s, c := newStore(t)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	check := func(what string, want int) {
+		t.Helper()
+		got := c.reset()
+		total := 0
+		for _, n := range got {
+			total += n
+		}
+		if total != want {
+			t.Errorf("%s: %d calls %v, want %d", what, total, got, want)
+		}
+	}
+
+	e := email(1, 1, "em-1", now)
+	if err := s.CreateEmails(ctx, []store.Email{e}, []store.Event{{ID: "ev-1", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	check("CreateEmails of one small email", 1)
+
+	claim := store.IdemClaim{TeamID: 1, Key: "k", Fingerprint: "f", Nonce: "n", Now: now, TTL: 24 * time.Hour, StaleAfter: time.Minute}
+	if _, ok, err := s.ClaimIdempotency(ctx, claim); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	check("ClaimIdempotency of a new key", 1)
+	if _, ok, err := s.ClaimIdempotency(ctx, claim); err != nil || ok {
+		t.Fatalf("second claim: %v %v", ok, err)
+	}
+	check("ClaimIdempotency of a held key", 1)
+	if err := s.CompleteIdempotency(ctx, 1, "k", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	check("CompleteIdempotency", 1)
+
+	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "key1", TeamID: 1, Permission: store.PermissionFull, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	c.reset()
+	if _, err := s.GetAPIKey(ctx, "key1"); err != nil {
+		t.Fatal(err)
+	}
+	check("GetAPIKey", 1)
+	if _, err := s.GetEmail(ctx, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	check("GetEmail", 1)
+	if _, _, err := s.GetEmailDetail(ctx, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	check("GetEmailDetail", 1)
+	if _, err := s.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		e.Status = store.StatusSending
+		return []store.Event{{ID: "ev-2", Status: "SENDING", CreatedAt: now}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("UpdateEmail with an event", 2)
+}
+
+// TestListEmailsAcrossDays checks counts and pages over many day shards, with boundary days
+// covered partially, several domains merged, and emails that existed before a batch create.
+func TestListEmailsAcrossDays(t *testing.T) {
+	s, c := newStore(t)
+	ctx := t.Context()
+	base := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	var all []store.Email
+	for i := range 150 { // 15 days, 10 emails a day, 3 domains
+		created := base.Add(time.Duration(i/10)*24*time.Hour + time.Duration(i%10)*time.Hour)
+		all = append(all, email(7, int64(1+i%3), fmt.Sprintf("em-%03d", i), created))
+	}
+	// Some emails exist already: the batch create must skip them without counting them twice.
+	if err := s.CreateEmails(ctx, []store.Email{all[3], all[77]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateEmails(ctx, all, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.reset()
+
+	// newest first reference, filtered in memory
+	want := func(start, end *time.Time, domains ...int64) []string {
+		var ids []string
+		for i := len(all) - 1; i >= 0; i-- {
+			e := all[i]
+			if start != nil && e.CreatedAt.Before(*start) || end != nil && e.CreatedAt.After(*end) {
+				continue
+			}
+			if len(domains) > 0 && !slices.Contains(domains, e.DomainID) {
+				continue
+			}
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+	at := func(d, h int) *time.Time {
+		t := base.Add(time.Duration(d)*24*time.Hour + time.Duration(h)*time.Hour)
+		return &t
+	}
+	cases := []struct {
+		name          string
+		start, end    *time.Time
+		domains       []int64
+		offset, limit int
+	}{
+		{name: "all first page", limit: 7},
+		{name: "all deep page", offset: 93, limit: 20},
+		{name: "past the end", offset: 149, limit: 20},
+		{name: "partial boundary days", start: at(2, 4), end: at(9, 5), offset: 5, limit: 30},
+		{name: "one partial day", start: at(4, 2), end: at(4, 6), limit: 3},
+		{name: "two domains merged", domains: []int64{1, 3, 3}, offset: 11, limit: 25},
+		{name: "domain with range", start: at(1, 0), end: at(3, 9), domains: []int64{2}, offset: 2, limit: 100},
+		{name: "no limit", start: at(12, 5), offset: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := want(tc.start, tc.end, tc.domains...)
+			page, count, err := s.ListEmails(ctx, store.EmailFilter{TeamID: 7, Start: tc.start, End: tc.end, DomainIDs: tc.domains, Offset: tc.offset, Limit: tc.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if count != len(ref) {
+				t.Errorf("count = %d, want %d", count, len(ref))
+			}
+			end := len(ref)
+			if tc.limit > 0 {
+				end = min(tc.offset+tc.limit, len(ref))
+			}
+			wantIDs := ref[min(tc.offset, len(ref)):end]
+			var got []string
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if !slices.Equal(got, wantIDs) {
+				t.Errorf("page = %v\nwant %v", got, wantIDs)
+			}
+		})
+	}
+	if n := c.reset()["Scan"]; n != 0 {
+		t.Errorf("ListEmails used Scan %d times", n)
+	}
+}
+
+// TestLargeContentChunks round-trips a content bigger than an item through every read path.
+func TestLargeContentChunks(t *testing.T) {
+	s, c := newStore(t)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	e := email(3, 1, "em-big", now)
+	noise := make([]byte, 1200<<10) // incompressible, so several chunks
+	_, _ = rand.Read(noise)
+	e.Content.Attachments = []store.Attachment{{Filename: "a.bin", Content: base64.StdEncoding.EncodeToString(noise)}}
+	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.reset(); got["BatchWriteItem"] == 0 || got["TransactWriteItems"] != 1 {
+		t.Errorf("calls = %v, want chunk batch writes then one transaction", got)
+	}
+	same := func(what string, got store.Email) {
+		t.Helper()
+		if len(got.Content.Attachments) != 1 || got.Content.Attachments[0].Content != e.Content.Attachments[0].Content {
+			t.Errorf("%s: content not returned whole", what)
+		}
+	}
+	got, err := s.GetEmail(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("GetEmail", got)
+	got, _, err = s.GetEmailDetail(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("GetEmailDetail", got)
+	list, _, err := s.ListEmails(ctx, store.EmailFilter{TeamID: 3, Limit: 10})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListEmails = %d, %v", len(list), err)
+	}
+	same("ListEmails", list[0])
+	got, err = s.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
+		x.MessageID = "msg-big"
+		x.Status = store.StatusSent
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.FindEmailByMessageID(ctx, "msg-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("FindEmailByMessageID", got)
+	// A retried create with other content leaves the existing email untouched.
+	other := e
+	other.Content = store.Content{Attachments: []store.Attachment{{Filename: "b.bin", Content: base64.StdEncoding.EncodeToString(noise[:700<<10])}}}
+	if err := s.CreateEmails(ctx, []store.Email{other}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.GetEmail(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("GetEmail after a retried create", got)
+}
+
+// TestTableInput pins the table shape that template.yaml must declare.
+func TestTableInput(t *testing.T) {
+	in := dynamo.TableInput("t")
+	if len(in.GlobalSecondaryIndexes) != 4 || in.StreamSpecification == nil || !*in.StreamSpecification.StreamEnabled {
+		t.Fatalf("unexpected table input: %+v", in)
+	}
+	for i, g := range in.GlobalSecondaryIndexes {
+		name := fmt.Sprintf("GSI%d", i+1)
+		if *g.IndexName != name || *g.KeySchema[0].AttributeName != name+"PK" || *g.KeySchema[1].AttributeName != name+"SK" {
+			t.Errorf("index %d = %s %s %s", i, *g.IndexName, *g.KeySchema[0].AttributeName, *g.KeySchema[1].AttributeName)
+		}
+	}
+}

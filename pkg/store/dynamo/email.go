@@ -1,0 +1,643 @@
+package dynamo
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Content storage: store.Content is kept as gzip'd JSON. Up to inlineContentMax it is an
+// attribute of the email item (one write, one read); beyond, it is split into chunk items in
+// the email's partition, written before the email's transaction so that an email item never
+// points at missing chunks. DynamoDB items are limited to 400 KB.
+const (
+	inlineContentMax = 300 << 10
+	contentChunkSize = 350 << 10
+)
+
+// AWS limits of one TransactWriteItems: 100 actions and 4 MB. The size budget leaves room for
+// the estimate's inaccuracy.
+const (
+	maxTransactActions = 100
+	maxTransactBytes   = 3 << 20
+)
+
+// emailItem is the email record. Its Content attribute is replaced by contentGz (inline) or
+// contentRef/contentChunks (chunked).
+type emailItem struct {
+	keys
+	store.Email
+	ContentGz     []byte `dynamodbav:"contentGz,omitempty"`
+	ContentRef    string `dynamodbav:"contentRef,omitempty"`
+	ContentChunks int    `dynamodbav:"contentChunks,omitempty"`
+}
+
+type eventItem struct {
+	keys
+	store.Event
+}
+
+type chunkItem struct {
+	keys
+	Data []byte `dynamodbav:"data"`
+}
+
+// content is an encoded store.Content: inline bytes, or a ref and the chunk items to write.
+type content struct {
+	inline []byte
+	ref    string
+	chunks []map[string]types.AttributeValue
+}
+
+func encodeContent(emailID string, c store.Content) (content, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return content{}, fmt.Errorf("dynamo: encode content: %w", err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(raw); err != nil {
+		return content{}, fmt.Errorf("dynamo: compress content: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return content{}, fmt.Errorf("dynamo: compress content: %w", err)
+	}
+	gz := buf.Bytes()
+	if len(gz) <= inlineContentMax {
+		return content{inline: gz}, nil
+	}
+	sum := sha256.Sum256(gz)
+	out := content{ref: hex.EncodeToString(sum[:8])}
+	for i := 0; len(gz) > 0; i++ {
+		part := gz[:min(contentChunkSize, len(gz))]
+		gz = gz[len(part):]
+		m, err := marshal(chunkItem{keys: contentKey(emailID, out.ref, i).keys(), Data: part})
+		if err != nil {
+			return content{}, err
+		}
+		out.chunks = append(out.chunks, m)
+	}
+	return out, nil
+}
+
+func decodeContent(gz []byte) (store.Content, error) {
+	var c store.Content
+	if len(gz) == 0 {
+		return c, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return c, fmt.Errorf("dynamo: decompress content: %w", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return c, fmt.Errorf("dynamo: decompress content: %w", err)
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, fmt.Errorf("dynamo: decode content: %w", err)
+	}
+	return c, nil
+}
+
+// writeChunks stores chunk items (idempotent: same content, same keys and bytes).
+func (st *Store) writeChunks(ctx context.Context, chunks []map[string]types.AttributeValue) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	reqs := make([]types.WriteRequest, len(chunks))
+	for i, m := range chunks {
+		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: m}}
+	}
+	return st.batchWrite(ctx, reqs)
+}
+
+func pending(status string) bool {
+	return status == store.StatusQueued || status == store.StatusSending
+}
+
+// emailAttrs builds the email item: the index attributes follow from the email's state, so a
+// Put of the new state also moves it in and out of the sparse indexes (GSI3, GSI4).
+func emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, error) {
+	sortKey := emailSort(e.CreatedAt, e.ID)
+	d := day(e.CreatedAt)
+	it := emailItem{keys: emailKey(e.ID).keys(), Email: e}
+	it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
+	it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
+	if e.MessageID != "" {
+		it.GSI3PK, it.GSI3SK = messageIDIndexKey(e.MessageID), e.ID
+	}
+	if pending(e.Status) {
+		it.GSI4PK, it.GSI4SK = pendingIndexKey, sortKey
+	}
+	it.ContentGz, it.ContentRef, it.ContentChunks = c.inline, c.ref, len(c.chunks)
+	m, err := marshal(it)
+	if err != nil {
+		return nil, err
+	}
+	delete(m, "Content")
+	return m, nil
+}
+
+func eventAttrs(ev store.Event) (map[string]types.AttributeValue, error) {
+	return marshal(eventItem{keys: eventKey(ev.EmailID, ev.ID).keys(), Event: ev})
+}
+
+// itemSize estimates the size DynamoDB bills for an item (names plus values).
+func itemSize(m map[string]types.AttributeValue) int {
+	total := 0
+	for k, v := range m {
+		total += len(k) + avSize(v)
+	}
+	return total
+}
+
+func avSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return len(v.Value)
+	case *types.AttributeValueMemberL:
+		t := 3
+		for _, x := range v.Value {
+			t += 1 + avSize(x)
+		}
+		return t
+	case *types.AttributeValueMemberM:
+		return 3 + itemSize(v.Value)
+	case *types.AttributeValueMemberSS:
+		t := 0
+		for _, x := range v.Value {
+			t += len(x)
+		}
+		return t
+	default:
+		return 1
+	}
+}
+
+// pendingEmail is one email ready to be written by CreateEmails.
+type pendingEmail struct {
+	email  store.Email
+	puts   []map[string]types.AttributeValue // the email item first, then its events
+	size   int
+	chunks []map[string]types.AttributeValue
+}
+
+func (p pendingEmail) counters() []key {
+	d := day(p.email.CreatedAt)
+	return []key{teamCounterKey(p.email.TeamID, d), domainCounterKey(p.email.TeamID, p.email.DomainID, d)}
+}
+
+// CreateEmails writes each email with its first events and its list counters in one
+// transaction per chunk of emails (one call for a single small email). An email that exists
+// already fails its attribute_not_exists condition; the cancelled transaction is retried
+// without it, so it is neither overwritten nor counted twice.
+func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error {
+	events := map[string][]store.Event{}
+	seen := map[string]bool{}
+	for _, ev := range firstEvents {
+		if seen[ev.EmailID+"\x00"+ev.ID] {
+			continue
+		}
+		seen[ev.EmailID+"\x00"+ev.ID] = true
+		events[ev.EmailID] = append(events[ev.EmailID], ev)
+	}
+	var all []pendingEmail
+	created := map[string]bool{}
+	for _, e := range emails {
+		if created[e.ID] {
+			continue
+		}
+		created[e.ID] = true
+		c, err := encodeContent(e.ID, e.Content)
+		if err != nil {
+			return err
+		}
+		m, err := emailAttrs(e, c)
+		if err != nil {
+			return err
+		}
+		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m}, size: itemSize(m), chunks: c.chunks}
+		for _, ev := range events[e.ID] {
+			em, err := eventAttrs(ev)
+			if err != nil {
+				return err
+			}
+			p.puts = append(p.puts, em)
+			p.size += itemSize(em)
+		}
+		if len(p.puts)+2 > maxTransactActions || p.size > maxTransactBytes {
+			return fmt.Errorf("dynamo: email %s with %d events does not fit one transaction", e.ID, len(p.puts)-1)
+		}
+		all = append(all, p)
+	}
+	// Chunks first: an email item must never point at chunks that are not there yet.
+	for _, p := range all {
+		if err := st.writeChunks(ctx, p.chunks); err != nil {
+			return err
+		}
+	}
+	for len(all) > 0 {
+		var (
+			batch    []pendingEmail
+			actions  int
+			size     int
+			counters = map[key]bool{}
+		)
+		for len(all) > 0 {
+			p := all[0]
+			extra := 0
+			for _, k := range p.counters() {
+				if !counters[k] {
+					extra++
+				}
+			}
+			if len(batch) > 0 && (actions+len(p.puts)+extra > maxTransactActions || size+p.size > maxTransactBytes) {
+				break
+			}
+			for _, k := range p.counters() {
+				counters[k] = true
+			}
+			actions += len(p.puts) + extra
+			size += p.size
+			batch = append(batch, p)
+			all = all[1:]
+		}
+		if err := st.createBatch(ctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxConflictAttempts bounds the retries of transactions cancelled by concurrent transactions
+// on the same items (hot day counters).
+const maxConflictAttempts = 50
+
+// createBatch writes one transaction's worth of emails, dropping the ones that exist.
+func (st *Store) createBatch(ctx context.Context, batch []pendingEmail) error {
+	for attempt := 0; len(batch) > 0; attempt++ {
+		if attempt >= maxConflictAttempts {
+			return &LostRaceError{Item: "email batch", Attempts: attempt}
+		}
+		var (
+			actions []types.TransactWriteItem
+			owner   []int // batch index of each action's email, -1 for counters
+			counts  = map[key]int64{}
+			order   []key
+		)
+		for i, p := range batch {
+			for j, m := range p.puts {
+				put := &types.Put{TableName: aws.String(st.table), Item: m}
+				if j == 0 {
+					put.ConditionExpression = aws.String("attribute_not_exists(PK)")
+				}
+				actions = append(actions, types.TransactWriteItem{Put: put})
+				owner = append(owner, i)
+			}
+			for _, k := range p.counters() {
+				if counts[k] == 0 {
+					order = append(order, k)
+				}
+				counts[k]++
+			}
+		}
+		for _, k := range order {
+			actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+				TableName:                 aws.String(st.table),
+				Key:                       k.av(),
+				UpdateExpression:          aws.String("ADD #n :n"),
+				ExpressionAttributeNames:  map[string]string{"#n": "n"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":n": avN(counts[k])},
+			}})
+			owner = append(owner, -1)
+		}
+		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if err == nil {
+			return nil
+		}
+		reasons, ok := cancelReasons(err)
+		if !ok {
+			return fmt.Errorf("dynamo: create emails: %w", err)
+		}
+		exists := map[int]bool{}
+		for i, r := range reasons {
+			if i < len(owner) && owner[i] >= 0 && reasonIsCondition(r) {
+				exists[owner[i]] = true
+			}
+		}
+		if len(exists) == 0 {
+			// Cancelled for another reason (a conflicting concurrent transaction): try again.
+			if !retryableCancel(reasons) {
+				return fmt.Errorf("dynamo: create emails: %w", err)
+			}
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+			continue
+		}
+		kept := batch[:0:0]
+		for i, p := range batch {
+			if !exists[i] {
+				kept = append(kept, p)
+			}
+		}
+		batch = kept
+	}
+	return nil
+}
+
+// retryableCancel reports a transaction cancelled only by conflicts or throttling.
+func retryableCancel(reasons []types.CancellationReason) bool {
+	if len(reasons) == 0 {
+		return true
+	}
+	for _, r := range reasons {
+		switch aws.ToString(r.Code) {
+		case "", "None", "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// emailQuery reads the email item and its content chunks (SK CONTENT#... up to EMAIL) in one
+// strongly consistent Query: a worker reading an email it was just told about must find it.
+func (st *Store) emailQuery(ctx context.Context, id string, withEvents bool) ([]map[string]types.AttributeValue, error) {
+	k := emailKey(id)
+	in := &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :lo AND :hi"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": avS(k.PK), ":lo": avS(contentPrefix), ":hi": avS(k.SK),
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	if withEvents {
+		in.KeyConditionExpression = aws.String("PK = :pk")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":pk": avS(k.PK)}
+	}
+	return st.query(ctx, in, 0)
+}
+
+// decodeEmail finds the email item among items of its partition and assembles its content
+// from the inline attribute or from the chunks of its current ref.
+func decodeEmail(items []map[string]types.AttributeValue) (emailItem, error) {
+	var it emailItem
+	chunks := map[string][]byte{}
+	found := false
+	for _, m := range items {
+		sk := skOf(m)
+		switch {
+		case sk == "EMAIL":
+			if err := unmarshal(m, &it); err != nil {
+				return it, err
+			}
+			found = true
+		case strings.HasPrefix(sk, contentPrefix):
+			var c chunkItem
+			if err := unmarshal(m, &c); err != nil {
+				return it, err
+			}
+			chunks[sk] = c.Data
+		}
+	}
+	if !found {
+		return it, store.ErrNotFound
+	}
+	gz := it.ContentGz
+	if it.ContentRef != "" {
+		var buf []byte
+		for i := range it.ContentChunks {
+			part, ok := chunks[contentKey(it.ID, it.ContentRef, i).SK]
+			if !ok {
+				return it, fmt.Errorf("dynamo: email %s: content chunk %d missing", it.ID, i)
+			}
+			buf = append(buf, part...)
+		}
+		gz = buf
+	}
+	c, err := decodeContent(gz)
+	if err != nil {
+		return it, err
+	}
+	it.Content = c
+	return it, nil
+}
+
+func skOf(m map[string]types.AttributeValue) string {
+	if v, ok := m[AttrSK].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// emailFromIndex completes an email item read from an index: chunked content needs one Query of
+// its chunks; inline content is already there.
+func (st *Store) emailFromIndex(ctx context.Context, m map[string]types.AttributeValue) (store.Email, error) {
+	items := []map[string]types.AttributeValue{m}
+	var head emailItem
+	if err := unmarshal(m, &head); err != nil {
+		return store.Email{}, err
+	}
+	if head.ContentRef != "" {
+		chunks, err := st.query(ctx, &dynamodb.QueryInput{
+			KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": avS(emailKey(head.ID).PK), ":p": avS(contentPrefix + head.ContentRef + "#"),
+			},
+		}, 0)
+		if err != nil {
+			return store.Email{}, err
+		}
+		items = append(items, chunks...)
+	}
+	it, err := decodeEmail(items)
+	return it.Email, err
+}
+
+func (st *Store) GetEmail(ctx context.Context, id string) (store.Email, error) {
+	items, err := st.emailQuery(ctx, id, false)
+	if err != nil {
+		return store.Email{}, err
+	}
+	it, err := decodeEmail(items)
+	return it.Email, err
+}
+
+// GetEmailDetail is one Query of the email's partition: the email, its chunks and its events.
+func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error) {
+	items, err := st.emailQuery(ctx, id, true)
+	if err != nil {
+		return store.Email{}, nil, err
+	}
+	it, err := decodeEmail(items)
+	if err != nil {
+		return store.Email{}, nil, err
+	}
+	var events []store.Event
+	for _, m := range items {
+		if !strings.HasPrefix(skOf(m), eventPrefix) {
+			continue
+		}
+		var ev eventItem
+		if err := unmarshal(m, &ev); err != nil {
+			return store.Email{}, nil, err
+		}
+		events = append(events, ev.Event)
+	}
+	slices.SortStableFunc(events, func(a, b store.Event) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return it.Email, events, nil
+}
+
+// UpdateEmail writes the new state with the condition Version = the version read, together with
+// the events (each conditioned on not existing) in one transaction. A lost race re-reads and
+// calls fn again; an existing event is store.ErrDuplicateEvent and nothing is written.
+func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return store.Email{}, err
+			}
+		}
+		items, err := st.emailQuery(ctx, id, false)
+		if err != nil {
+			return store.Email{}, err
+		}
+		old, err := decodeEmail(items)
+		if err != nil {
+			return store.Email{}, err
+		}
+		e := old.Email
+		e.To, e.CC, e.BCC, e.ReplyTo = slices.Clone(e.To), slices.Clone(e.CC), slices.Clone(e.BCC), slices.Clone(e.ReplyTo)
+		events, err := fn(&e)
+		if err != nil {
+			return store.Email{}, err
+		}
+		e.ID, e.Version = id, old.Version+1
+		c := content{inline: old.ContentGz, ref: old.ContentRef}
+		c.chunks = make([]map[string]types.AttributeValue, old.ContentChunks) // only counted
+		if !reflect.DeepEqual(e.Content, old.Content) {
+			if c, err = encodeContent(id, e.Content); err != nil {
+				return store.Email{}, err
+			}
+			if err := st.writeChunks(ctx, c.chunks); err != nil {
+				return store.Email{}, err
+			}
+		}
+		m, err := emailAttrs(e, c)
+		if err != nil {
+			return store.Email{}, err
+		}
+		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
+		if len(events) == 0 {
+			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
+			})
+			if conditionFailed(err) {
+				continue
+			}
+			if err != nil {
+				return store.Email{}, fmt.Errorf("dynamo: update email %s: %w", id, err)
+			}
+			return e, nil
+		}
+		actions := []types.TransactWriteItem{{Put: &types.Put{
+			TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
+		}}}
+		ids := map[string]bool{}
+		for _, ev := range events {
+			if ids[ev.ID] {
+				return store.Email{}, fmt.Errorf("dynamo: email %s event %s twice: %w", id, ev.ID, store.ErrDuplicateEvent)
+			}
+			ids[ev.ID] = true
+			ev.EmailID = id
+			em, err := eventAttrs(ev)
+			if err != nil {
+				return store.Email{}, err
+			}
+			actions = append(actions, types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(st.table), Item: em, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+			}})
+		}
+		_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if reasons, ok := cancelReasons(err); ok {
+			for i, r := range reasons {
+				if i > 0 && reasonIsCondition(r) {
+					return store.Email{}, fmt.Errorf("dynamo: email %s: %w", id, store.ErrDuplicateEvent)
+				}
+			}
+			if len(reasons) > 0 && !reasonIsCondition(reasons[0]) && !retryableCancel(reasons) {
+				return store.Email{}, fmt.Errorf("dynamo: update email %s: %w", id, err)
+			}
+			continue
+		}
+		if err != nil {
+			return store.Email{}, fmt.Errorf("dynamo: update email %s: %w", id, err)
+		}
+		return e, nil
+	}
+	return store.Email{}, &LostRaceError{Item: "email " + id, Attempts: maxUpdateAttempts}
+}
+
+// FindEmailByMessageID is one Query of the sparse GSI3.
+func (st *Store) FindEmailByMessageID(ctx context.Context, messageID string) (store.Email, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexGSI3),
+		KeyConditionExpression:    aws.String("GSI3PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(messageIDIndexKey(messageID))},
+		Limit:                     aws.Int32(1),
+	}, 1)
+	if err != nil {
+		return store.Email{}, err
+	}
+	if len(items) == 0 {
+		return store.Email{}, store.ErrNotFound
+	}
+	return st.emailFromIndex(ctx, items[0])
+}
+
+// PendingEmails reads the sparse GSI4 oldest first, projecting the ids only.
+func (st *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) {
+	in := &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexGSI4),
+		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pendingIndexKey)},
+		ProjectionExpression:      aws.String("#id"),
+		ExpressionAttributeNames:  map[string]string{"#id": "ID"},
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, 1000)))
+	}
+	items, err := st.query(ctx, in, max(limit, 0))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(items))
+	for _, m := range items {
+		if v, ok := m["ID"].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, v.Value)
+		}
+	}
+	return ids, nil
+}

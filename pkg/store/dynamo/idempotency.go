@@ -1,0 +1,167 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// idemItem is an idempotency record. The times are also kept as integer nanoseconds because
+// condition expressions compare them, and as TTLAttribute (epoch seconds) so that DynamoDB
+// eventually deletes expired records; until it does, reads and conditions treat them as absent.
+type idemItem struct {
+	keys
+	store.Idempotency
+	ClaimedAtNs int64 `dynamodbav:"claimedAtNs"`
+	ExpiresAtNs int64 `dynamodbav:"expiresAtNs"`
+	TTL         int64 `dynamodbav:"ttl"`
+}
+
+func newIdemItem(rec store.Idempotency) idemItem {
+	return idemItem{
+		keys:        idempotencyKey(rec.TeamID, rec.Key).keys(),
+		Idempotency: rec,
+		ClaimedAtNs: rec.ClaimedAt.UnixNano(),
+		ExpiresAtNs: rec.ExpiresAt.UnixNano(),
+		TTL:         rec.ExpiresAt.Unix(),
+	}
+}
+
+// maxClaimAttempts bounds the loop between a failed create and a failed takeover (the record
+// changed in between, e.g. released); each turn is a real state change by someone else.
+const maxClaimAttempts = 5
+
+// ClaimIdempotency is one conditional PutItem when the key is new or expired; a failed
+// condition returns the existing record in the same call. Only the takeover of a stale PENDING
+// record costs a second call: an UpdateItem that sets ClaimedAt only, keeping Nonce, Fingerprint,
+// CreatedAt and ExpiresAt (the email ids of the crashed request derive from the nonce, so the
+// retry finds those same emails; the caller compares rec.Fingerprint to detect another body).
+// StaleAfter <= 0 disables takeover, as in the embedded adapter.
+func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error) {
+	now := c.Now
+	rec := store.Idempotency{
+		TeamID: c.TeamID, Key: c.Key, Fingerprint: c.Fingerprint, State: store.IdemPending,
+		Nonce: c.Nonce, ClaimedAt: now, CreatedAt: now, ExpiresAt: now.Add(c.TTL),
+	}
+	k := idempotencyKey(c.TeamID, c.Key)
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		m, err := marshal(newIdemItem(rec))
+		if err != nil {
+			return store.Idempotency{}, false, err
+		}
+		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           aws.String(st.table),
+			Item:                                m,
+			ConditionExpression:                 aws.String("attribute_not_exists(PK) OR expiresAtNs <= :now"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": avN(now.UnixNano())},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			return rec, true, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !asCCF(err, &ccf) {
+			return store.Idempotency{}, false, fmt.Errorf("dynamo: claim idempotency: %w", err)
+		}
+		var old idemItem
+		if err := unmarshal(ccf.Item, &old); err != nil {
+			return store.Idempotency{}, false, err
+		}
+		stale := old.State == store.IdemPending && c.StaleAfter > 0 &&
+			old.ClaimedAtNs < now.Add(-c.StaleAfter).UnixNano()
+		if !stale {
+			return old.Idempotency, false, nil
+		}
+		out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                aws.String(st.table),
+			Key:                      k.av(),
+			UpdateExpression:         aws.String("SET ClaimedAt = :at, claimedAtNs = :now"),
+			ConditionExpression:      aws.String("#st = :pending AND claimedAtNs = :old AND expiresAtNs > :now"),
+			ExpressionAttributeNames: map[string]string{"#st": "State"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":at": avS(now.Format(time.RFC3339Nano)), ":now": avN(now.UnixNano()),
+				":pending": avS(store.IdemPending), ":old": avN(old.ClaimedAtNs),
+			},
+			ReturnValues:                        types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			var cur idemItem
+			if err := unmarshal(out.Attributes, &cur); err != nil {
+				return store.Idempotency{}, false, err
+			}
+			return cur.Idempotency, true, nil
+		}
+		if !asCCF(err, &ccf) {
+			return store.Idempotency{}, false, fmt.Errorf("dynamo: take over idempotency: %w", err)
+		}
+		if len(ccf.Item) > 0 {
+			var cur idemItem
+			if err := unmarshal(ccf.Item, &cur); err != nil {
+				return store.Idempotency{}, false, err
+			}
+			if cur.ExpiresAtNs > now.UnixNano() {
+				// Someone else took it over (or completed it) first.
+				return cur.Idempotency, false, nil
+			}
+		}
+		// Released or expired in between: try to create it again.
+	}
+	return store.Idempotency{}, false, &LostRaceError{Item: "idempotency key", Attempts: maxClaimAttempts}
+}
+
+// CompleteIdempotency is one UpdateItem. Like the embedded adapter it checks existence only:
+// the owner completes a record it claimed moments ago. ErrNotFound when the record is gone.
+func (st *Store) CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error {
+	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(st.table),
+		Key:                      idempotencyKey(teamID, key).av(),
+		UpdateExpression:         aws.String("SET #st = :complete, #r = :r"),
+		ConditionExpression:      aws.String("attribute_exists(PK)"),
+		ExpressionAttributeNames: map[string]string{"#st": "State", "#r": "Response"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":complete": avS(store.IdemComplete), ":r": responseAV(response),
+		},
+	})
+	if conditionFailed(err) {
+		return fmt.Errorf("dynamo: complete idempotency: no record: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: complete idempotency: %w", err)
+	}
+	return nil
+}
+
+// ReleaseIdempotency deletes the record only while it is PENDING: a completed response stays.
+// Releasing a record that is gone or complete is not an error: the release is a cleanup.
+func (st *Store) ReleaseIdempotency(ctx context.Context, teamID int64, key string) error {
+	_, err := st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(st.table),
+		Key:                       idempotencyKey(teamID, key).av(),
+		ConditionExpression:       aws.String("#st = :pending"),
+		ExpressionAttributeNames:  map[string]string{"#st": "State"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pending": avS(store.IdemPending)},
+	})
+	if conditionFailed(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: release idempotency: %w", err)
+	}
+	return nil
+}
+
+// responseAV keeps an empty response distinguishable from none: DynamoDB rejects empty binary
+// values in expressions, so nil is stored as NULL.
+func responseAV(b []byte) types.AttributeValue {
+	if b == nil {
+		return &types.AttributeValueMemberNULL{Value: true}
+	}
+	return &types.AttributeValueMemberB{Value: b}
+}

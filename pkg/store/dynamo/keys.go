@@ -1,0 +1,130 @@
+package dynamo
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// key is the primary key of one item.
+type key struct{ PK, SK string }
+
+// Key builders: one per item type, the only place where key strings are spelled. Integer ids
+// are zero-padded so that the sort key order is the numeric order.
+
+func teamKey(id int64) key { return key{fmt.Sprintf("TEAM#%d", id), "TEAM"} }
+
+// teamListKey puts every team in one GSI1 partition; it is read by the admin only.
+func teamListKey(id int64) key { return key{"TEAMS", fmt.Sprintf("TEAM#%020d", id)} }
+
+func sequenceKey(name string) key { return key{"SEQ#" + name, "SEQ"} }
+
+// apiKeyKey is not under the team: authentication knows the key id only.
+func apiKeyKey(id string) key { return key{"APIKEY#" + id, "APIKEY"} }
+
+func apiKeyTeamIndexKey(teamID int64, id string) key {
+	return key{fmt.Sprintf("TEAM#%d#APIKEYS", teamID), "APIKEY#" + id}
+}
+
+func domainKey(teamID, id int64) key {
+	return key{fmt.Sprintf("TEAM#%d", teamID), fmt.Sprintf("DOMAIN#%020d", id)}
+}
+
+// domainPrefix selects every domain of a team (DOMAINNAME# guards do not match: the '#').
+const domainPrefix = "DOMAIN#"
+
+// domainNameKey is the uniqueness guard of a domain name within a team, written in the same
+// transaction as the domain. Domain names are case-insensitive.
+func domainNameKey(teamID int64, name string) key {
+	return key{fmt.Sprintf("TEAM#%d", teamID), "DOMAINNAME#" + strings.ToLower(name)}
+}
+
+func templateKey(teamID int64, id string) key {
+	return key{fmt.Sprintf("TEAM#%d", teamID), "TEMPLATE#" + id}
+}
+
+const templatePrefix = "TEMPLATE#"
+
+// emailKey, eventKey and contentKey share the email's partition, so one Query reads the
+// detail. Their sort keys order as CONTENT# < EMAIL < EVENT#.
+func emailKey(id string) key { return key{"EMAIL#" + id, "EMAIL"} }
+
+// eventKey is deterministic per (email, event id) so that a second event with the same id is a
+// failed attribute_not_exists condition; events are sorted by time in code.
+func eventKey(emailID, eventID string) key { return key{"EMAIL#" + emailID, "EVENT#" + eventID} }
+
+const (
+	eventPrefix   = "EVENT#"
+	contentPrefix = "CONTENT#"
+)
+
+// contentKey names chunk n of the content whose gzip'd bytes hash to ref. The ref keeps the
+// chunks of a retried create (whose email turns out to exist) from overwriting the original.
+func contentKey(emailID, ref string, n int) key {
+	return key{"EMAIL#" + emailID, fmt.Sprintf("%s%s#%05d", contentPrefix, ref, n)}
+}
+
+// Time formats. sortTime has a fixed width so that string order is time order.
+const (
+	sortTime = "2006-01-02T15:04:05.000000000Z"
+	dayFmt   = "2006-01-02"
+)
+
+func day(t time.Time) string { return t.UTC().Format(dayFmt) }
+
+// emailSort is the sort key of an email in the list indexes: newest first is descending order.
+func emailSort(createdAt time.Time, id string) string {
+	return createdAt.UTC().Format(sortTime) + "#" + id
+}
+
+// emailDayIndexKey is the GSI1 partition of a team's emails created on one UTC day: the team
+// list is sharded by day so that a busy team spreads over many partitions.
+func emailDayIndexKey(teamID int64, day string) string {
+	return fmt.Sprintf("TEAM#%d#DAY#%s", teamID, day)
+}
+
+// emailDomainDayIndexKey is the GSI2 partition of a team's emails of one domain on one day.
+func emailDomainDayIndexKey(teamID, domainID int64, day string) string {
+	return fmt.Sprintf("TEAM#%d#DOM#%d#DAY#%s", teamID, domainID, day)
+}
+
+// teamCounterKey counts a team's emails per day (attribute "n"), and domainCounterKey per
+// domain and day. One Query over a partition's DAY# range sums any span of days.
+func teamCounterKey(teamID int64, day string) key {
+	return key{fmt.Sprintf("TEAM#%d#COUNT", teamID), "DAY#" + day}
+}
+
+func domainCounterKey(teamID, domainID int64, day string) key {
+	return key{fmt.Sprintf("TEAM#%d#DOM#%d#COUNT", teamID, domainID), "DAY#" + day}
+}
+
+const counterPrefix = "DAY#"
+
+// messageIDIndexKey is the GSI3 partition of the email the provider knows by messageID.
+func messageIDIndexKey(messageID string) string { return "MSG#" + messageID }
+
+// pendingIndexKey is the one GSI4 partition holding QUEUED and SENDING emails, sorted oldest
+// first by emailSort. It is sparse: a finished email has no GSI4 attributes.
+const pendingIndexKey = "PENDING"
+
+// idempotencyKey hashes the caller's key (up to 256 chars of anything) into a fixed-size one.
+func idempotencyKey(teamID int64, k string) key {
+	sum := sha256.Sum256([]byte(k))
+	return key{fmt.Sprintf("TEAM#%d#IDEM#%s", teamID, hex.EncodeToString(sum[:])), "IDEM"}
+}
+
+// suppressionKey gives each suppressed address its own partition: GetSuppressions is a batch of
+// GetItems and a large list does not crowd one partition.
+func suppressionKey(teamID int64, email string) key {
+	return key{fmt.Sprintf("TEAM#%d#SUPP#%s", teamID, strings.ToLower(email)), "SUPP"}
+}
+
+// suppressionIndexKey (GSI1) lists a team's suppressions; suppressionReasonIndexKey (GSI2) the
+// ones of one reason. Both sort by emailSort(createdAt, address).
+func suppressionIndexKey(teamID int64) string { return fmt.Sprintf("TEAM#%d#SUPPS", teamID) }
+
+func suppressionReasonIndexKey(teamID int64, reason string) string {
+	return fmt.Sprintf("TEAM#%d#SUPPS#%s", teamID, reason)
+}
