@@ -1,0 +1,111 @@
+// Command mailroom-admin manages teams and API keys on the configured backend (BACKEND,
+// DATA_DIR, TABLE_NAME and AWS_* as for the server). With the embedded backend, stop the local
+// server first: the database file is opened by one process at a time.
+//
+//	mailroom-admin team create -name "Acme"
+//	mailroom-admin team list
+//	mailroom-admin key create -team 1 -name ci [-permission SENDING] [-domain 2]
+//	mailroom-admin key list -team 1
+//	mailroom-admin key revoke -team 1 -id abcdefghij
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/team"
+)
+
+const usage = `usage:
+  mailroom-admin team create -name NAME
+  mailroom-admin team list
+  mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
+  mailroom-admin key list -team ID
+  mailroom-admin key revoke -team ID -id KEYID`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "mailroom-admin:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) < 2 {
+		return fmt.Errorf("%s", usage)
+	}
+	cfg, err := app.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg.CreateTable = true
+	a, err := app.New(ctx, cfg, app.Options{})
+	if err != nil {
+		return err
+	}
+	defer a.Close(ctx)
+	admin := &team.Admin{Store: a.Store, Now: time.Now}
+	return dispatch(ctx, admin, args, out)
+}
+
+func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
+	fs.SetOutput(out)
+	name := fs.String("name", "", "name")
+	teamID := fs.Int64("team", 0, "team id")
+	perm := fs.String("permission", "FULL", "FULL or SENDING")
+	domainID := fs.Int64("domain", 0, "restrict the key to this domain id")
+	keyID := fs.String("id", "", "key id (the 10 characters after us_)")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	switch args[0] + " " + args[1] {
+	case "team create":
+		t, err := admin.CreateTeam(ctx, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "team %d %q created\n", t.ID, t.Name)
+	case "team list":
+		teams, err := admin.Store.ListTeams(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range teams {
+			fmt.Fprintf(out, "%d\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
+		}
+	case "key create":
+		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: *teamID, Name: *name,
+			Permission: store.Permission(*perm), DomainID: *domainID})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "key %s created for team %d (%s); it is shown once, keep it:\n%s\n", k.ID, k.TeamID, k.Permission, full)
+	case "key list":
+		keys, err := admin.Store.ListAPIKeys(ctx, *teamID)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			scope := "all domains"
+			if k.DomainID != 0 {
+				scope = fmt.Sprintf("domain %d", k.DomainID)
+			}
+			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Permission, scope, k.CreatedAt.Format(time.RFC3339))
+		}
+	case "key revoke":
+		if err := admin.RevokeKey(ctx, *teamID, *keyID); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "key %s revoked\n", *keyID)
+	default:
+		return fmt.Errorf("%s", usage)
+	}
+	return nil
+}

@@ -1,0 +1,763 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/team"
+)
+
+// clock is a settable clock shared by the app under test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// env is a running local Mailroom (embedded store, outbox mailer, in-process delivery) behind
+// httptest, with one team, a FULL key and the verified domain example.com.
+type env struct {
+	t      *testing.T
+	app    *app.App
+	srv    *httptest.Server
+	clock  *clock
+	key    string
+	teamID int64
+	domain int64
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvAt(t, t.TempDir(), 2)
+}
+
+func newEnvAt(t *testing.T, dir string, workers int) *env {
+	t.Helper()
+	ctx := context.Background()
+	clk := &clock{t: time.Now().UTC()}
+	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: workers,
+		AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	a, err := app.New(ctx, cfg, app.Options{Local: true, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, app: a, clock: clk}
+	e.srv = httptest.NewServer(a.Services.Handler())
+	t.Cleanup(func() {
+		e.srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Close(ctx)
+	})
+	e.key, e.teamID = e.newTeam("team", store.PermissionFull, 0)
+	var d map[string]any
+	e.mustDo("POST", "/api/v1/domains", `{"name":"example.com","region":"us-east-1"}`, &d)
+	e.domain = int64(d["id"].(float64))
+	return e
+}
+
+// newTeam creates a team with a key and returns the key.
+func (e *env) newTeam(name string, perm store.Permission, domainID int64) (string, int64) {
+	e.t.Helper()
+	admin := &team.Admin{Store: e.app.Store, Now: time.Now}
+	tm, err := admin.CreateTeam(context.Background(), name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key, _, err := admin.CreateKey(context.Background(), team.KeyRequest{TeamID: tm.ID, Permission: perm, DomainID: domainID})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return key, tm.ID
+}
+
+// keyFor makes another key of the main team.
+func (e *env) keyFor(perm store.Permission, domainID int64) string {
+	admin := &team.Admin{Store: e.app.Store, Now: time.Now}
+	key, _, err := admin.CreateKey(context.Background(), team.KeyRequest{TeamID: e.teamID, Permission: perm, DomainID: domainID})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return key
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// errorOf returns the code and message of an error response, failing on another shape.
+func (r response) errorOf(t *testing.T) (string, string) {
+	t.Helper()
+	var body struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	r.json(t, &body)
+	if body.Error.Code == "" || body.Error.Message == "" {
+		t.Fatalf("not an error envelope: %s", r.body)
+	}
+	return body.Error.Code, body.Error.Message
+}
+
+func (e *env) request(key, method, path string, body []byte, headers ...string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		e.t.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (e *env) do(method, path, body string, headers ...string) response {
+	return e.request(e.key, method, path, []byte(body), headers...)
+}
+
+func (e *env) mustDo(method, path, body string, out any, headers ...string) {
+	e.t.Helper()
+	r := e.do(method, path, body, headers...)
+	if r.status != http.StatusOK {
+		e.t.Fatalf("%s %s = %d %s", method, path, r.status, r.body)
+	}
+	if out != nil {
+		r.json(e.t, out)
+	}
+}
+
+type emailDetail struct {
+	ID           string   `json:"id"`
+	TeamID       int64    `json:"teamId"`
+	To           []string `json:"to"`
+	CC           []string `json:"cc"`
+	From         string   `json:"from"`
+	Subject      string   `json:"subject"`
+	HTML         *string  `json:"html"`
+	Text         *string  `json:"text"`
+	LatestStatus string   `json:"latestStatus"`
+	ScheduledAt  *string  `json:"scheduledAt"`
+	DomainID     int64    `json:"domainId"`
+	EmailEvents  []struct {
+		EmailID   string          `json:"emailId"`
+		Status    string          `json:"status"`
+		CreatedAt string          `json:"createdAt"`
+		Data      json.RawMessage `json:"data"`
+	} `json:"emailEvents"`
+}
+
+func (e *env) get(id string) emailDetail {
+	e.t.Helper()
+	var d emailDetail
+	e.mustDo("GET", "/api/v1/emails/"+id, "", &d)
+	return d
+}
+
+// await polls the email until its latestStatus is want (delivery is asynchronous).
+func (e *env) await(id, want string) emailDetail {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d := e.get(id)
+		if d.LatestStatus == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("email %s: latestStatus %s, want %s (events %+v)", id, d.LatestStatus, want, d.EmailEvents)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) send(body string, headers ...string) string {
+	e.t.Helper()
+	var out struct {
+		EmailID string `json:"emailId"`
+	}
+	e.mustDo("POST", "/api/v1/emails", body, &out, headers...)
+	if out.EmailID == "" {
+		e.t.Fatalf("no emailId")
+	}
+	return out.EmailID
+}
+
+func (e *env) count() int {
+	e.t.Helper()
+	var out struct {
+		Count int `json:"count"`
+	}
+	e.mustDo("GET", "/api/v1/emails", "", &out)
+	return out.Count
+}
+
+func (e *env) outbox(id string) string {
+	b, err := os.ReadFile(filepath.Join(e.app.OutboxDir, id+".eml"))
+	if err != nil {
+		e.t.Fatalf("outbox: %v", err)
+	}
+	return string(b)
+}
+
+const simple = `{"to":"success@simulator.amazonses.com","from":"Hello <hello@example.com>","subject":"Hi there","text":"plain body","html":"<p>html body</p>"}`
+
+func TestSendDeliversThroughOutbox(t *testing.T) {
+	e := newEnv(t)
+	att := base64.StdEncoding.EncodeToString([]byte("report contents"))
+	id := e.send(`{"to":["ann@example.org","success@simulator.amazonses.com"],"cc":"cc@example.org",
+		"bcc":"hidden@example.org","replyTo":"reply@example.com","from":"Hello <hello@example.com>",
+		"subject":"Quarterly report","text":"see attached","html":"<p>see attached</p>",
+		"headers":{"X-Campaign":"q3"},"attachments":[{"filename":"report.txt","content":"` + att + `"}]}`)
+	d := e.await(id, "DELIVERED")
+	statuses := []string{}
+	for _, ev := range d.EmailEvents {
+		statuses = append(statuses, ev.Status)
+		if ev.EmailID != id {
+			t.Errorf("event emailId %q", ev.EmailID)
+		}
+	}
+	if got := strings.Join(statuses, ","); !strings.HasPrefix(got, "QUEUED,SENT,DELIVERED") {
+		t.Errorf("history = %s, want QUEUED,SENT,DELIVERED...", got)
+	}
+	if d.TeamID != e.teamID || d.DomainID != e.domain || d.Subject != "Quarterly report" || *d.Text != "see attached" {
+		t.Errorf("detail = %+v", d)
+	}
+	msg := e.outbox(id)
+	for _, want := range []string{"X-Usesend-Email-ID: " + id, "Subject: Quarterly report", "Cc: <cc@example.org>",
+		"Reply-To: <reply@example.com>", "X-Campaign: q3", "multipart/mixed", "multipart/alternative",
+		"report.txt", base64.StdEncoding.EncodeToString([]byte("report contents"))} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(strings.ToLower(msg), "hidden@example.org") {
+		t.Error("bcc address leaked into the message")
+	}
+}
+
+func TestSimulatorBounceSuppressesNextSend(t *testing.T) {
+	e := newEnv(t)
+	id := e.send(`{"to":"bounce@simulator.amazonses.com","from":"hello@example.com","subject":"s","text":"t"}`)
+	d := e.await(id, "BOUNCED")
+	last := d.EmailEvents[len(d.EmailEvents)-1]
+	if !strings.Contains(string(last.Data), "Permanent") {
+		t.Errorf("bounce data = %s", last.Data)
+	}
+	next := e.send(`{"to":"bounce@simulator.amazonses.com","from":"hello@example.com","subject":"s","text":"t"}`)
+	e.await(next, "SUPPRESSED")
+	if _, err := os.Stat(filepath.Join(e.app.OutboxDir, next+".eml")); !os.IsNotExist(err) {
+		t.Errorf("suppressed email was written to the outbox: %v", err)
+	}
+	c := e.send(`{"to":"complaint@simulator.amazonses.com","from":"hello@example.com","subject":"s","text":"t"}`)
+	e.await(c, "COMPLAINED")
+}
+
+func TestBatch(t *testing.T) {
+	e := newEnv(t)
+	items := []string{}
+	for i := range 3 {
+		items = append(items, fmt.Sprintf(`{"to":"u%d@example.org","from":"hello@example.com","subject":"n%d","text":"t"}`, i, i))
+	}
+	var out struct {
+		Data []struct {
+			EmailID string `json:"emailId"`
+		} `json:"data"`
+	}
+	e.mustDo("POST", "/api/v1/emails/batch", "["+strings.Join(items, ",")+"]", &out)
+	if len(out.Data) != 3 {
+		t.Fatalf("data = %+v", out.Data)
+	}
+	for i, d := range out.Data {
+		if got := e.get(d.EmailID); got.Subject != fmt.Sprintf("n%d", i) {
+			t.Errorf("item %d subject %q: order not kept", i, got.Subject)
+		}
+	}
+	r := e.do("POST", "/api/v1/emails/batch", "["+items[0]+`,{"to":"bad","from":"hello@example.com","subject":"s","text":"t"}]`)
+	if code, msg := r.errorOf(t); r.status != 400 || code != "BAD_REQUEST" || !strings.HasPrefix(msg, "[1].to:") {
+		t.Errorf("bad element: %d %s %s", r.status, code, msg)
+	}
+	r = e.do("POST", "/api/v1/emails/batch", "["+items[0]+`,{"to":"a@example.org","from":"hello@unverified.com","subject":"s","text":"t"}]`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "[1].from:") {
+		t.Errorf("unverified domain element: %d %s", r.status, msg)
+	}
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = items[0]
+	}
+	r = e.do("POST", "/api/v1/emails/batch", "["+strings.Join(many, ",")+"]")
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "at most 100") {
+		t.Errorf("101 items: %d %s", r.status, msg)
+	}
+	if n := e.count(); n != 3 {
+		t.Errorf("count = %d, want 3: a failed batch stored something", n)
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	e := newEnv(t)
+	first := e.send(simple, "Idempotency-Key", "order-1")
+	r := e.do("POST", "/api/v1/emails", simple, "Idempotency-Key", "order-1")
+	var again struct {
+		EmailID string `json:"emailId"`
+	}
+	r.json(t, &again)
+	if r.status != 200 || again.EmailID != first || r.header.Get("Idempotency-Replayed") != "true" {
+		t.Errorf("replay = %d %s %q", r.status, r.body, r.header.Get("Idempotency-Replayed"))
+	}
+	r = e.do("POST", "/api/v1/emails", strings.Replace(simple, "Hi there", "Other", 1), "Idempotency-Key", "order-1")
+	if code, msg := r.errorOf(t); r.status != 409 || code != "NOT_UNIQUE" || !strings.Contains(msg, "different payload") {
+		t.Errorf("different body: %d %s %s", r.status, code, msg)
+	}
+	// Single and batch share the key space.
+	r = e.do("POST", "/api/v1/emails/batch", "["+simple+"]", "Idempotency-Key", "order-1")
+	if r.status != 409 {
+		t.Errorf("batch with a single-send key: %d", r.status)
+	}
+	r = e.do("POST", "/api/v1/emails", simple, "Idempotency-Key", strings.Repeat("k", 257))
+	if _, msg := r.errorOf(t); r.status != 400 || msg != "Invalid Idempotency-Key length" {
+		t.Errorf("long key: %d %s", r.status, msg)
+	}
+	// Another team may use the same key.
+	other, _ := e.newTeam("other", store.PermissionFull, 0)
+	r = e.request(other, "POST", "/api/v1/emails", []byte(simple), "Idempotency-Key", "order-1")
+	if r.status != 400 { // other team has no example.com: validated, not replayed
+		t.Errorf("other team replayed team 1's record: %d %s", r.status, r.body)
+	}
+	// A failed request stores nothing: the key can be used again.
+	bad := `{"to":"a@example.org","from":"hello@unverified.com","subject":"s","text":"t"}`
+	if r := e.do("POST", "/api/v1/emails", bad, "Idempotency-Key", "order-2"); r.status != 400 {
+		t.Fatalf("bad send: %d", r.status)
+	}
+	e.send(simple, "Idempotency-Key", "order-2")
+	// Records expire after 24 hours.
+	e.clock.Add(24*time.Hour + time.Minute)
+	if id := e.send(simple, "Idempotency-Key", "order-1"); id == first {
+		t.Error("expired key replayed the old email")
+	}
+	if n := e.count(); n != 3 {
+		t.Errorf("count = %d, want 3", n)
+	}
+}
+
+func TestIdempotencyConcurrent(t *testing.T) {
+	e := newEnv(t)
+	const n = 40
+	var wg sync.WaitGroup
+	results := make([]response, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = e.do("POST", "/api/v1/emails/batch", "["+simple+","+simple+"]", "Idempotency-Key", "same")
+		}()
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for _, r := range results {
+		switch r.status {
+		case 200:
+			var out struct {
+				Data []struct{ EmailID string } `json:"data"`
+			}
+			r.json(t, &out)
+			ids[out.Data[0].EmailID+","+out.Data[1].EmailID] = true
+		case 409:
+			if _, msg := r.errorOf(t); !strings.Contains(msg, "in progress") {
+				t.Errorf("409 message %q", msg)
+			}
+		default:
+			t.Errorf("status %d %s", r.status, r.body)
+		}
+	}
+	if len(ids) != 1 {
+		t.Errorf("%d different batches answered, want 1: %v", len(ids), ids)
+	}
+	if c := e.count(); c != 2 {
+		t.Errorf("count = %d, want exactly one batch of 2", c)
+	}
+}
+
+func TestListEmails(t *testing.T) {
+	e := newEnv(t)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, e.send(fmt.Sprintf(`{"to":"u%d@example.org","from":"hello@example.com","subject":"n%d","text":"t"}`, i, i)))
+		e.clock.Add(time.Hour)
+	}
+	var d map[string]any
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.com"}`, &d)
+	otherDomain := int64(d["id"].(float64))
+	otherID := e.send(`{"to":"u@example.org","from":"hello@other.com","subject":"o","text":"t"}`)
+
+	type page struct {
+		Data []struct {
+			ID           string  `json:"id"`
+			LatestStatus string  `json:"latestStatus"`
+			ScheduledAt  *string `json:"scheduledAt"`
+			DomainID     int64   `json:"domainId"`
+		} `json:"data"`
+		Count int `json:"count"`
+	}
+	var p page
+	e.mustDo("GET", "/api/v1/emails?limit=2&page=1", "", &p)
+	if p.Count != 6 || len(p.Data) != 2 || p.Data[0].ID != otherID || p.Data[1].ID != ids[4] {
+		t.Errorf("page 1 = %+v, want newest first and count 6", p)
+	}
+	e.mustDo("GET", "/api/v1/emails?limit=2&page=3", "", &p)
+	if len(p.Data) != 2 || p.Data[1].ID != ids[0] {
+		t.Errorf("page 3 = %+v", p)
+	}
+	e.mustDo("GET", fmt.Sprintf("/api/v1/emails?domainId=%d", e.domain), "", &p)
+	if p.Count != 5 || len(p.Data) != 5 {
+		t.Errorf("domain filter = %d/%d, want 5", p.Count, len(p.Data))
+	}
+	e.mustDo("GET", fmt.Sprintf("/api/v1/emails?domainId=%d&domainId=%d", e.domain, otherDomain), "", &p)
+	if p.Count != 6 {
+		t.Errorf("two domains = %d, want 6", p.Count)
+	}
+	// ids[i] was created at now-(5-i)h: select ids[1] and ids[2].
+	start := e.clock.Now().Add(-4*time.Hour - time.Minute).Format(time.RFC3339)
+	end := e.clock.Now().Add(-3*time.Hour + time.Minute).Format(time.RFC3339)
+	e.mustDo("GET", "/api/v1/emails?startDate="+start+"&endDate="+end, "", &p)
+	if p.Count != 2 || len(p.Data) != 2 || p.Data[0].ID != ids[2] || p.Data[1].ID != ids[1] {
+		t.Errorf("date range = %+v, want ids[2], ids[1]", p)
+	}
+	for _, q := range []string{"page=0", "limit=0", "limit=101", "page=x", "startDate=yesterday", "domainId=abc",
+		"startDate=2024-02-01T00:00:00Z&endDate=2024-01-01T00:00:00Z"} {
+		r := e.do("GET", "/api/v1/emails?"+q, "")
+		if code, _ := r.errorOf(t); r.status != 400 || code != "BAD_REQUEST" {
+			t.Errorf("?%s = %d %s", q, r.status, code)
+		}
+	}
+}
+
+func TestGetEmailScoping(t *testing.T) {
+	e := newEnv(t)
+	id := e.send(simple)
+	other, _ := e.newTeam("other", store.PermissionFull, 0)
+	if r := e.request(other, "GET", "/api/v1/emails/"+id, nil); r.status != 404 {
+		t.Errorf("another team's email: %d", r.status)
+	}
+	if r := e.do("GET", "/api/v1/emails/emnotthere", ""); r.status != 404 {
+		t.Errorf("unknown email: %d", r.status)
+	}
+	if r := e.do("GET", "/api/v1/emails/ab", ""); r.status != 400 {
+		t.Errorf("short id: %d", r.status)
+	}
+	d := e.get(id)
+	if d.EmailEvents[0].Status != "QUEUED" || d.ScheduledAt != nil {
+		t.Errorf("first event %+v", d.EmailEvents)
+	}
+}
+
+func TestScheduledSendIsStoredScheduled(t *testing.T) {
+	e := newEnv(t)
+	at := e.clock.Now().Add(48 * time.Hour).Truncate(time.Second)
+	id := e.send(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"` + at.Format(time.RFC3339) + `"}`)
+	d := e.get(id)
+	if d.LatestStatus != "SCHEDULED" || d.ScheduledAt == nil || d.EmailEvents[0].Status != "SCHEDULED" {
+		t.Fatalf("scheduled email = %+v", d)
+	}
+	if got, _ := time.Parse(time.RFC3339, *d.ScheduledAt); !got.Equal(at) {
+		t.Errorf("scheduledAt %s, want %s", *d.ScheduledAt, at)
+	}
+	past := e.send(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"2001-01-01T00:00:00Z"}`)
+	e.await(past, "DELIVERED")
+}
+
+func TestDomains(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("GET", fmt.Sprintf("/api/v1/domains/%d", e.domain), "")
+	var d struct {
+		ID         int64  `json:"id"`
+		Name       string `json:"name"`
+		Status     string `json:"status"`
+		Region     string `json:"region"`
+		PublicKey  string `json:"publicKey"`
+		DNSRecords []struct {
+			Type, Name, Value, TTL, Status string
+			Priority                       string `json:"priority"`
+			Recommended                    bool   `json:"recommended"`
+		} `json:"dnsRecords"`
+	}
+	r.json(t, &d)
+	if d.Name != "example.com" || d.Status != "SUCCESS" || d.Region != "us-east-1" || d.PublicKey == "" {
+		t.Errorf("domain = %+v", d)
+	}
+	if strings.Contains(strings.ToLower(string(r.body)), "private") {
+		t.Error("a domain response mentions the private key")
+	}
+	want := map[string]string{
+		"MX mail":                 "feedback-smtp.us-east-1.amazonses.com",
+		"TXT mailroom._domainkey": "p=" + d.PublicKey,
+		"TXT mail":                "v=spf1 include:amazonses.com ~all",
+		"TXT _dmarc":              "v=DMARC1; p=none;",
+	}
+	for _, rec := range d.DNSRecords {
+		k := rec.Type + " " + rec.Name
+		if want[k] != rec.Value || rec.TTL != "Auto" {
+			t.Errorf("record %s = %+v", k, rec)
+		}
+		if (rec.Type == "MX") != (rec.Priority == "10") || (rec.Name == "_dmarc") != rec.Recommended {
+			t.Errorf("record %s priority/recommended = %+v", k, rec)
+		}
+		delete(want, k)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing records %v", want)
+	}
+	if r := e.do("POST", "/api/v1/domains", `{"name":"Example.com"}`); r.status != 409 {
+		t.Errorf("duplicate = %d", r.status)
+	}
+	for body, field := range map[string]string{`{"name":"not a domain"}`: "name:", `{}`: "name:",
+		`{"name":5}`: "name:", `{"name":"x.io","region":"mars"}`: "region:", `{`: "Malformed"} {
+		r := e.do("POST", "/api/v1/domains", body)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, field) {
+			t.Errorf("create %s = %d %s", body, r.status, msg)
+		}
+	}
+	var list []map[string]any
+	e.mustDo("GET", "/api/v1/domains", "", &list)
+	if len(list) != 1 {
+		t.Errorf("list = %d domains", len(list))
+	}
+	var v struct{ Message string }
+	e.mustDo("PUT", fmt.Sprintf("/api/v1/domains/%d/verify", e.domain), "", &v)
+	if !strings.Contains(v.Message, "SUCCESS") {
+		t.Errorf("verify message %q", v.Message)
+	}
+	other, _ := e.newTeam("other", store.PermissionFull, 0)
+	for _, m := range []string{"GET", "DELETE"} {
+		if r := e.request(other, m, fmt.Sprintf("/api/v1/domains/%d", e.domain), nil); r.status != 404 {
+			t.Errorf("%s another team's domain = %d", m, r.status)
+		}
+	}
+	if r := e.do("GET", "/api/v1/domains/999", ""); r.status != 404 {
+		t.Errorf("unknown domain = %d", r.status)
+	}
+	if r := e.do("GET", "/api/v1/domains/abc", ""); r.status != 400 {
+		t.Errorf("non-numeric id = %d", r.status)
+	}
+	var del struct {
+		ID      int64 `json:"id"`
+		Success bool  `json:"success"`
+	}
+	e.mustDo("DELETE", fmt.Sprintf("/api/v1/domains/%d", e.domain), "", &del)
+	if !del.Success || del.ID != e.domain {
+		t.Errorf("delete = %+v", del)
+	}
+	if r := e.do("POST", "/api/v1/emails", simple); r.status != 400 {
+		t.Errorf("send from a deleted domain = %d", r.status)
+	}
+	e.mustDo("POST", "/api/v1/domains", `{"name":"example.com"}`, nil)
+}
+
+func TestTemplates(t *testing.T) {
+	e := newEnv(t)
+	var tpl struct {
+		ID, Name, Subject, HTML, Text string
+	}
+	e.mustDo("POST", "/api/v1/templates", `{"name":"welcome","subject":"Welcome {{name}}","html":"<p>Hi {{name}}, code {{code}}</p>","text":"Hi {{name}}"}`, &tpl)
+	id := e.send(`{"to":"a@example.org","from":"hello@example.com","templateId":"` + tpl.ID + `","variables":{"name":"<Ann>","code":42}}`)
+	d := e.get(id)
+	if d.Subject != "Welcome <Ann>" || *d.HTML != "<p>Hi &lt;Ann&gt;, code 42</p>" || *d.Text != "Hi <Ann>" {
+		t.Errorf("rendered = %q %q %q", d.Subject, *d.HTML, *d.Text)
+	}
+	id = e.send(`{"to":"a@example.org","from":"hello@example.com","templateId":"` + tpl.ID + `","subject":"Mine","variables":{"name":"B","code":"1"}}`)
+	if d := e.get(id); d.Subject != "Mine" {
+		t.Errorf("caller subject did not win: %q", d.Subject)
+	}
+	r := e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","templateId":"`+tpl.ID+`","variables":{"name":"x"}}`)
+	if _, msg := r.errorOf(t); r.status != 400 || msg != "variables: missing value for code" {
+		t.Errorf("missing variable = %d %s", r.status, msg)
+	}
+	r = e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","templateId":"tpl_nope"}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "templateId:") {
+		t.Errorf("unknown template = %d %s", r.status, msg)
+	}
+	e.mustDo("PATCH", "/api/v1/templates/"+tpl.ID, `{"subject":"Hello {{name}}"}`, &tpl)
+	if tpl.Subject != "Hello {{name}}" || tpl.Name != "welcome" {
+		t.Errorf("patched = %+v", tpl)
+	}
+	var list struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	e.mustDo("GET", "/api/v1/templates", "", &list)
+	if len(list.Data) != 1 || list.Data[0].ID != tpl.ID {
+		t.Errorf("list = %+v", list)
+	}
+	other, _ := e.newTeam("other", store.PermissionFull, 0)
+	if r := e.request(other, "GET", "/api/v1/templates/"+tpl.ID, nil); r.status != 404 {
+		t.Errorf("another team's template = %d", r.status)
+	}
+	e.mustDo("DELETE", "/api/v1/templates/"+tpl.ID, "", nil)
+	if r := e.do("GET", "/api/v1/templates/"+tpl.ID, ""); r.status != 404 {
+		t.Errorf("deleted template = %d", r.status)
+	}
+	if r := e.do("POST", "/api/v1/templates", `{"name":"x"}`); r.status != 400 {
+		t.Errorf("template without body = %d", r.status)
+	}
+}
+
+func TestAuthAndPermissions(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		key    string
+		status int
+		code   string
+	}{
+		{"", 401, "UNAUTHORIZED"},
+		{"nounderscore", 403, "FORBIDDEN"},
+		{"us_abcdefghij_0123456789abcdef0123456789abcdef", 403, "FORBIDDEN"},
+		{e.key[:len(e.key)-4] + "0000", 403, "FORBIDDEN"},
+	}
+	for _, c := range cases {
+		r := e.request(c.key, "GET", "/api/v1/emails", nil)
+		if code, msg := r.errorOf(t); r.status != c.status || code != c.code {
+			t.Errorf("key %q = %d %s %s", c.key, r.status, code, msg)
+		}
+	}
+	sending := e.keyFor(store.PermissionSending, 0)
+	if r := e.request(sending, "POST", "/api/v1/domains", []byte(`{"name":"x.com"}`)); r.status != 403 {
+		t.Errorf("SENDING key created a domain: %d", r.status)
+	}
+	if r := e.request(sending, "POST", "/api/v1/templates", []byte(`{"name":"x","text":"t"}`)); r.status != 403 {
+		t.Errorf("SENDING key created a template: %d", r.status)
+	}
+	if r := e.request(sending, "POST", "/api/v1/emails", []byte(simple)); r.status != 200 {
+		t.Errorf("SENDING key could not send: %d %s", r.status, r.body)
+	}
+	var d map[string]any
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.com"}`, &d)
+	scoped := e.keyFor(store.PermissionFull, e.domain)
+	if r := e.request(scoped, "POST", "/api/v1/emails", []byte(strings.Replace(simple, "example.com", "other.com", 1))); r.status != 403 {
+		t.Errorf("domain-scoped key sent from another domain: %d", r.status)
+	}
+	if r := e.request(scoped, "GET", fmt.Sprintf("/api/v1/domains/%v", d["id"]), nil); r.status != 404 {
+		t.Errorf("domain-scoped key read another domain: %d", r.status)
+	}
+	var list []map[string]any
+	r := e.request(scoped, "GET", "/api/v1/domains", nil)
+	r.json(t, &list)
+	if len(list) != 1 {
+		t.Errorf("domain-scoped key lists %d domains", len(list))
+	}
+}
+
+func TestBadInputStoresNothing(t *testing.T) {
+	e := newEnv(t)
+	att := `{"filename":"a.txt","content":"aGk="}`
+	cases := []struct {
+		name, body string
+		status     int
+		field      string
+	}{
+		{"malformed", `{"to":`, 400, "Malformed JSON in request body"},
+		{"wrong type", `{"to":"a@example.org","from":"hello@example.com","subject":1,"text":"t"}`, 400, "subject:"},
+		{"missing from", `{"to":"a@example.org","subject":"s","text":"t"}`, 400, "from:"},
+		{"invalid address", `{"to":"a@@example.org","from":"hello@example.com","subject":"s","text":"t"}`, 400, "to:"},
+		{"unverified domain", `{"to":"a@example.org","from":"hello@nowhere.com","subject":"s","text":"t"}`, 400, "from:"},
+		{"11 attachments", `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","attachments":[` + strings.TrimSuffix(strings.Repeat(att+",", 11), ",") + `]}`, 400, "attachments:"},
+		{"CRLF header", `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","headers":{"X-A":"a\r\nBcc: x@y.z"}}`, 400, "headers.X-A:"},
+		{"unknown inReplyTo", `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","inReplyToId":"emnope"}`, 400, "inReplyToId:"},
+	}
+	for _, c := range cases {
+		r := e.do("POST", "/api/v1/emails", c.body)
+		if _, msg := r.errorOf(t); r.status != c.status || !strings.HasPrefix(msg, c.field) {
+			t.Errorf("%s: %d %q, want %d %q", c.name, r.status, msg, c.status, c.field)
+		}
+	}
+	huge := bytes.Repeat([]byte("a"), 57<<20)
+	r := e.request(e.key, "POST", "/api/v1/emails", append(append([]byte(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"`), huge...), []byte(`"}`)...))
+	if code, _ := r.errorOf(t); r.status != 413 || code != "PAYLOAD_TOO_LARGE" {
+		t.Errorf("oversized body = %d %s", r.status, code)
+	}
+	if n := e.count(); n != 0 {
+		t.Errorf("count = %d after only bad requests", n)
+	}
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("GET", "/api/v1/nope", "")
+	if code, _ := r.errorOf(t); r.status != 404 || code != "NOT_FOUND" {
+		t.Errorf("unknown route = %d %s", r.status, code)
+	}
+	r = e.do("DELETE", "/api/v1/emails", "")
+	if code, _ := r.errorOf(t); r.status != 405 || code != "METHOD_NOT_ALLOWED" {
+		t.Errorf("wrong method = %d %s", r.status, code)
+	}
+}
+
+func TestQueuedEmailsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	first := newEnvAt(t, dir, 0) // no delivery goroutines: the email stays QUEUED
+	id := first.send(simple)
+	if d := first.get(id); d.LatestStatus != "QUEUED" {
+		t.Fatalf("status before restart %s", d.LatestStatus)
+	}
+	key := first.key
+	first.srv.Close()
+	if err := first.app.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	a, err := app.New(ctx, cfg, app.Options{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	if n, err := a.Pool.Recover(ctx, a.Store); err != nil || n != 1 {
+		t.Fatalf("recover = %d, %v", n, err)
+	}
+	second := &env{t: t, app: a, key: key, srv: httptest.NewServer(a.Services.Handler())}
+	defer second.srv.Close()
+	second.await(id, "DELIVERED")
+}

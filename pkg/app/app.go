@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
+	"github.com/mailroom/mailroom/pkg/api"
+	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/deliver"
+	"github.com/mailroom/mailroom/pkg/domain"
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/events"
+	"github.com/mailroom/mailroom/pkg/identity"
+	idlocal "github.com/mailroom/mailroom/pkg/identity/local"
+	idses "github.com/mailroom/mailroom/pkg/identity/ses"
+	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/mail/outbox"
+	mailses "github.com/mailroom/mailroom/pkg/mail/ses"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/template"
+)
+
+// App is a wired Mailroom: adapters plus services.
+type App struct {
+	Config     Config
+	Log        *slog.Logger
+	Store      store.Store
+	Mailer     mail.Mailer
+	Identities identity.Identities
+	Services   *api.Services
+	Worker     *deliver.Worker
+	Ingester   *events.Ingester
+	// Pool is the in-process delivery pool (local server only; nil in Lambda).
+	Pool *deliver.Pool
+	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
+	OutboxDir string
+
+	closers []func(context.Context) error
+}
+
+// Options choose how much of the app a process needs.
+type Options struct {
+	// Local runs delivery in process (worker pool) instead of relying on the table stream.
+	Local bool
+	// Now is the clock (time.Now unless set).
+	Now func() time.Time
+}
+
+// New builds the app for cfg; the AWS backend reads the SDK's standard configuration
+// (credentials, region, AWS_ENDPOINT_URL).
+func New(ctx context.Context, cfg Config, opts Options) (*App, error) {
+	if cfg.Backend != BackendAWS {
+		return build(ctx, cfg, nil, opts)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	return build(ctx, cfg, &awsCfg, opts)
+}
+
+// NewWithAWS builds an AWS-backed app from an explicit aws.Config (tests point it at moto).
+func NewWithAWS(ctx context.Context, cfg Config, awsCfg aws.Config, opts Options) (*App, error) {
+	cfg.Backend = BackendAWS
+	return build(ctx, cfg, &awsCfg, opts)
+}
+
+func build(ctx context.Context, cfg Config, awsCfg *aws.Config, opts Options) (*App, error) {
+	a := &App{Config: cfg, Log: cfg.Logger()}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	a.Ingester = &events.Ingester{Log: a.Log, Now: now}
+	var err error
+	if awsCfg != nil {
+		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable)
+	} else {
+		err = a.useEmbedded()
+	}
+	if err != nil {
+		_ = a.Close(ctx)
+		return nil, err
+	}
+	a.Ingester.Store = a.Store
+	a.wire(now, opts.Local)
+	return a, nil
+}
+
+func (a *App) useEmbedded() error {
+	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	st, err := bolt.Open(filepath.Join(a.Config.DataDir, "mailroom.db"))
+	if err != nil {
+		return fmt.Errorf("open embedded store: %w", err)
+	}
+	a.Store = st
+	a.closers = append(a.closers, func(context.Context) error { return st.Close() })
+	a.OutboxDir = filepath.Join(a.Config.DataDir, "outbox")
+	ob, err := outbox.New(a.OutboxDir, a.Ingester)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	a.Mailer = ob
+	// Close the outbox before the store: it flushes its last events into it.
+	a.closers = append([]func(context.Context) error{ob.Close}, a.closers...)
+	a.Identities = idlocal.New()
+	return nil
+}
+
+func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable bool) error {
+	db := dynamodb.NewFromConfig(awsCfg)
+	if createTable {
+		if err := dynamo.EnsureTable(ctx, db, a.Config.TableName); err != nil {
+			return fmt.Errorf("ensure table %s: %w", a.Config.TableName, err)
+		}
+	}
+	a.Store = dynamo.New(db, a.Config.TableName)
+	ses := sesv2.NewFromConfig(awsCfg)
+	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
+	a.Identities = idses.New(ses, a.Log)
+	return nil
+}
+
+func (a *App) wire(now func() time.Time, local bool) {
+	dir := &domain.Directory{Domains: a.Store, TTL: 30 * time.Second, Now: now}
+	authn := auth.NewAuthenticator(a.Store, a.Config.AuthCacheTTL)
+	a.Worker = &deliver.Worker{
+		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
+		ReplyReference: func(id string) string {
+			if a.OutboxDir != "" {
+				return "<" + id + ">"
+			}
+			return "<" + id + "@email.amazonses.com>"
+		},
+	}
+	emails := &email.Service{Store: a.Store, Domains: dir, Now: now}
+	if local {
+		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
+		emails.Dispatcher = a.Pool
+	}
+	a.Services = &api.Services{
+		Auth:   authn,
+		Emails: emails,
+		Domains: &domain.Service{Store: a.Store, Identities: a.Identities, Now: now,
+			OnChange: dir.Forget},
+		Templates: &template.Service{Store: a.Store, Now: now},
+		Log:       a.Log,
+	}
+}
+
+// Close stops delivery (finishing what is in flight) and closes the adapters.
+func (a *App) Close(ctx context.Context) error {
+	if a.Pool != nil {
+		a.Pool.Close(ctx)
+	}
+	var first error
+	for _, c := range a.closers {
+		if err := c(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

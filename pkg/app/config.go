@@ -1,0 +1,93 @@
+// Package app wires Mailroom together: configuration read once from the environment, the
+// adapters of the chosen backend (embedded or AWS) and the services on top. The local server,
+// the admin CLI and every Lambda function build themselves from it, so that main packages stay
+// a few lines of wiring.
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Backends.
+const (
+	BackendEmbedded = "embedded"
+	BackendAWS      = "aws"
+)
+
+// Config is everything read from the environment, once, in main.
+type Config struct {
+	Backend          string        // BACKEND: embedded (default) or aws
+	Host             string        // HOST (127.0.0.1)
+	Port             int           // PORT (3000)
+	DataDir          string        // DATA_DIR (./.data): embedded database and outbox
+	TableName        string        // TABLE_NAME (mailroom)
+	ConfigurationSet string        // SES_CONFIGURATION_SET: SES configuration set for sends
+	BootstrapAPIKey  string        // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
+	Workers          int           // WORKERS (4): local delivery goroutines
+	AuthCacheTTL     time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
+	LogLevel         slog.Level    // LOG_LEVEL (info)
+	// CreateTable makes the server create the DynamoDB table when missing (local server only).
+	CreateTable bool
+}
+
+// ConfigFromEnv reads the configuration; getenv is os.Getenv outside tests.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Config{
+		Backend:          or(getenv("BACKEND"), BackendEmbedded),
+		Host:             or(getenv("HOST"), "127.0.0.1"),
+		DataDir:          or(getenv("DATA_DIR"), ".data"),
+		TableName:        or(getenv("TABLE_NAME"), "mailroom"),
+		ConfigurationSet: getenv("SES_CONFIGURATION_SET"),
+		BootstrapAPIKey:  strings.TrimSpace(getenv("BOOTSTRAP_API_KEY")),
+	}
+	var err error
+	if c.Port, err = intEnv(getenv, "PORT", 3000); err != nil {
+		return c, err
+	}
+	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil {
+		return c, err
+	}
+	ttl := or(getenv("AUTH_CACHE_TTL"), "60s")
+	if c.AuthCacheTTL, err = time.ParseDuration(ttl); err != nil {
+		return c, fmt.Errorf("AUTH_CACHE_TTL: %w", err)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(or(getenv("LOG_LEVEL"), "info"))); err != nil {
+		return c, fmt.Errorf("LOG_LEVEL: %w", err)
+	}
+	if c.Backend != BackendEmbedded && c.Backend != BackendAWS {
+		return c, fmt.Errorf("BACKEND must be %q or %q, not %q", BackendEmbedded, BackendAWS, c.Backend)
+	}
+	return c, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func intEnv(getenv func(string) string, name string, def int) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s must be a non-negative integer", name)
+	}
+	return n, nil
+}
+
+// Logger returns the JSON logger every process uses.
+func (c Config) Logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+}

@@ -1,0 +1,152 @@
+// Package events records what the mail provider reports about sent emails. Every SES event
+// (published through the configuration set to EventBridge on AWS, produced by the outbox
+// mailer locally) goes through Ingester.Publish: it finds the email, appends the event to its
+// history with SES's sub-object as data, advances latestStatus by rank, and puts hard-bounced
+// and complaining addresses on the team's suppression list. A redelivered event is recorded once.
+package events
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/sesevent"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Store is what ingestion needs from persistence.
+type Store interface {
+	GetEmail(ctx context.Context, id string) (store.Email, error)
+	FindEmailByMessageID(ctx context.Context, messageID string) (store.Email, error)
+	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
+	PutSuppression(ctx context.Context, s store.Suppression) error
+}
+
+// statusOf maps SES event types to email statuses (COMPAT.md).
+var statusOf = map[string]string{
+	"Send":              "SENT",
+	"Delivery":          "DELIVERED",
+	"Bounce":            "BOUNCED",
+	"Complaint":         "COMPLAINED",
+	"Reject":            "REJECTED",
+	"Open":              "OPENED",
+	"Click":             "CLICKED",
+	"Rendering Failure": "RENDERING_FAILURE",
+	"RenderingFailure":  "RENDERING_FAILURE",
+	"DeliveryDelay":     "DELIVERY_DELAYED",
+}
+
+// ErrUnknownEmail: the event names no email Mailroom sent. Callers drop such events (they may
+// come from sends made outside Mailroom through the same configuration set).
+var ErrUnknownEmail = errors.New("events: email not found")
+
+// Ingester records provider events.
+type Ingester struct {
+	Store Store
+	Log   *slog.Logger
+	Now   func() time.Time
+}
+
+// Publish records one event; it implements the outbox mailer's sink.
+func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
+	status, ok := statusOf[ev.EventType]
+	if !ok {
+		in.Log.Warn("ignoring unknown SES event type", "eventType", ev.EventType)
+		return nil
+	}
+	e, err := in.find(ctx, ev)
+	if err != nil {
+		return err
+	}
+	at := ev.Timestamp()
+	if at.IsZero() {
+		at = in.Now()
+	}
+	detail := ev.Detail()
+	rec := store.Event{ID: eventID(ev.EventType, ev.Mail.MessageID, detail), EmailID: e.ID,
+		Status: status, CreatedAt: at.UTC(), Data: detail}
+	_, err = in.Store.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		if status == "SENT" && e.Status == store.StatusSent && e.LatestStatus != "" {
+			// The worker recorded SENT itself when SES accepted the message; SES's own Send
+			// event adds nothing but would double the history entry.
+			return nil, errAlreadyRecorded
+		}
+		e.LatestStatus = email.Advance(e.LatestStatus, status)
+		e.UpdatedAt = in.Now().UTC()
+		return []store.Event{rec}, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrDuplicateEvent), errors.Is(err, errAlreadyRecorded):
+		return nil
+	case err != nil:
+		return fmt.Errorf("record %s for %s: %w", status, e.ID, err)
+	}
+	in.Log.Info("email event", "emailId", e.ID, "teamId", e.TeamID, "status", status)
+	return in.suppress(ctx, ev, e)
+}
+
+var errAlreadyRecorded = errors.New("already recorded")
+
+func (in *Ingester) find(ctx context.Context, ev sesevent.Event) (store.Email, error) {
+	if id := ev.EmailID(); id != "" {
+		e, err := in.Store.GetEmail(ctx, id)
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.Email{}, fmt.Errorf("get email: %w", err)
+		}
+	}
+	if ev.Mail.MessageID != "" {
+		e, err := in.Store.FindEmailByMessageID(ctx, ev.Mail.MessageID)
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.Email{}, fmt.Errorf("find email by message id: %w", err)
+		}
+	}
+	return store.Email{}, ErrUnknownEmail
+}
+
+// suppress puts the addresses of a hard bounce or a complaint on the team's list.
+func (in *Ingester) suppress(ctx context.Context, ev sesevent.Event, e store.Email) error {
+	var reason string
+	var addrs []string
+	switch {
+	case ev.Bounce != nil && ev.Bounce.BounceType == "Permanent":
+		reason = store.ReasonHardBounce
+		for _, r := range ev.Bounce.BouncedRecipients {
+			addrs = append(addrs, r.EmailAddress)
+		}
+	case ev.Complaint != nil:
+		reason = store.ReasonComplaint
+		for _, r := range ev.Complaint.ComplainedRecipients {
+			addrs = append(addrs, r.EmailAddress)
+		}
+	default:
+		return nil
+	}
+	for _, a := range addrs {
+		s := store.Suppression{TeamID: e.TeamID, Email: strings.ToLower(email.AddressOnly(a)),
+			Reason: reason, EmailID: e.ID, CreatedAt: in.Now().UTC()}
+		if err := in.Store.PutSuppression(ctx, s); err != nil {
+			return fmt.Errorf("suppress: %w", err)
+		}
+	}
+	return nil
+}
+
+// eventID identifies an event by its content, so a redelivery maps to the same ID.
+func eventID(eventType, messageID string, detail []byte) string {
+	h := sha256.New()
+	h.Write([]byte(eventType + "\x00" + messageID + "\x00"))
+	h.Write(detail)
+	return "ses-" + hex.EncodeToString(h.Sum(nil))[:24]
+}
