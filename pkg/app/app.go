@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -128,7 +129,11 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable bool) e
 		}
 	}
 	a.Store = dynamo.New(db, a.Config.TableName)
-	ses := sesv2.NewFromConfig(awsCfg)
+	ses := sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
+		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
+			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
+		}
+	})
 	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
 	a.Identities = idses.New(ses, a.Log)
 	return nil
@@ -146,7 +151,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 			return "<" + id + "@email.amazonses.com>"
 		},
 	}
-	emails := &email.Service{Store: a.Store, Domains: dir, Now: now}
+	emails := &email.Service{Store: a.Store, Domains: dir, Now: now, Log: a.Log}
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
 		emails.Dispatcher = a.Pool

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -54,6 +55,7 @@ type Service struct {
 	Domains    Domains
 	Dispatcher Dispatcher
 	Now        func() time.Time
+	Log        *slog.Logger
 }
 
 // SendResult is what a send returns; Body is the exact JSON response (stored for replays).
@@ -102,9 +104,9 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 	}
 	if key != "" {
 		if err := s.Store.CompleteIdempotency(ctx, p.TeamID, key, res.Body); err != nil {
-			// The emails exist; a retry after the stale window re-derives the same ids and
-			// finds them, so nothing is sent twice. Report success.
-			_ = err
+			// The emails exist, so report success. A retry after the stale window takes the
+			// claim over, re-derives the same ids and finds them: nothing is sent twice.
+			s.Log.Warn("complete idempotency record", "teamId", p.TeamID, "err", err)
 		}
 	}
 	return res, nil

@@ -1,17 +1,13 @@
 package ses
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"regexp"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -31,41 +27,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// motoTimestamps works around a moto 5.2 quirk: for a BYODKIM identity it writes
-// DkimAttributes.LastKeyGenerationTimestamp as an ISO 8601 string where SES (and the SDK's
-// decoder) use epoch seconds, so the SDK fails to decode CreateEmailIdentity and
-// GetEmailIdentity. It rewrites that one field in responses, in tests only.
-type motoTimestamps struct{ next http.RoundTripper }
-
-var isoTimestamp = regexp.MustCompile(`"LastKeyGenerationTimestamp":\s*"([^"]+)"`)
-
-func (m motoTimestamps) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := m.next.RoundTrip(req)
-	if err != nil || resp.Body == nil {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	body = isoTimestamp.ReplaceAllFunc(body, func(match []byte) []byte {
-		ts, err := time.Parse(time.RFC3339Nano, string(isoTimestamp.FindSubmatch(match)[1]))
-		if err != nil {
-			return match
-		}
-		return []byte(fmt.Sprintf(`"LastKeyGenerationTimestamp": %d`, ts.Unix()))
-	})
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	resp.ContentLength = int64(len(body))
-	resp.Header.Del("Content-Length")
-	return resp, nil
-}
-
 func newIdentities(t *testing.T) (*Identities, *sesv2.Client) {
 	t.Helper()
 	client := sesv2.NewFromConfig(awstest.Shared(t).Config(t), func(o *sesv2.Options) {
-		o.HTTPClient = &http.Client{Transport: motoTimestamps{next: http.DefaultTransport}}
+		o.HTTPClient = &http.Client{Transport: EmulatorTransport(http.DefaultTransport)}
 	})
 	return New(client, slog.New(slog.NewTextHandler(io.Discard, nil))), client
 }
