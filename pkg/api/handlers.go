@@ -382,4 +382,3 @@ func (s *Services) deleteTemplate(w http.ResponseWriter, r *http.Request) error 
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "success": true})
 	return nil
 }
-

@@ -177,4 +177,3 @@ func TestUnverifiedDomainFails(t *testing.T) {
 		t.Fatalf("status %s, sent %v", e.Status, m.sent)
 	}
 }
-

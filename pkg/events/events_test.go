@@ -1,0 +1,145 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/sesevent"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+const (
+	sampleEmailID   = "cm2k8x1yz0001abcd" // X-Usesend-Email-ID of every sample in pkg/sesevent/testdata
+	sampleMessageID = "010001929a6e6a3b-5c2e8c1d-7f43-4b8a-9a0e-1f2e3d4c5b6a-000000"
+)
+
+func newIngester(t *testing.T) (*Ingester, store.Store) {
+	t.Helper()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Date(2024, 10, 14, 9, 12, 0, 0, time.UTC) // just before the samples' send
+	text := "hi"
+	e := store.Email{ID: sampleEmailID, TeamID: 1, DomainID: 1, From: "hello@acme.example",
+		To: []string{"jane@example.com"}, Subject: "s", Content: store.Content{Text: &text},
+		Status: store.StatusSent, LatestStatus: "SENT", MessageID: sampleMessageID, CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateEmails(context.Background(), []store.Email{e}, []store.Event{{ID: "0", EmailID: e.ID, Status: "QUEUED", CreatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	return &Ingester{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}, st
+}
+
+func sample(t *testing.T, name string) sesevent.Event {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "sesevent", "testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env sesevent.Envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := sesevent.FromEnvelope(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func TestEverySampleBecomesAHistoryEntry(t *testing.T) {
+	cases := []struct {
+		sample, status, latest, suppressed string
+		dataHas                            string
+	}{
+		{"send", "", "SENT", "", ""}, // the worker already recorded SENT
+		{"delivery", "DELIVERED", "DELIVERED", "", "smtpResponse"},
+		{"bounce_permanent", "BOUNCED", "BOUNCED", store.ReasonHardBounce, "Permanent"},
+		{"bounce_transient", "BOUNCED", "BOUNCED", "", "Transient"},
+		{"complaint", "COMPLAINED", "COMPLAINED", store.ReasonComplaint, "complainedRecipients"},
+		{"reject", "REJECTED", "REJECTED", "", "reason"},
+		{"open", "OPENED", "OPENED", "", "userAgent"},
+		{"click", "CLICKED", "CLICKED", "", "link"},
+		{"rendering_failure", "RENDERING_FAILURE", "SENT", "", "errorMessage"},
+		{"delivery_delay", "DELIVERY_DELAYED", "DELIVERY_DELAYED", "", "delayType"},
+	}
+	for _, c := range cases {
+		t.Run(c.sample, func(t *testing.T) {
+			in, st := newIngester(t)
+			ev := sample(t, c.sample)
+			for range 2 { // a redelivered event is recorded once
+				if err := in.Publish(context.Background(), ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, evs, err := st.GetEmailDetail(context.Background(), sampleEmailID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.LatestStatus != c.latest {
+				t.Errorf("latestStatus = %s, want %s", e.LatestStatus, c.latest)
+			}
+			want := 1
+			if c.status != "" {
+				want = 2
+			}
+			if len(evs) != want {
+				t.Fatalf("%d events, want %d: %+v", len(evs), want, evs)
+			}
+			if c.status != "" {
+				got := evs[1]
+				if got.Status != c.status || !strings.Contains(string(got.Data), c.dataHas) || !got.CreatedAt.Equal(ev.Timestamp()) {
+					t.Errorf("event = %s at %s data %s", got.Status, got.CreatedAt, got.Data)
+				}
+				if string(got.Data) != string(ev.Detail()) {
+					t.Errorf("data is not SES's sub-object:\n%s\n%s", got.Data, ev.Detail())
+				}
+			}
+			supp, err := st.GetSuppressions(context.Background(), 1, []string{"jane@example.com"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := supp["jane@example.com"]; s.Reason != c.suppressed {
+				t.Errorf("suppression reason = %q, want %q", s.Reason, c.suppressed)
+			}
+		})
+	}
+}
+
+func TestLowerRankDoesNotGoBack(t *testing.T) {
+	in, st := newIngester(t)
+	for _, name := range []string{"click", "open", "delivery"} {
+		if err := in.Publish(context.Background(), sample(t, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, evs, _ := st.GetEmailDetail(context.Background(), sampleEmailID)
+	if e.LatestStatus != "CLICKED" || len(evs) != 4 {
+		t.Errorf("latest %s with %d events, want CLICKED and every event kept", e.LatestStatus, len(evs))
+	}
+}
+
+func TestFindsByMessageIDAndDropsUnknown(t *testing.T) {
+	in, st := newIngester(t)
+	ev := sample(t, "delivery")
+	ev.Mail.Headers = nil // no X-Usesend-Email-ID: found by SES message id
+	if err := in.Publish(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(context.Background(), sampleEmailID); e.LatestStatus != "DELIVERED" {
+		t.Errorf("latest = %s", e.LatestStatus)
+	}
+	ev.Mail.MessageID = "unknown"
+	if err := in.Publish(context.Background(), ev); err != ErrUnknownEmail {
+		t.Errorf("unknown email: %v", err)
+	}
+}
