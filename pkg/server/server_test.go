@@ -1,0 +1,166 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/awstest"
+)
+
+const bootstrapKey = "us_abcdefghij_0123456789abcdef0123456789abcdef"
+
+func post(t *testing.T, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, bytes.NewReader([]byte(body)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}
+
+func TestEmbeddedServerLifecycle(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	var banner bytes.Buffer
+	s, err := Start(ctx, cfg, "127.0.0.1:0", &banner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.APIKey == "" || !strings.Contains(banner.String(), s.APIKey) || !strings.Contains(banner.String(), s.URL+"/api/v1") ||
+		!strings.Contains(banner.String(), filepath.Join(dir, "outbox")) || !strings.Contains(banner.String(), "usesend-js") {
+		t.Errorf("banner lacks key, URL, outbox or SDK snippet:\n%s", banner.String())
+	}
+	resp, err := http.Get(s.URL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if code, out := post(t, s.URL+"/api/v1/domains", s.APIKey, `{"name":"example.com","region":"us-east-1"}`); code != 200 || out["status"] != "SUCCESS" {
+		t.Fatalf("domain: %d %v", code, out)
+	}
+	code, out := post(t, s.URL+"/api/v1/emails", s.APIKey, `{"from":"hi@example.com","to":"you@example.org","subject":"Hello","text":"It works"}`)
+	if code != 200 {
+		t.Fatalf("send: %d %v", code, out)
+	}
+	id := out["emailId"].(string)
+	eml := filepath.Join(dir, "outbox", id+".eml")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(eml); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("message never reached the outbox")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	key := s.APIKey
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Data survives a restart and no second key is made.
+	banner.Reset()
+	s2, err := Start(ctx, cfg, "127.0.0.1:0", &banner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Shutdown(ctx)
+	if s2.APIKey != "" {
+		t.Error("a second key was created on restart")
+	}
+	req, _ := http.NewRequest("GET", s2.URL+"/api/v1/emails/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("email after restart: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func TestBootstrapKey(t *testing.T) {
+	ctx := context.Background()
+	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: t.TempDir(), Workers: 1, BootstrapAPIKey: bootstrapKey, LogLevel: slog.LevelError + 4}
+	s, err := Start(ctx, cfg, "127.0.0.1:0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(ctx)
+	if code, _ := post(t, s.URL+"/api/v1/domains", bootstrapKey, `{"name":"example.com"}`); code != 200 {
+		t.Fatalf("bootstrap key rejected: %d", code)
+	}
+	cfg.BootstrapAPIKey, cfg.DataDir = "us_bad", t.TempDir()
+	if _, err := Start(ctx, cfg, "127.0.0.1:0", io.Discard); err == nil || !strings.Contains(err.Error(), "BOOTSTRAP_API_KEY must look like") {
+		t.Errorf("a malformed BOOTSTRAP_API_KEY: %v", err)
+	}
+}
+
+// TestAWSBackendOnBareMoto is the README's `BACKEND=aws AWS_ENDPOINT_URL=... make run`: the
+// server creates the table itself and sends through SES, configured only by environment.
+func TestAWSBackendOnBareMoto(t *testing.T) {
+	moto := awstest.Start(t)
+	t.Setenv("AWS_ENDPOINT_URL", moto.URL)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	env := map[string]string{"BACKEND": "aws", "TABLE_NAME": "mailroom-server-test", "BOOTSTRAP_API_KEY": bootstrapKey, "LOG_LEVEL": "error"}
+	cfg, err := app.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.CreateTable = true
+	ctx := context.Background()
+	s, err := Start(ctx, cfg, "127.0.0.1:0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(ctx)
+	table, err := dynamodb.NewFromConfig(moto.Config(t)).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &cfg.TableName})
+	if err != nil || len(table.Table.GlobalSecondaryIndexes) == 0 || table.Table.StreamSpecification == nil {
+		t.Fatalf("table not created with indexes and stream: %v", err)
+	}
+	if code, out := post(t, s.URL+"/api/v1/domains", bootstrapKey, `{"name":"example.com"}`); code != 200 {
+		t.Fatalf("domain: %d %v", code, out)
+	}
+	code, out := post(t, s.URL+"/api/v1/emails", bootstrapKey, `{"from":"hi@example.com","to":"you@example.org","subject":"Hello","text":"It works"}`)
+	if code != 200 {
+		t.Fatalf("send: %d %v", code, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/emails/%s", s.URL, out["emailId"]), nil)
+		req.Header.Set("Authorization", "Bearer "+bootstrapKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), `"latestStatus":"SENT"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not SENT: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
