@@ -27,6 +27,7 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -77,6 +78,9 @@ type Store struct {
 // file: bbolt takes an exclusive lock, and Open gives up after a few seconds rather than hanging.
 func Open(path string) (*Store, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return nil, fmt.Errorf("bolt: %s is in use by another process (stop the running server first)", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}

@@ -3,6 +3,7 @@ package bolt_test
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,17 @@ func BenchmarkListEmails(b *testing.B) {
 		if err != nil || len(list) != 50 || count == 0 {
 			b.Fatalf("ListEmails: %d emails, count %d, %v", len(list), count, err)
 		}
+	}
+}
+
+func TestOpenLockedFileFailsClearly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second Open = %v", err)
 	}
 }
