@@ -143,12 +143,12 @@ func BenchmarkListEmails(b *testing.B) {
 
 func TestOpenLockedFileFailsClearly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
-	s, err := Open(path)
+	s, err := bolt.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+	if _, err := bolt.Open(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second Open = %v", err)
 	}
 }
