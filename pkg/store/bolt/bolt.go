@@ -96,6 +96,9 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: init %s: %w", path, err)
 	}
+	// A short batch window: enough to gather concurrent writers, too short for one caller to
+	// notice.
+	db.MaxBatchDelay = 2 * time.Millisecond
 	return &Store{db: db}, nil
 }
 
@@ -116,11 +119,15 @@ func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	return s.db.View(fn)
 }
 
+// update runs fn in a write transaction through bbolt's Batch, which commits the writes of
+// concurrent callers together with one fsync instead of one each (the embedded store's
+// throughput limit). Batch may run fn more than once, so every fn must set any result it
+// captures from scratch on each run.
 func (s *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(fn)
+	return s.db.Batch(fn)
 }
 
 // ---- key encoding ----
@@ -384,6 +391,7 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*sto
 		d.ID, d.TeamID = id, teamID
 		lost := false
 		err = s.update(ctx, func(tx *bbolt.Tx) error {
+			lost = false // update may run this more than once
 			doms := tx.Bucket(bucketDomains)
 			if !bytes.Equal(doms.Get(key), raw) {
 				lost = true
@@ -500,6 +508,7 @@ func (s *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn 
 		t.ID, t.TeamID = id, teamID
 		lost := false
 		err = s.update(ctx, func(tx *bbolt.Tx) error {
+			lost = false // update may run this more than once
 			b := tx.Bucket(bucketTemplates)
 			if !bytes.Equal(b.Get(key), raw) {
 				lost = true
@@ -819,6 +828,7 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 		e.Version = old.Version + 1
 		lost := false
 		err = s.update(ctx, func(tx *bbolt.Tx) error {
+			lost = false // update may run this more than once
 			cur, err := get[store.Email](tx.Bucket(bucketEmails), []byte(id))
 			if err != nil {
 				return err
@@ -922,6 +932,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.
 		claimed bool
 	)
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		rec, claimed = store.Idempotency{}, false // update may run this more than once
 		b := tx.Bucket(bucketIdem)
 		key := idemKey(c.TeamID, c.Key)
 		cur, err := get[store.Idempotency](b, key)
