@@ -1,0 +1,161 @@
+package lambdafn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+)
+
+func TestDir(t *testing.T) {
+	for name, want := range map[string]string{
+		"SendEmail": "send-email", "VerifyDomain": "verify-domain", "SendWorker": "send-worker", "X": "x",
+	} {
+		if got := lambdafn.Dir(name); got != want {
+			t.Errorf("Dir(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	names := lambdafn.Names()
+	if names[len(names)-1] != lambdafn.SendWorkerFunction {
+		t.Errorf("Names() = %v, want the send worker last", names)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Errorf("Names() lists %s twice", n)
+		}
+		seen[n] = true
+	}
+}
+
+// TestHTTP covers what the adapter adds to the API's handlers: the request id, header values
+// kept whole, and no Go error for an event it cannot convert.
+func TestHTTP(t *testing.T) {
+	var got *http.Request
+	h := lambdafn.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	req := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "POST /api/v1/emails", RawPath: "/api/v1/emails",
+		RawQueryString: "a=1",
+		Headers: map[string]string{
+			"idempotency-key": "order-1042,retry", "content-type": "application/json",
+			"authorization": "Bearer k",
+		},
+		Cookies: []string{"a=b", "c=d"},
+		Body:    `{"x":1}`,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "Xk3Zsh8RoAMEVxg=",
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/api/v1/emails"},
+		},
+	}
+	resp, err := h(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusCreated || resp.Body != `{"ok":true}` {
+		t.Errorf("response = %d %s", resp.StatusCode, resp.Body)
+	}
+	if got.Method != "POST" || got.URL.Path != "/api/v1/emails" || got.URL.Query().Get("a") != "1" {
+		t.Errorf("request = %s %s", got.Method, got.URL)
+	}
+	for name, want := range map[string][]string{
+		"Idempotency-Key": {"order-1042,retry"},
+		"X-Request-Id":    {"Xk3Zsh8RoAMEVxg="},
+		"Authorization":   {"Bearer k"},
+		"Cookie":          {"a=b; c=d"},
+	} {
+		if v := got.Header.Values(name); !slices.Equal(v, want) {
+			t.Errorf("header %s = %q, want %q", name, v, want)
+		}
+	}
+
+	// A caller's X-Request-Id wins over API Gateway's.
+	req.Headers["x-request-id"] = "mine"
+	if _, err := h(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Header.Get("X-Request-Id"); v != "mine" {
+		t.Errorf("X-Request-Id = %q, want the caller's", v)
+	}
+
+	// An event the adapter cannot convert is a JSON 500, not a Go error (a 502 at API Gateway).
+	req.IsBase64Encoded, req.Body = true, "not base64!"
+	resp, err = h(context.Background(), req)
+	if err != nil {
+		t.Fatalf("got a Go error: %v", err)
+	}
+	var body struct{ Error struct{ Code string } }
+	if resp.StatusCode != http.StatusInternalServerError || json.Unmarshal([]byte(resp.Body), &body) != nil ||
+		body.Error.Code != "INTERNAL_SERVER_ERROR" {
+		t.Errorf("response = %d %s, want the API's 500 envelope", resp.StatusCode, resp.Body)
+	}
+}
+
+type fakeDeliverer struct {
+	mu    sync.Mutex
+	calls []string
+	fail  map[string]bool
+}
+
+func (f *fakeDeliverer) Deliver(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, id)
+	if f.fail[id] {
+		return errors.New("table unavailable")
+	}
+	return nil
+}
+
+func record(eventID, name, pk, sk string) events.DynamoDBEventRecord {
+	return events.DynamoDBEventRecord{
+		EventID: eventID, EventName: name,
+		Change: events.DynamoDBStreamRecord{Keys: map[string]events.DynamoDBAttributeValue{
+			"PK": events.NewStringAttribute(pk), "SK": events.NewStringAttribute(sk),
+		}},
+	}
+}
+
+func TestSendWorker(t *testing.T) {
+	f := &fakeDeliverer{fail: map[string]bool{"em2": true, "em5": true}}
+	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		record("1", "INSERT", "EMAIL#em1", "EMAIL"),
+		record("2", "INSERT", "EMAIL#em2", "EMAIL"),
+		record("3", "INSERT", "EMAIL#em3", "EVENT#x"),        // an event of an email
+		record("4", "REMOVE", "EMAIL#em4", "EMAIL"),          // a deleted email
+		record("5", "MODIFY", "EMAIL#em5", "EMAIL"),          // e.g. SCHEDULED → QUEUED
+		record("6", "INSERT", "TEAM#1", "DOMAIN#1"),          // not an email
+		record("7", "INSERT", "EMAIL#", "EMAIL"),             // no id
+		{EventID: "8", EventName: "INSERT"},                  // no keys
+		record("9", "INSERT", "EMAIL#em9", "CONTENT#r#0001"), // a content chunk
+	}}
+	resp, err := lambdafn.SendWorker(f, nil)(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(f.calls)
+	if want := []string{"em1", "em2", "em5"}; !slices.Equal(f.calls, want) {
+		t.Errorf("delivered %v, want %v", f.calls, want)
+	}
+	var failed []string
+	for _, b := range resp.BatchItemFailures {
+		failed = append(failed, b.ItemIdentifier)
+	}
+	if want := []string{"2", "5"}; !slices.Equal(failed, want) {
+		t.Errorf("batch item failures %v, want %v (in batch order)", failed, want)
+	}
+}
