@@ -281,6 +281,22 @@ func TestSendDeliversThroughOutbox(t *testing.T) {
 	}
 }
 
+func TestReplyReferencesTheFirstMessage(t *testing.T) {
+	e := newEnv(t)
+	first := e.send(simple)
+	e.await(first, "DELIVERED")
+	reply := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: Hi there","text":"t","inReplyToId":"` + first + `"}`)
+	e.await(reply, "DELIVERED")
+	want := "<" + first + "@example.com>"
+	if msg := e.outbox(first); !strings.Contains(msg, "Message-ID: "+want) {
+		t.Errorf("first message lacks Message-ID %s", want)
+	}
+	msg := e.outbox(reply)
+	if !strings.Contains(msg, "In-Reply-To: "+want) || !strings.Contains(msg, "References: "+want) {
+		t.Errorf("reply does not reference %s:\n%s", want, msg)
+	}
+}
+
 func TestSimulatorBounceSuppressesNextSend(t *testing.T) {
 	e := newEnv(t)
 	id := e.send(`{"to":"bounce@simulator.amazonses.com","from":"hello@example.com","subject":"s","text":"t"}`)

@@ -144,12 +144,9 @@ func (a *App) wire(now func() time.Time, local bool) {
 	authn := auth.NewAuthenticator(a.Store, a.Config.AuthCacheTTL)
 	a.Worker = &deliver.Worker{
 		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
-		ReplyReference: func(id string) string {
-			if a.OutboxDir != "" {
-				return "<" + id + ">"
-			}
-			return "<" + id + "@email.amazonses.com>"
-		},
+	}
+	if a.OutboxDir == "" { // SES replaces the Message-ID header with its own
+		a.Worker.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@email.amazonses.com>" }
 	}
 	emails := &email.Service{Store: a.Store, Domains: dir, Now: now, Log: a.Log}
 	if local {

@@ -41,9 +41,10 @@ type Worker struct {
 	// Lease is how long a SENDING claim holds before another worker may take it over
 	// (default 5 minutes): a crashed worker's email is not stuck for ever.
 	Lease time.Duration
-	// ReplyReference turns a provider message id into the Message-ID header it went out with,
-	// for In-Reply-To (SES: <id@email.amazonses.com>).
-	ReplyReference func(messageID string) string
+	// ReplyReference returns the Message-ID header a sent email went out with, for the
+	// In-Reply-To of a reply (SES replaces Message-ID with <messageId@email.amazonses.com>);
+	// nil means the one Mailroom sets, see MessageIDHeader.
+	ReplyReference func(ref store.Email) string
 }
 
 var errSkip = errors.New("not claimable")
@@ -96,6 +97,11 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	log.Info("email sent", "messageId", messageID)
 	return w.finish(ctx, id, store.StatusSent, messageID, map[string]string{"messageId": messageID})
+}
+
+// MessageIDHeader is the Message-ID Mailroom gives an email: stable, so a reply can name it.
+func MessageIDHeader(e store.Email) string {
+	return "<" + e.ID + "@" + email.DomainOf(e.From) + ">"
 }
 
 const reasonSuppressed = "Every recipient in to is on the suppression list"
@@ -154,10 +160,14 @@ func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, stri
 		}
 		msg.Attachments = append(msg.Attachments, mail.Attachment{Filename: a.Filename, Data: data})
 	}
+	msg.MessageID = MessageIDHeader(e)
 	if e.InReplyToID != "" {
 		ref, err := w.Store.GetEmail(ctx, e.InReplyToID)
-		if err == nil && ref.MessageID != "" && w.ReplyReference != nil {
-			msg.InReplyTo = w.ReplyReference(ref.MessageID)
+		if err == nil && ref.MessageID != "" {
+			msg.InReplyTo = MessageIDHeader(ref)
+			if w.ReplyReference != nil {
+				msg.InReplyTo = w.ReplyReference(ref)
+			}
 		}
 	}
 	return msg, "", nil
