@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,11 +19,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	awstest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { awstest.Main(m) }
 
 var tables atomic.Int64
 

@@ -165,6 +165,14 @@ func Shared(tb testing.TB) *Server {
 	return shared
 }
 
+// Main runs a test binary's tests and then stops the shared server: use it as the whole
+// body of TestMain in packages that call Shared.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
 // StopShared stops the server Shared started, if any.
 func StopShared() {
 	if shared != nil {

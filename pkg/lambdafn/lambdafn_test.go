@@ -28,11 +28,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	awstest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { awstest.Main(m) }
 
 // root is the repository root (this package is pkg/lambdafn).
 const root = "../.."

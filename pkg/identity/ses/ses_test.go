@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,11 +20,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/identity/identitytest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	awstest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { awstest.Main(m) }
 
 func newIdentities(t *testing.T) (*Identities, *sesv2.Client) {
 	t.Helper()

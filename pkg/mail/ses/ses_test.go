@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,11 +20,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/mail/mailtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	awstest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { awstest.Main(m) }
 
 // newClient returns an SES v2 client on the shared moto server where the contract suite's
 // sender domain is a verified identity (moto refuses unverified senders, as SES does in the

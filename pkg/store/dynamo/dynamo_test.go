@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,11 +20,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/store/storetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	awstest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { awstest.Main(m) }
 
 var tableSeq atomic.Int64
 
