@@ -1,0 +1,87 @@
+// Package schedule declares the scheduler port: one-time jobs that deliver a JSON payload to a
+// target at a given time (scheduled email sends, campaign batches). Adapters:
+// pkg/schedule/local (an in-process timer persisted in its own bbolt file) and
+// pkg/schedule/eventbridge (EventBridge Scheduler one-time schedules). Both keep the contract in
+// pkg/schedule/scheduletest.
+//
+// Delivery is at least once and may be late: a target must be idempotent (the scheduled-send
+// target promotes SCHEDULED → QUEUED with a conditional update, so a repeat finds nothing to do).
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MaxAhead is the furthest in the future a schedule may be; the product rejects a later
+// scheduledAt with a 400 that names this limit. EventBridge Scheduler documents no upper bound
+// for at() expressions, so this is our own product limit.
+const MaxAhead = 365 * 24 * time.Hour
+
+// MaxNameLen is the longest schedule name EventBridge Scheduler accepts.
+const MaxNameLen = 64
+
+// ErrInvalidName marks a schedule name outside [0-9a-zA-Z-_.]{1,64}.
+var ErrInvalidName = errors.New("schedule: invalid name")
+
+// ErrInvalidTime marks a schedule without a time.
+var ErrInvalidTime = errors.New("schedule: invalid time")
+
+// ErrThrottled marks a call refused for rate reasons; the caller may retry with backoff.
+var ErrThrottled = errors.New("schedule: throttled")
+
+// Schedule is a one-time job: at At, the target receives Payload.
+type Schedule struct {
+	Name    string    // deterministic, e.g. "email-<emailId>"; [0-9a-zA-Z-_.]{1,64}
+	At      time.Time // fires at this instant; adapters keep it in UTC, truncated to the second
+	Payload []byte    // JSON delivered to the target as is
+}
+
+// Scheduler creates and removes one-time schedules.
+type Scheduler interface {
+	// Put creates the schedule or replaces the one with the same name (reschedule). A time in
+	// the past fires as soon as possible.
+	Put(ctx context.Context, s Schedule) error
+	// Delete removes it; a missing schedule is not an error.
+	Delete(ctx context.Context, name string) error
+}
+
+// ValidName reports whether name is a valid schedule name: 1 to 64 characters from
+// [0-9a-zA-Z-_.], the set EventBridge Scheduler accepts.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z',
+			c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// CheckName returns an error wrapping ErrInvalidName when name is not valid.
+func CheckName(name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// Normalize checks s and returns it with At in UTC, truncated to the second (the precision
+// of an at() expression). Adapters call it first in Put.
+func Normalize(s Schedule) (Schedule, error) {
+	if err := CheckName(s.Name); err != nil {
+		return s, err
+	}
+	if s.At.IsZero() {
+		return s, fmt.Errorf("%w: schedule %q has no time", ErrInvalidTime, s.Name)
+	}
+	s.At = s.At.UTC().Truncate(time.Second)
+	return s, nil
+}
