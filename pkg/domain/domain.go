@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,9 @@ type Service struct {
 	KeyBits int
 	// OnChange is told of every change so caches (the Directory) can drop the team's entry.
 	OnChange func(teamID int64)
+	// Regions, when set, are the only regions domains may be created in: the SES client of a
+	// deployment works in its own region, and a domain's records must name that one.
+	Regions []string
 }
 
 // Key is a freshly generated DKIM key pair in the forms DNS and SES want.
@@ -104,15 +108,8 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	if !regionName.MatchString(region) {
 		return store.Domain{}, fault.Field("region", "%q is not an AWS region", region)
 	}
-	// A name taken in this team is refused before a key is made or the provider is called.
-	existing, err := s.Store.ListDomains(ctx, teamID)
-	if err != nil {
-		return store.Domain{}, fmt.Errorf("list domains: %w", err)
-	}
-	for _, d := range existing {
-		if d.Name == name {
-			return store.Domain{}, fault.New(fault.Conflict, "Domain %s already exists", name)
-		}
+	if len(s.Regions) > 0 && !slices.Contains(s.Regions, region) {
+		return store.Domain{}, fault.Field("region", "this deployment sends from %s only", strings.Join(s.Regions, ", "))
 	}
 	key, err := NewKey(s.KeyBits)
 	if err != nil {
@@ -127,21 +124,33 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 		ID: id, TeamID: teamID, Name: name, Region: region, Status: store.DomainPending,
 		Selector: Selector, PublicKey: key.Public, PrivateKey: key.Private,
 		IsVerifying: true, CreatedAt: now, UpdatedAt: now,
+		DNSRecords: Records(region, key.Public, store.DomainPending),
+	}
+	// The name is reserved first, by a conditional write unique across all teams: the
+	// provider's identity belongs to the whole account, so registering it for a second team
+	// would hand that team the first one's verified domain (and deleting it, take it away).
+	if err := s.Store.CreateDomain(ctx, d); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return store.Domain{}, fault.New(fault.Conflict, "Domain %s is already registered", name)
+		}
+		return store.Domain{}, fmt.Errorf("store domain: %w", err)
 	}
 	st, err := s.Identities.Create(ctx, identity.Registration{
 		Domain: name, Region: region, Selector: Selector, PrivateKey: key.Private, MailFrom: "mail." + name,
 	})
 	if err != nil {
+		// Undo our own reservation so the name can be tried again.
+		if derr := s.Store.DeleteDomain(context.WithoutCancel(ctx), teamID, id); derr != nil {
+			err = errors.Join(err, derr)
+		}
 		return store.Domain{}, fmt.Errorf("register identity: %w", err)
 	}
-	apply(&d, st, now)
-	// The unique name is enforced again here by a conditional write: two concurrent creates
-	// may both pass the check above, only one is stored.
-	if err := s.Store.CreateDomain(ctx, d); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return store.Domain{}, fault.New(fault.Conflict, "Domain %s already exists", name)
-		}
-		return store.Domain{}, fmt.Errorf("store domain: %w", err)
+	d, err = s.Store.UpdateDomain(ctx, teamID, id, func(d *store.Domain) error {
+		apply(d, st, now)
+		return nil
+	})
+	if err != nil {
+		return store.Domain{}, fmt.Errorf("store domain status: %w", err)
 	}
 	s.changed(teamID)
 	return d, nil
@@ -324,4 +333,72 @@ func find(list []store.Domain, name string) (store.Domain, bool) {
 		}
 	}
 	return store.Domain{}, false
+}
+
+// Tracking is a PATCH of a domain's open and click tracking; nil leaves a flag as it is.
+type Tracking struct {
+	Click *bool
+	Open  *bool
+}
+
+// SetTracking switches open and click tracking. On SES tracking is a property of the
+// configuration set a message goes through; the deliver worker picks the set that matches the
+// domain's flags (see deliver.Worker.ConfigurationSet), so the switch applies to the next send.
+func (s *Service) SetTracking(ctx context.Context, teamID, id int64, t Tracking) (store.Domain, error) {
+	if t.Click == nil && t.Open == nil {
+		return store.Domain{}, fault.Field("", "give clickTracking and/or openTracking")
+	}
+	d, err := s.Store.UpdateDomain(ctx, teamID, id, func(d *store.Domain) error {
+		if t.Click != nil {
+			d.ClickTracking = *t.Click
+		}
+		if t.Open != nil {
+			d.OpenTracking = *t.Open
+		}
+		d.UpdatedAt = s.Now().UTC()
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Domain{}, fault.NotFoundf("Domain not found")
+	}
+	if err != nil {
+		return store.Domain{}, err
+	}
+	s.changed(teamID)
+	return d, nil
+}
+
+// Teams lists every team (store.Store.ListTeams); the periodic check walks them.
+type Teams interface {
+	ListTeams(ctx context.Context) ([]store.Team, error)
+}
+
+// RefreshAll is the periodic check: it refreshes every domain's status from the provider, so a
+// domain whose DNS records appear (or disappear) changes status without anyone calling verify.
+// It goes on past a failing domain and returns how many it refreshed and the errors joined.
+func (s *Service) RefreshAll(ctx context.Context, teams Teams) (int, error) {
+	list, err := teams.ListTeams(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list teams: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, t := range list {
+		domains, err := s.Store.ListDomains(ctx, t.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, d := range domains {
+			if ctx.Err() != nil {
+				return n, ctx.Err()
+			}
+			if _, err := s.Verify(ctx, t.ID, d.ID); err != nil {
+				errs = append(errs, fmt.Errorf("domain %s: %w", d.Name, err))
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
 }

@@ -244,7 +244,8 @@ type Store interface {
 	ListAPIKeys(ctx context.Context, teamID int64) ([]APIKey, error)
 	DeleteAPIKey(ctx context.Context, teamID int64, id string) error
 
-	// CreateDomain fails with ErrConflict when the team has a domain of that name.
+	// CreateDomain fails with ErrConflict when any team has a domain of that name: the
+	// provider's identity of a domain belongs to the whole account, so one team only may own it.
 	CreateDomain(ctx context.Context, d Domain) error
 	GetDomain(ctx context.Context, teamID, id int64) (Domain, error)
 	ListDomains(ctx context.Context, teamID int64) ([]Domain, error) // ordered by id

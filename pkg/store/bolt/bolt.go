@@ -312,16 +312,17 @@ func (s *Store) DeleteAPIKey(ctx context.Context, teamID int64, id string) error
 
 // ---- domains ----
 
-// domainNameKey makes names unique per team regardless of case: DNS names are case-insensitive.
-func domainNameKey(teamID int64, name string) []byte {
-	return teamKey(teamID, []byte(strings.ToLower(name)))
+// domainNameKey makes names unique across teams regardless of case: DNS names are
+// case-insensitive, and a provider identity belongs to the whole account.
+func domainNameKey(name string) []byte {
+	return []byte(strings.ToLower(name))
 }
 
 func (s *Store) CreateDomain(ctx context.Context, d store.Domain) error {
 	return s.update(ctx, func(tx *bbolt.Tx) error {
 		names := tx.Bucket(bucketDomName)
 		doms := tx.Bucket(bucketDomains)
-		nk := domainNameKey(d.TeamID, d.Name)
+		nk := domainNameKey(d.Name)
 		if names.Get(nk) != nil {
 			return fmt.Errorf("bolt: domain %q: %w", d.Name, store.ErrConflict)
 		}
@@ -399,11 +400,11 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*sto
 			}
 			if !strings.EqualFold(old.Name, d.Name) {
 				names := tx.Bucket(bucketDomName)
-				nk := domainNameKey(teamID, d.Name)
+				nk := domainNameKey(d.Name)
 				if names.Get(nk) != nil {
 					return fmt.Errorf("bolt: domain %q: %w", d.Name, store.ErrConflict)
 				}
-				if err := names.Delete(domainNameKey(teamID, old.Name)); err != nil {
+				if err := names.Delete(domainNameKey(old.Name)); err != nil {
 					return err
 				}
 				if err := names.Put(nk, u64(id)); err != nil {
@@ -430,7 +431,7 @@ func (s *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketDomName).Delete(domainNameKey(teamID, d.Name)); err != nil {
+		if err := tx.Bucket(bucketDomName).Delete(domainNameKey(d.Name)); err != nil {
 			return err
 		}
 		return doms.Delete(key)

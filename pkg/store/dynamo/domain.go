@@ -38,7 +38,7 @@ func (st *Store) domainPut(it domainItem, cond string, values map[string]types.A
 func (st *Store) guardPut(teamID int64, name string) *types.Put {
 	return &types.Put{
 		TableName:           aws.String(st.table),
-		Item:                domainNameKey(teamID, name).av(),
+		Item:                domainNameKey(name).av(),
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}
 }
@@ -133,7 +133,7 @@ func (st *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*st
 		{
 			actions = append(actions,
 				types.TransactWriteItem{Put: st.guardPut(teamID, d.Name)},
-				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(teamID, old.Name).av()}},
+				types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(old.Name).av()}},
 			)
 		}
 		_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
@@ -163,7 +163,7 @@ func (st *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
 				TableName: aws.String(st.table), Key: domainKey(teamID, id).av(),
 				ConditionExpression: aws.String("attribute_exists(PK)"),
 			}},
-			{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(teamID, old.Name).av()}},
+			{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(old.Name).av()}},
 		},
 	})
 	if _, ok := cancelReasons(err); ok {

@@ -35,10 +35,10 @@ func domainKey(teamID, id int64) key {
 // domainPrefix selects every domain of a team (DOMAINNAME# guards do not match: the '#').
 const domainPrefix = "DOMAIN#"
 
-// domainNameKey is the uniqueness guard of a domain name within a team, written in the same
-// transaction as the domain. Domain names are case-insensitive.
-func domainNameKey(teamID int64, name string) key {
-	return key{fmt.Sprintf("TEAM#%d", teamID), "DOMAINNAME#" + strings.ToLower(name)}
+// domainNameKey is the uniqueness guard of a domain name across all teams (a provider
+// identity belongs to the whole account), written in the same transaction as the domain.
+func domainNameKey(name string) key {
+	return key{"DOMAINNAME#" + strings.ToLower(name), "DOMAINNAME"}
 }
 
 func templateKey(teamID int64, id string) key {

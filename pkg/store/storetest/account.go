@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,8 +185,10 @@ func testDomains(t *testing.T, s store.Store) {
 	noErr(t, "CreateDomain", s.CreateDomain(ctx, d1))
 	again := newDomain(t, s, a, name)
 	wantErr(t, "CreateDomain(same name, same team)", s.CreateDomain(ctx, again), store.ErrConflict)
-	other := newDomain(t, s, b, name)
-	noErr(t, "CreateDomain(same name, other team)", s.CreateDomain(ctx, other))
+	taken := newDomain(t, s, b, strings.ToUpper(name))
+	wantErr(t, "CreateDomain(same name, other team)", s.CreateDomain(ctx, taken), store.ErrConflict)
+	other := newDomain(t, s, b, "c."+name)
+	noErr(t, "CreateDomain(other team)", s.CreateDomain(ctx, other))
 	d2 := newDomain(t, s, a, "b."+name)
 	noErr(t, "CreateDomain", s.CreateDomain(ctx, d2))
 
