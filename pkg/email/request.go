@@ -25,6 +25,7 @@ const (
 	MaxSubjectBytes   = 998
 	MaxHeaderBytes    = 998
 	MaxIdempotencyKey = 256
+	MaxIDLength       = 128 // ids we never issue longer; also far below DynamoDB's key limits
 )
 
 // Request is one validated, normalised send request. Its JSON form (fields in a fixed order,
@@ -125,14 +126,14 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	r.BCC = d.addresses("bcc", false)
 	r.ReplyTo = d.addresses("replyTo", false)
 	r.Subject = d.optString("subject", MaxSubjectBytes, true)
-	r.TemplateID = d.str("templateId")
+	r.TemplateID = d.id("templateId")
 	r.Variables = d.variables()
 	r.Text = d.optString("text", 0, false)
 	r.HTML = d.optString("html", 0, false)
 	r.Headers = d.headers()
 	r.Attachments = d.attachments()
 	r.ScheduledAt = d.time("scheduledAt")
-	r.InReplyToID = d.str("inReplyToId")
+	r.InReplyToID = d.id("inReplyToId")
 	if d.err != nil {
 		return Request{}, d.err
 	}
@@ -191,6 +192,16 @@ func (d *decoder) raw(field string) json.RawMessage {
 		return nil
 	}
 	return v
+}
+
+// id decodes an identifier: a string of at most MaxIDLength bytes.
+func (d *decoder) id(field string) string {
+	s := d.str(field)
+	if len(s) > MaxIDLength {
+		d.fail(field, "at most %d characters", MaxIDLength)
+		return ""
+	}
+	return s
 }
 
 func (d *decoder) str(field string) string {
@@ -329,6 +340,7 @@ func (d *decoder) headers() []store.Header {
 		return nil
 	}
 	out := make([]store.Header, 0, len(m))
+	seen := make(map[string]bool, len(m))
 	for name, raw := range m {
 		var value string
 		if err := json.Unmarshal(raw, &value); err != nil {
@@ -340,6 +352,11 @@ func (d *decoder) headers() []store.Header {
 			d.fail("headers", "invalid header name %q", name)
 		case reservedHeaders[strings.ToLower(name)]:
 			d.fail("headers."+name, "is set by Mailroom and cannot be overridden")
+		case strings.HasPrefix(strings.ToLower(name), "x-ses-"):
+			// SES acts on X-SES-* headers of a raw message (configuration set, ARNs).
+			d.fail("headers."+name, "X-SES-* headers are reserved")
+		case seen[strings.ToLower(name)]:
+			d.fail("headers."+name, "given twice (header names are case-insensitive)")
 		case value == "":
 			d.fail("headers."+name, "must not be empty")
 		case strings.ContainsAny(value, "\r\n\x00"):
@@ -352,6 +369,7 @@ func (d *decoder) headers() []store.Header {
 		if d.err != nil {
 			return nil
 		}
+		seen[strings.ToLower(name)] = true
 		out = append(out, store.Header{Name: name, Value: value})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -25,6 +25,7 @@ type Store interface {
 	CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error
 	GetEmail(ctx context.Context, id string) (store.Email, error)
 	GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error)
+	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
 	ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Email, int, error)
 	GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error)
 	ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error)
@@ -54,6 +55,7 @@ type Service struct {
 	Store      Store
 	Domains    Domains
 	Dispatcher Dispatcher
+	Scheduler  Scheduler
 	Now        func() time.Time
 	Log        *slog.Logger
 }
@@ -92,18 +94,26 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		}
 		nonce = rec.Nonce
 	}
-	res, err := s.write(ctx, p, reqs, batch, nonce, now)
+	emails, events, err := s.prepare(ctx, p, reqs, batch, nonce, now)
 	if err != nil {
 		if key != "" {
-			// A failed request stores nothing: the caller may retry with the same key.
+			// Nothing was written: the caller may retry with the same key at once.
 			if rerr := s.Store.ReleaseIdempotency(context.WithoutCancel(ctx), p.TeamID, key); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("release idempotency key: %w", rerr))
 			}
 		}
 		return SendResult{}, err
 	}
+	res, err := s.commit(ctx, emails, events, batch)
+	if err != nil {
+		// Some emails may exist (a batch spans several transactions). The claim stays PENDING:
+		// a retry with the same key is told to wait, then takes the stale claim over, derives
+		// the same ids and writes only what is missing — never a second batch.
+		return SendResult{}, err
+	}
 	if key != "" {
-		if err := s.Store.CompleteIdempotency(ctx, p.TeamID, key, res.Body); err != nil {
+		// Record the outcome even if the caller has gone: its retry then gets a replay.
+		if err := s.Store.CompleteIdempotency(context.WithoutCancel(ctx), p.TeamID, key, res.Body); err != nil {
 			// The emails exist, so report success. A retry after the stale window takes the
 			// claim over, re-derives the same ids and finds them: nothing is sent twice.
 			s.Log.Warn("complete idempotency record", "teamId", p.TeamID, "err", err)
@@ -140,7 +150,9 @@ func fingerprint(reqs []Request, batch bool) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-func (s *Service) write(ctx context.Context, p auth.Principal, reqs []Request, batch bool, nonce string, now time.Time) (SendResult, error) {
+// prepare validates what needs the store (domains, templates, replies) and builds the emails
+// with their first events; it writes nothing.
+func (s *Service) prepare(ctx context.Context, p auth.Principal, reqs []Request, batch bool, nonce string, now time.Time) ([]store.Email, []store.Event, error) {
 	emails := make([]store.Email, len(reqs))
 	events := make([]store.Event, len(reqs))
 	templates := map[string]store.Template{}
@@ -151,11 +163,27 @@ func (s *Service) write(ctx context.Context, p auth.Principal, reqs []Request, b
 		}
 		e, err := s.build(ctx, p, r, templates, now)
 		if err != nil {
-			return SendResult{}, fault.Prefix(at, err)
+			return nil, nil, fault.Prefix(at, err)
 		}
 		e.ID = emailID(nonce, i)
 		emails[i] = e
 		events[i] = store.Event{ID: "0-" + e.Status, EmailID: e.ID, Status: e.Status, CreatedAt: now}
+	}
+	return emails, events, nil
+}
+
+// commit schedules and writes the emails and hands the queued ones to delivery.
+func (s *Service) commit(ctx context.Context, emails []store.Email, events []store.Event, batch bool) (SendResult, error) {
+	// Schedules first: the other order could leave an email SCHEDULED with no schedule for
+	// ever. If writing the emails then fails, the claim stays PENDING and the retry writes the
+	// same ids; should nobody retry, the schedule fires for an email that does not exist, is
+	// retried by the scheduler and ends in its dead-letter queue, sending nothing.
+	for _, e := range emails {
+		if e.Status == store.StatusScheduled {
+			if err := s.Scheduler.Put(ctx, scheduleFor(e)); err != nil {
+				return SendResult{}, fmt.Errorf("schedule %s: %w", e.ID, err)
+			}
+		}
 	}
 	if err := s.Store.CreateEmails(ctx, emails, events); err != nil {
 		return SendResult{}, fmt.Errorf("create emails: %w", err)
@@ -182,9 +210,7 @@ func (s *Service) write(ctx context.Context, p auth.Principal, reqs []Request, b
 	if err != nil {
 		return SendResult{}, err
 	}
-	if len(queued) > 0 && s.Dispatcher != nil {
-		s.Dispatcher.Dispatch(ctx, queued...)
-	}
+	s.dispatch(ctx, queued...)
 	return SendResult{IDs: ids, Body: body}, nil
 }
 
@@ -226,7 +252,10 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 		}
 	}
 	if r.ScheduledAt != nil && r.ScheduledAt.After(now) {
-		t := *r.ScheduledAt
+		t := r.ScheduledAt.Truncate(time.Second) // the precision of a schedule
+		if err := checkScheduledAt(t, now); err != nil {
+			return store.Email{}, err
+		}
 		e.ScheduledAt = &t
 		e.Status = store.StatusScheduled
 	}
