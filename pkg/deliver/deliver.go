@@ -41,6 +41,10 @@ type Worker struct {
 	// Lease is how long a SENDING claim holds before another worker may take it over
 	// (default 5 minutes): a crashed worker's email is not stuck for ever.
 	Lease time.Duration
+	// ConfigurationSet is the base SES configuration set. Tracking is a property of a set, so
+	// the deployment has four: <base>, <base>-open, <base>-click and <base>-open-click, and each
+	// message goes through the one matching its domain's openTracking and clickTracking.
+	ConfigurationSet string
 	// ReplyReference returns the Message-ID header a sent email went out with, for the
 	// In-Reply-To of a reply (SES replaces Message-ID with <messageId@email.amazonses.com>);
 	// nil means the one Mailroom sets, see MessageIDHeader.
@@ -72,9 +76,9 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	log := w.log().With("emailId", id, "teamId", e.TeamID)
 
-	msg, reason, err := w.prepare(ctx, e)
+	msg, dom, reason, err := w.prepare(ctx, e)
 	if err != nil {
-		return w.release(ctx, id, err)
+		return w.release(ctx, id, now, err)
 	}
 	if reason != "" {
 		status := store.StatusFailed
@@ -82,21 +86,27 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 			status = store.StatusSuppressed
 		}
 		log.Info("email not sent", "status", status, "reason", reason)
-		return w.finish(ctx, id, status, "", map[string]string{"error": reason})
+		return w.finish(ctx, id, now, status, "", map[string]string{"error": reason})
 	}
 	raw, err := mail.Build(msg)
 	if err != nil {
 		log.Error("build message", "err", err)
-		return w.finish(ctx, id, store.StatusFailed, "", map[string]string{"error": "The message could not be built"})
+		return w.finish(ctx, id, now, store.StatusFailed, "", map[string]string{"error": "The message could not be built"})
 	}
-	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(), To: msg.To, Raw: raw}
+	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
+		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
 	messageID, err := w.send(ctx, log, out)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted (shutdown), not the email's fault: back to QUEUED for the next worker.
+		log.Warn("send interrupted; email released", "err", err)
+		return w.release(ctx, id, now, err)
+	}
 	if err != nil {
 		log.Warn("send failed", "err", err)
-		return w.finish(ctx, id, store.StatusFailed, "", map[string]string{"error": sendError(err)})
+		return w.finish(ctx, id, now, store.StatusFailed, "", map[string]string{"error": sendError(err)})
 	}
 	log.Info("email sent", "messageId", messageID)
-	return w.finish(ctx, id, store.StatusSent, messageID, map[string]string{"messageId": messageID})
+	return w.finish(ctx, id, now, store.StatusSent, messageID, map[string]string{"messageId": messageID})
 }
 
 // MessageIDHeader is the Message-ID Mailroom gives an email: stable, so a reply can name it.
@@ -108,17 +118,41 @@ const reasonSuppressed = "Every recipient in to is on the suppression list"
 
 // prepare checks the domain and suppressions and builds the message. A non-empty reason means
 // the email must not be sent; an error means the check itself failed (retry later).
-func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, string, error) {
+func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, store.Domain, string, error) {
+	msg, reason, err := w.message(ctx, e)
+	if err != nil || reason != "" {
+		return mail.Message{}, store.Domain{}, reason, err
+	}
 	dom, err := w.Store.GetDomain(ctx, e.TeamID, e.DomainID)
 	if errors.Is(err, store.ErrNotFound) {
-		return mail.Message{}, "The sending domain no longer exists", nil
+		return mail.Message{}, store.Domain{}, "The sending domain no longer exists", nil
 	}
 	if err != nil {
-		return mail.Message{}, "", fmt.Errorf("get domain: %w", err)
+		return mail.Message{}, store.Domain{}, "", fmt.Errorf("get domain: %w", err)
 	}
 	if dom.Status != store.DomainSuccess {
-		return mail.Message{}, "The sending domain is not verified", nil
+		return mail.Message{}, store.Domain{}, "The sending domain is not verified", nil
 	}
+	return msg, dom, "", nil
+}
+
+// configurationSet picks the set matching the domain's tracking flags.
+func (w *Worker) configurationSet(d store.Domain) string {
+	if w.ConfigurationSet == "" {
+		return ""
+	}
+	set := w.ConfigurationSet
+	if d.OpenTracking {
+		set += "-open"
+	}
+	if d.ClickTracking {
+		set += "-click"
+	}
+	return set
+}
+
+// message checks suppressions and builds the message of e.
+func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, string, error) {
 	all := append(append(append([]string{}, e.To...), e.CC...), e.BCC...)
 	bare := make([]string, len(all))
 	for i, a := range all {
@@ -212,14 +246,23 @@ func sendError(err error) string {
 	return "The mail provider failed to send the message"
 }
 
-// finish records the outcome with its event.
-func (w *Worker) finish(ctx context.Context, id, status, messageID string, data map[string]string) error {
+// ours reports whether e is still claimed by the worker that claimed it at claimedAt: after a
+// lease expired and another worker took over, the first one must not overwrite the outcome.
+func ours(e *store.Email, claimedAt time.Time) bool {
+	return e.Status == store.StatusSending && e.ClaimedAt != nil && e.ClaimedAt.Equal(claimedAt)
+}
+
+// finish records the outcome with its event, if the claim is still this worker's.
+func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, status, messageID string, data map[string]string) error {
 	ctx = context.WithoutCancel(ctx) // the outcome must be recorded even when shutting down
 	raw, _ := json.Marshal(data)
 	now := w.Now().UTC()
 	var err error
 	for n := 1; n <= 5; n++ {
 		_, err = w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			if !ours(e, claimedAt) {
+				return nil, errSkip
+			}
 			e.Status = status
 			e.MessageID = messageID
 			e.LatestStatus = email.Advance(e.LatestStatus, status)
@@ -227,6 +270,10 @@ func (w *Worker) finish(ctx context.Context, id, status, messageID string, data 
 			e.UpdatedAt = now
 			return []store.Event{{ID: "1-" + status, EmailID: id, Status: status, CreatedAt: now, Data: raw}}, nil
 		})
+		if errors.Is(err, errSkip) {
+			w.log().Warn("claim lost before the outcome was recorded", "emailId", id, "status", status)
+			return nil
+		}
 		if err == nil || errors.Is(err, store.ErrDuplicateEvent) {
 			return nil
 		}
@@ -236,9 +283,9 @@ func (w *Worker) finish(ctx context.Context, id, status, messageID string, data 
 }
 
 // release puts a claimed email back to QUEUED after a failure that was not the email's fault.
-func (w *Worker) release(ctx context.Context, id string, cause error) error {
+func (w *Worker) release(ctx context.Context, id string, claimedAt time.Time, cause error) error {
 	_, err := w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
-		if e.Status != store.StatusSending {
+		if !ours(e, claimedAt) {
 			return nil, errSkip
 		}
 		e.Status = store.StatusQueued

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,3 +178,99 @@ func TestUnverifiedDomainFails(t *testing.T) {
 		t.Fatalf("status %s, sent %v", e.Status, m.sent)
 	}
 }
+
+// killedMailer stands for a worker process that dies between claim and send: the goroutine
+// running Deliver ends inside Send and records nothing more, leaving the claim in SENDING.
+type killedMailer struct{}
+
+func (killedMailer) Send(context.Context, mail.Outgoing) (string, error) {
+	runtime.Goexit()
+	return "", nil
+}
+
+func TestReconcileFinishesEmailsOfAKilledWorker(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 3)
+	dead := &Worker{Store: st, Mailer: killedMailer{}, Now: time.Now}
+	for _, id := range ids {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = dead.Deliver(context.Background(), id)
+		}()
+		<-done
+	}
+	for _, id := range ids {
+		if e, _ := st.GetEmail(context.Background(), id); e.Status != store.StatusSending {
+			t.Fatalf("%s is %s, want stuck in SENDING", id, e.Status)
+		}
+	}
+	// Right away the reconciler leaves them alone: the claims are within their lease.
+	clock := time.Now()
+	w.Now = func() time.Time { return clock }
+	if _, err := w.Reconcile(context.Background(), st, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.sent) != 0 {
+		t.Fatalf("fresh claims were taken over: %v", m.sent)
+	}
+	// After the lease every email ends in a final status, each sent once.
+	clock = clock.Add(10 * time.Minute)
+	n, err := w.Reconcile(context.Background(), st, time.Minute)
+	if err != nil || n != 3 {
+		t.Fatalf("reconciled %d, %v", n, err)
+	}
+	for _, id := range ids {
+		e, _ := st.GetEmail(context.Background(), id)
+		if e.Status != store.StatusSent || m.sent[id] != 1 {
+			t.Errorf("%s: %s, sent %d", id, e.Status, m.sent[id])
+		}
+	}
+	if n, _ := w.Reconcile(context.Background(), st, time.Minute); n != 0 {
+		t.Errorf("second pass reconciled %d emails", n)
+	}
+}
+
+// blockingMailer blocks until its context ends, as a send cut off by shutdown does.
+type blockingMailer struct{}
+
+func (blockingMailer) Send(ctx context.Context, _ mail.Outgoing) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+func TestInterruptedSendIsReleased(t *testing.T) {
+	w, st, ids := setup(t, blockingMailer{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	if err := w.Deliver(ctx, ids[0]); err == nil {
+		t.Error("an interrupted delivery reported success")
+	}
+	if e, _ := st.GetEmail(context.Background(), ids[0]); e.Status != store.StatusQueued {
+		t.Errorf("status %s, want QUEUED for the next worker", e.Status)
+	}
+}
+
+func TestOutcomeOfALostClaimIsNotRecorded(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	// While this worker sends, its lease expires and another worker takes the email over.
+	w.Mailer = mailerFunc(func(ctx context.Context, o mail.Outgoing) (string, error) {
+		later := time.Now().Add(time.Second)
+		_, err := st.UpdateEmail(ctx, o.EmailID, func(e *store.Email) ([]store.Event, error) {
+			e.ClaimedAt = &later
+			return nil, nil
+		})
+		return "first-worker-id", err
+	})
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(context.Background(), ids[0]); e.Status != store.StatusSending || e.MessageID != "" {
+		t.Errorf("the first worker overwrote the new claim: %s %q", e.Status, e.MessageID)
+	}
+}
+
+type mailerFunc func(context.Context, mail.Outgoing) (string, error)
+
+func (f mailerFunc) Send(ctx context.Context, o mail.Outgoing) (string, error) { return f(ctx, o) }

@@ -60,6 +60,9 @@ type Outgoing struct {
 	Recipients []string // envelope: to, cc, bcc
 	To         []string // the to addresses alone (the simulator looks at them)
 	Raw        []byte   // RFC 5322 bytes
+	// ConfigurationSet overrides the mailer's default SES configuration set for this message
+	// (the set decides open and click tracking).
+	ConfigurationSet string
 }
 
 // Mailer sends a built message and returns the provider's message id.

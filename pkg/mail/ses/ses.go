@@ -51,8 +51,12 @@ func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
 		Destination:      &types.Destination{ToAddresses: m.Recipients},
 		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: m.Raw}},
 	}
-	if s.configurationSet != "" {
-		in.ConfigurationSetName = aws.String(s.configurationSet)
+	set := s.configurationSet
+	if m.ConfigurationSet != "" {
+		set = m.ConfigurationSet
+	}
+	if set != "" {
+		in.ConfigurationSetName = aws.String(set)
 	}
 	out, err := s.client.SendEmail(ctx, in)
 	if err != nil {
