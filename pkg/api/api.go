@@ -18,16 +18,18 @@ import (
 	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/suppression"
 	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // Services are the use cases the handlers call.
 type Services struct {
-	Auth      *auth.Authenticator
-	Emails    *email.Service
-	Domains   *domain.Service
-	Templates *template.Service
-	Log       *slog.Logger
+	Auth         *auth.Authenticator
+	Emails       *email.Service
+	Domains      *domain.Service
+	Templates    *template.Service
+	Suppressions *suppression.Service
+	Log          *slog.Logger
 }
 
 // Route is one endpoint. Function is the name of the Lambda function that serves it
@@ -50,9 +52,12 @@ var Routes = []Route{
 	{Method: "POST", Path: "/api/v1/emails/batch", Function: "SendBatch", handler: (*Services).sendBatch},
 	{Method: "GET", Path: "/api/v1/emails", Function: "ListEmails", handler: (*Services).listEmails},
 	{Method: "GET", Path: "/api/v1/emails/{emailId}", Function: "GetEmail", handler: (*Services).getEmail},
-	{Method: "GET", Path: "/api/v1/domains", Function: "ListDomains", handler: (*Services).listDomains},
+	{Method: "PATCH", Path: "/api/v1/emails/{emailId}", Function: "UpdateEmail", handler: (*Services).rescheduleEmail},
+	{Method: "POST", Path: "/api/v1/emails/{emailId}/cancel", Function: "CancelEmail", handler: (*Services).cancelEmail},
+	{Method: "GET", Path: "/api/v1/domains", Function: "ListDomains", Manage: true, handler: (*Services).listDomains},
 	{Method: "POST", Path: "/api/v1/domains", Function: "CreateDomain", Manage: true, handler: (*Services).createDomain},
-	{Method: "GET", Path: "/api/v1/domains/{id}", Function: "GetDomain", handler: (*Services).getDomain},
+	{Method: "GET", Path: "/api/v1/domains/{id}", Function: "GetDomain", Manage: true, handler: (*Services).getDomain},
+	{Method: "PATCH", Path: "/api/v1/domains/{id}", Function: "UpdateDomain", Manage: true, handler: (*Services).updateDomain},
 	{Method: "PUT", Path: "/api/v1/domains/{id}/verify", Function: "VerifyDomain", Manage: true, handler: (*Services).verifyDomain},
 	{Method: "DELETE", Path: "/api/v1/domains/{id}", Function: "DeleteDomain", Manage: true, handler: (*Services).deleteDomain},
 	{Method: "POST", Path: "/api/v1/templates", Function: "CreateTemplate", Manage: true, handler: (*Services).createTemplate},
@@ -60,6 +65,9 @@ var Routes = []Route{
 	{Method: "GET", Path: "/api/v1/templates/{id}", Function: "GetTemplate", Manage: true, handler: (*Services).getTemplate},
 	{Method: "PATCH", Path: "/api/v1/templates/{id}", Function: "UpdateTemplate", Manage: true, handler: (*Services).updateTemplate},
 	{Method: "DELETE", Path: "/api/v1/templates/{id}", Function: "DeleteTemplate", Manage: true, handler: (*Services).deleteTemplate},
+	{Method: "GET", Path: "/api/v1/suppressions", Function: "ListSuppressions", Manage: true, handler: (*Services).listSuppressions},
+	{Method: "POST", Path: "/api/v1/suppressions", Function: "CreateSuppression", Manage: true, handler: (*Services).createSuppression},
+	{Method: "DELETE", Path: "/api/v1/suppressions/{email}", Function: "DeleteSuppression", Manage: true, handler: (*Services).deleteSuppression},
 }
 
 // Handler serves every route (the local server).

@@ -22,21 +22,22 @@ import (
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
-// clock is a settable clock shared by the app under test.
+// clock is real time plus an offset the test can move forward, shared by the app under test
+// (real time keeps consecutive events apart; the offset skips hours and days).
 type clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu     sync.Mutex
+	offset time.Duration
 }
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.t
+	return time.Now().UTC().Add(c.offset)
 }
 
 func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
-	c.t = c.t.Add(d)
+	c.offset += d
 	c.mu.Unlock()
 }
 
@@ -60,11 +61,14 @@ func newEnv(t *testing.T) *env {
 func newEnvAt(t *testing.T, dir string, workers int) *env {
 	t.Helper()
 	ctx := context.Background()
-	clk := &clock{t: time.Now().UTC()}
+	clk := &clock{}
 	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: workers,
 		AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	a, err := app.New(ctx, cfg, app.Options{Local: true, Now: clk.Now})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, app: a, clock: clk}
@@ -589,6 +593,10 @@ func TestDomains(t *testing.T) {
 		t.Errorf("verify message %q", v.Message)
 	}
 	other, _ := e.newTeam("other", store.PermissionFull, 0)
+	// The SES identity of a domain belongs to the whole account: one team only may hold it.
+	if r := e.request(other, "POST", "/api/v1/domains", []byte(`{"name":"example.com"}`)); r.status != 409 {
+		t.Errorf("another team registered example.com: %d %s", r.status, r.body)
+	}
 	for _, m := range []string{"GET", "DELETE"} {
 		if r := e.request(other, m, fmt.Sprintf("/api/v1/domains/%d", e.domain), nil); r.status != 404 {
 			t.Errorf("%s another team's domain = %d", m, r.status)
@@ -683,6 +691,9 @@ func TestAuthAndPermissions(t *testing.T) {
 	if r := e.request(sending, "POST", "/api/v1/domains", []byte(`{"name":"x.com"}`)); r.status != 403 {
 		t.Errorf("SENDING key created a domain: %d", r.status)
 	}
+	if r := e.request(sending, "GET", "/api/v1/domains", nil); r.status != 403 {
+		t.Errorf("SENDING key listed domains: %d", r.status)
+	}
 	if r := e.request(sending, "POST", "/api/v1/templates", []byte(`{"name":"x","text":"t"}`)); r.status != 403 {
 		t.Errorf("SENDING key created a template: %d", r.status)
 	}
@@ -763,17 +774,30 @@ func TestQueuedEmailsSurviveRestart(t *testing.T) {
 	if err := first.app.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	second := reopen(t, dir, key)
+	second.await(id, "DELIVERED")
+}
+
+// reopen starts the app again on dir, as a restarted server does: pending emails are recovered
+// and schedules that came due meanwhile fire.
+func reopen(t *testing.T, dir, key string) *env {
+	t.Helper()
 	ctx := context.Background()
 	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	a, err := app.New(ctx, cfg, app.Options{Local: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close(ctx)
-	if n, err := a.Pool.Recover(ctx, a.Store); err != nil || n != 1 {
-		t.Fatalf("recover = %d, %v", n, err)
+	e := &env{t: t, app: a, key: key, clock: &clock{}, srv: httptest.NewServer(a.Services.Handler())}
+	t.Cleanup(func() {
+		e.srv.Close()
+		_ = a.Close(context.Background())
+	})
+	if _, err := a.Pool.Recover(ctx, a.Store); err != nil {
+		t.Fatal(err)
 	}
-	second := &env{t: t, app: a, key: key, srv: httptest.NewServer(a.Services.Handler())}
-	defer second.srv.Close()
-	second.await(id, "DELIVERED")
+	if err := a.Start(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -101,28 +101,36 @@ func (s *Services) listEmails(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func parseListQuery(r *http.Request) (email.ListQuery, error) {
+// paging reads page (≥ 1, default 1) and limit (1..100, default 50).
+func paging(r *http.Request) (page, limit int, err error) {
 	v := r.URL.Query()
-	q := email.ListQuery{Page: 1, Limit: 50}
-	intParam := func(name string, dst *int, min, max int) error {
+	intParam := func(name string, def, min, max int) (int, error) {
 		s := v.Get(name)
 		if s == "" {
-			return nil
+			return def, nil
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < min || (max > 0 && n > max) {
 			if max > 0 {
-				return fault.Field(name, "must be an integer from %d to %d", min, max)
+				return 0, fault.Field(name, "must be an integer from %d to %d", min, max)
 			}
-			return fault.Field(name, "must be an integer of at least %d", min)
+			return 0, fault.Field(name, "must be an integer of at least %d", min)
 		}
-		*dst = n
-		return nil
+		return n, nil
 	}
-	if err := intParam("page", &q.Page, 1, 0); err != nil {
-		return q, err
+	// page is capped so that (page-1)*limit cannot overflow.
+	if page, err = intParam("page", 1, 1, 1_000_000); err != nil {
+		return 0, 0, err
 	}
-	if err := intParam("limit", &q.Limit, 1, 100); err != nil {
+	limit, err = intParam("limit", 50, 1, 100)
+	return page, limit, err
+}
+
+func parseListQuery(r *http.Request) (email.ListQuery, error) {
+	v := r.URL.Query()
+	q := email.ListQuery{}
+	var err error
+	if q.Page, q.Limit, err = paging(r); err != nil {
 		return q, err
 	}
 	timeParam := func(name string) (*time.Time, error) {
@@ -137,7 +145,6 @@ func parseListQuery(r *http.Request) (email.ListQuery, error) {
 		t = t.UTC()
 		return &t, nil
 	}
-	var err error
 	if q.Start, err = timeParam("startDate"); err != nil {
 		return q, err
 	}
@@ -163,9 +170,9 @@ func parseListQuery(r *http.Request) (email.ListQuery, error) {
 }
 
 func (s *Services) getEmail(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("emailId")
-	if len(id) < 3 {
-		return fault.Field("emailId", "at least 3 characters")
+	id, err := emailID(r)
+	if err != nil {
+		return err
 	}
 	e, events, err := s.Emails.Get(r.Context(), principal(r), id)
 	if err != nil {
@@ -352,8 +359,21 @@ func (s *Services) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// templateID reads the path id; ids longer than any we issue are simply not found.
+func templateID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if len(id) > email.MaxIDLength {
+		return "", fault.NotFoundf("Template not found")
+	}
+	return id, nil
+}
+
 func (s *Services) getTemplate(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.Templates.Get(r.Context(), principal(r).TeamID, r.PathValue("id"))
+	id, err := templateID(r)
+	if err != nil {
+		return err
+	}
+	t, err := s.Templates.Get(r.Context(), principal(r).TeamID, id)
 	if err != nil {
 		return err
 	}
@@ -366,7 +386,11 @@ func (s *Services) updateTemplate(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	t, err := s.Templates.Update(r.Context(), principal(r).TeamID, r.PathValue("id"), f)
+	id, err := templateID(r)
+	if err != nil {
+		return err
+	}
+	t, err := s.Templates.Update(r.Context(), principal(r).TeamID, id, f)
 	if err != nil {
 		return err
 	}
@@ -375,7 +399,10 @@ func (s *Services) updateTemplate(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Services) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
+	id, err := templateID(r)
+	if err != nil {
+		return err
+	}
 	if err := s.Templates.Delete(r.Context(), principal(r).TeamID, id); err != nil {
 		return err
 	}

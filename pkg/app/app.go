@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/api"
@@ -26,9 +28,12 @@ import (
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	mailses "github.com/mailroom/mailroom/pkg/mail/ses"
+	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
+	schedlocal "github.com/mailroom/mailroom/pkg/schedule/local"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/suppression"
 	"github.com/mailroom/mailroom/pkg/template"
 )
 
@@ -44,6 +49,13 @@ type App struct {
 	Ingester   *events.Ingester
 	// Pool is the in-process delivery pool (local server only; nil in Lambda).
 	Pool *deliver.Pool
+	// Scheduler fires scheduled emails: in process with Options.Local, else EventBridge
+	// Scheduler (nil with the embedded backend outside Options.Local).
+	Scheduler email.Scheduler
+	local     *schedlocal.Scheduler
+	regions   []string // regions domains may use (AWS: the deployment's)
+	stop      context.CancelFunc
+	loops     sync.WaitGroup
 	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
 	OutboxDir string
 
@@ -86,9 +98,12 @@ func build(ctx context.Context, cfg Config, awsCfg *aws.Config, opts Options) (*
 	a.Ingester = &events.Ingester{Log: a.Log, Now: now}
 	var err error
 	if awsCfg != nil {
-		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable)
+		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local)
 	} else {
 		err = a.useEmbedded()
+	}
+	if err == nil && opts.Local {
+		err = a.useLocalScheduler()
 	}
 	if err != nil {
 		_ = a.Close(ctx)
@@ -121,7 +136,25 @@ func (a *App) useEmbedded() error {
 	return nil
 }
 
-func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable bool) error {
+// useLocalScheduler keeps schedules in DATA_DIR/schedules.db and fires them in process.
+func (a *App) useLocalScheduler() error {
+	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	// The emails service exists only after wire; the closure reads it when a schedule fires,
+	// which is never before Start.
+	fire := func(ctx context.Context, payload []byte) error { return a.Services.Emails.Fire(ctx, payload) }
+	sch, err := schedlocal.Open(filepath.Join(a.Config.DataDir, "schedules.db"), fire, a.Log)
+	if err != nil {
+		return fmt.Errorf("open local scheduler: %w", err)
+	}
+	a.local, a.Scheduler = sch, sch
+	// Stop firing before anything else closes.
+	a.closers = append([]func(context.Context) error{sch.Close}, a.closers...)
+	return nil
+}
+
+func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventBridge bool) error {
 	db := dynamodb.NewFromConfig(awsCfg)
 	if createTable {
 		if err := dynamo.EnsureTable(ctx, db, a.Config.TableName); err != nil {
@@ -129,6 +162,7 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable bool) e
 		}
 	}
 	a.Store = dynamo.New(db, a.Config.TableName)
+	a.regions = []string{awsCfg.Region}
 	ses := sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
 		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
 			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
@@ -136,6 +170,12 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable bool) e
 	})
 	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
 	a.Identities = idses.New(ses, a.Log)
+	if eventBridge {
+		a.Scheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
+			Group: a.Config.ScheduleGroup, TargetARN: a.Config.ScheduleTargetARN,
+			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
+		})
+	}
 	return nil
 }
 
@@ -144,11 +184,17 @@ func (a *App) wire(now func() time.Time, local bool) {
 	authn := auth.NewAuthenticator(a.Store, a.Config.AuthCacheTTL)
 	a.Worker = &deliver.Worker{
 		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
+		ConfigurationSet: a.Config.ConfigurationSet,
 	}
 	if a.OutboxDir == "" { // SES replaces the Message-ID header with its own
-		a.Worker.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@email.amazonses.com>" }
+		// SES's Message-ID domain: email.amazonses.com in us-east-1, <region>.amazonses.com elsewhere.
+		host := "email.amazonses.com"
+		if len(a.regions) == 1 && a.regions[0] != "us-east-1" {
+			host = a.regions[0] + ".amazonses.com"
+		}
+		a.Worker.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@" + host + ">" }
 	}
-	emails := &email.Service{Store: a.Store, Domains: dir, Now: now, Log: a.Log}
+	emails := &email.Service{Store: a.Store, Domains: dir, Scheduler: a.Scheduler, Now: now, Log: a.Log}
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
 		emails.Dispatcher = a.Pool
@@ -157,14 +203,51 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Auth:   authn,
 		Emails: emails,
 		Domains: &domain.Service{Store: a.Store, Identities: a.Identities, Now: now,
-			OnChange: dir.Forget},
-		Templates: &template.Service{Store: a.Store, Now: now},
-		Log:       a.Log,
+			OnChange: dir.Forget, Regions: a.regions},
+		Templates:    &template.Service{Store: a.Store, Now: now},
+		Suppressions: &suppression.Service{Store: a.Store, Now: now},
+		Log:          a.Log,
 	}
 }
 
-// Close stops delivery (finishing what is in flight) and closes the adapters.
+// Start begins the in-process background work of a local run: firing schedules (those that
+// came due while the process was down fire at once) and reconciling stuck emails every
+// interval.
+func (a *App) Start(ctx context.Context, interval time.Duration) error {
+	if a.local == nil {
+		return nil
+	}
+	if err := a.local.Start(ctx); err != nil {
+		return fmt.Errorf("start scheduler: %w", err)
+	}
+	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	a.stop = stop
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-t.C:
+				if n, err := a.Worker.Reconcile(loopCtx, a.Store, 2*time.Minute); n > 0 || err != nil {
+					a.Log.Info("reconciled stuck emails", "count", n, "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Close stops background work and delivery (finishing what is in flight) and closes the
+// adapters.
 func (a *App) Close(ctx context.Context) error {
+	if a.stop != nil {
+		a.stop()
+		a.loops.Wait()
+	}
 	if a.Pool != nil {
 		a.Pool.Close(ctx)
 	}

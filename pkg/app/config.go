@@ -33,6 +33,14 @@ type Config struct {
 	LogLevel         slog.Level    // LOG_LEVEL (info)
 	// CreateTable makes the server create the DynamoDB table when missing (local server only).
 	CreateTable bool
+
+	// EventBridge Scheduler, for scheduled sends in Lambda (the local server schedules in
+	// process): SCHEDULE_GROUP, SCHEDULE_TARGET_ARN (the scheduled-send function),
+	// SCHEDULE_ROLE_ARN (assumed by the scheduler to invoke it), SCHEDULE_DLQ_ARN.
+	ScheduleGroup     string
+	ScheduleTargetARN string
+	ScheduleRoleARN   string
+	ScheduleDLQARN    string
 }
 
 // ConfigFromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -47,6 +55,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		TableName:        or(getenv("TABLE_NAME"), "mailroom"),
 		ConfigurationSet: getenv("SES_CONFIGURATION_SET"),
 		BootstrapAPIKey:  strings.TrimSpace(getenv("BOOTSTRAP_API_KEY")),
+
+		ScheduleGroup:     getenv("SCHEDULE_GROUP"),
+		ScheduleTargetARN: getenv("SCHEDULE_TARGET_ARN"),
+		ScheduleRoleARN:   getenv("SCHEDULE_ROLE_ARN"),
+		ScheduleDLQARN:    getenv("SCHEDULE_DLQ_ARN"),
 	}
 	var err error
 	if c.Port, err = intEnv(getenv, "PORT", 3000); err != nil {

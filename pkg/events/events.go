@@ -68,6 +68,11 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	if at.IsZero() {
 		at = in.Now()
 	}
+	// Suppress before recording: once a caller can see BOUNCED or COMPLAINED, the address is
+	// already on the list. Both steps are idempotent, so a retried event repeats them safely.
+	if err := in.suppress(ctx, ev, e); err != nil {
+		return err
+	}
 	detail := ev.Detail()
 	rec := store.Event{ID: eventID(ev.EventType, ev.Mail.MessageID, detail), EmailID: e.ID,
 		Status: status, CreatedAt: at.UTC(), Data: detail}
@@ -88,7 +93,7 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 		return fmt.Errorf("record %s for %s: %w", status, e.ID, err)
 	}
 	in.Log.Info("email event", "emailId", e.ID, "teamId", e.TeamID, "status", status)
-	return in.suppress(ctx, ev, e)
+	return nil
 }
 
 var errAlreadyRecorded = errors.New("already recorded")

@@ -45,6 +45,11 @@ func Start(ctx context.Context, cfg app.Config, addr string, out io.Writer) (*Se
 	if n > 0 {
 		a.Log.Info("resuming delivery of pending emails", "count", n)
 	}
+	// Schedules that came due while the server was down fire now.
+	if err := a.Start(ctx, time.Minute); err != nil {
+		_ = a.Close(ctx)
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		_ = a.Close(ctx)

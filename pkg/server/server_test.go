@@ -122,7 +122,7 @@ func TestAWSBackendOnBareMoto(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_REGION", "us-east-1")
-	env := map[string]string{"BACKEND": "aws", "TABLE_NAME": "mailroom-server-test", "BOOTSTRAP_API_KEY": bootstrapKey, "LOG_LEVEL": "error"}
+	env := map[string]string{"BACKEND": "aws", "TABLE_NAME": "mailroom-server-test", "BOOTSTRAP_API_KEY": bootstrapKey, "LOG_LEVEL": "error", "DATA_DIR": t.TempDir()}
 	cfg, err := app.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ type Store interface {
 	NextID(ctx context.Context, sequence string) (int64, error)
 	CreateTeam(ctx context.Context, t store.Team) error
 	GetTeam(ctx context.Context, id int64) (store.Team, error)
+	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
 	ListTeams(ctx context.Context) ([]store.Team, error)
 	CreateAPIKey(ctx context.Context, k store.APIKey) error
 	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
@@ -66,6 +67,11 @@ func (a *Admin) CreateKey(ctx context.Context, r KeyRequest) (string, store.APIK
 	}
 	if _, err := a.Store.GetTeam(ctx, r.TeamID); err != nil {
 		return "", store.APIKey{}, fmt.Errorf("team %d: %w", r.TeamID, err)
+	}
+	if r.DomainID != 0 {
+		if _, err := a.Store.GetDomain(ctx, r.TeamID, r.DomainID); err != nil {
+			return "", store.APIKey{}, fmt.Errorf("domain %d of team %d: %w", r.DomainID, r.TeamID, err)
+		}
 	}
 	for range 5 { // a key id collision is astronomically rare; retry it anyway
 		full, id, err := auth.Generate()
