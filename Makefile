@@ -7,17 +7,19 @@ GO ?= go
 # Every Lambda function: functions/<kebab-name>/main.go, <Name>Function in template.yaml,
 # events/<kebab-name>.json. pkg/deploy checks that the three agree with this list.
 FUNCTIONS := \
-	SendEmail SendBatch ListEmails GetEmail \
-	ListDomains CreateDomain GetDomain VerifyDomain DeleteDomain \
+	SendEmail SendBatch ListEmails GetEmail UpdateEmail CancelEmail \
+	ListDomains CreateDomain GetDomain UpdateDomain VerifyDomain DeleteDomain \
 	CreateTemplate ListTemplates GetTemplate UpdateTemplate DeleteTemplate \
-	SendWorker
+	ListSuppressions CreateSuppression DeleteSuppression \
+	SendWorker ScheduledSend SESEvents Reconciler DomainCheck
 
 # Lambda binaries: static, linux/arm64 (provided.al2023 on Graviton), no RPC shim, no symbols.
 LAMBDA_ENV   := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
 
-# kebab turns a function name into its directory: SendEmail -> send-email.
-kebab = $(shell printf '%s' '$(1)' | sed -E 's/([a-z0-9])([A-Z])/\1-\2/g' | tr '[:upper:]' '[:lower:]')
+# kebab turns a function name into its directory: SendEmail -> send-email, SESEvents ->
+# ses-events (a run of capitals is one word, as lambdafn.Dir has it).
+kebab = $(shell printf '%s' '$(1)' | sed -E 's/([A-Z]+)([A-Z][a-z])/\1-\2/g; s/([a-z0-9])([A-Z])/\1-\2/g' | tr '[:upper:]' '[:lower:]')
 
 .PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench build clean
 

@@ -224,14 +224,118 @@ func TestGlobals(t *testing.T) {
 	if !reflect.DeepEqual(env["TABLE_NAME"], map[string]any{"Ref": "Table"}) {
 		t.Errorf("TABLE_NAME = %v, want !Ref Table", env["TABLE_NAME"])
 	}
-	if !reflect.DeepEqual(env["SES_CONFIGURATION_SET"], map[string]any{"Ref": "ConfigurationSet"}) {
-		t.Errorf("SES_CONFIGURATION_SET = %v, want !Ref ConfigurationSet", env["SES_CONFIGURATION_SET"])
+	// Only the functions that send name the configuration set (TestSendingFunctions).
+	if _, ok := env["SES_CONFIGURATION_SET"]; ok {
+		t.Error("SES_CONFIGURATION_SET is global; only the sending functions need it")
+	}
+}
+
+func ref(id string) map[string]any { return map[string]any{"Ref": id} }
+
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+
+// sendingFunctions send through SES: the send worker and the reconciler (which delivers what
+// the worker left).
+var sendingFunctions = []string{"SendWorkerFunction", "ReconcilerFunction"}
+
+// schedulingFunctions create, change or delete scheduled emails' schedules, with the actions
+// each needs (pkg/email: Send and Reschedule put, Reschedule and Cancel delete).
+var schedulingFunctions = map[string][]string{
+	"SendEmailFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"SendBatchFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"UpdateEmailFunction": {"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule"},
+	"CancelEmailFunction": {"scheduler:DeleteSchedule"},
+}
+
+// envOf returns a function's own environment variables.
+func envOf(fn map[string]any) map[string]any {
+	e, _ := fn["Properties"].(map[string]any)["Environment"].(map[string]any)
+	v, _ := e["Variables"].(map[string]any)
+	return v
+}
+
+// statements returns a function's inline policy statements.
+func statements(t *testing.T, fn map[string]any) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	pols, _ := path(t, fn, "Properties").(map[string]any)["Policies"].([]any)
+	for _, p := range pols {
+		if pm, ok := p.(map[string]any); ok {
+			if st, ok := pm["Statement"].([]any); ok {
+				for _, s := range st {
+					out = append(out, s.(map[string]any))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestSendingFunctions: the functions that send get the configuration sets' base name and may
+// send through the four sets (the worker picks one by the domain's tracking flags) and the
+// account's identities, nothing else of SES.
+func TestSendingFunctions(t *testing.T) {
+	tpl := loadTemplate(t)
+	fns := resources(t, tpl, "AWS::Serverless::Function")
+	wantRes := []any{map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"}}
+	for _, cs := range configurationSetIDs {
+		wantRes = append(wantRes, map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${" + cs + "}"})
+	}
+	for id, fn := range fns {
+		env := envOf(fn)
+		sends := slices.Contains(sendingFunctions, id)
+		if got, ok := env["SES_CONFIGURATION_SET"]; ok != sends || (sends && !reflect.DeepEqual(got, ref("ConfigurationSet"))) {
+			t.Errorf("%s: SES_CONFIGURATION_SET = %v, want !Ref ConfigurationSet only on %v", id, got, sendingFunctions)
+		}
+		for _, st := range statements(t, fn) {
+			if slices.Contains(st["Action"].([]any), any("ses:SendRawEmail")) && !reflect.DeepEqual(st["Resource"], wantRes) {
+				t.Errorf("%s: sends on %v, want %v", id, st["Resource"], wantRes)
+			}
+		}
+	}
+}
+
+// TestSchedulingFunctions: the functions that schedule get the schedule settings from the
+// stack, may manage email-* schedules in the group only, and pass only the scheduler's role,
+// only to the scheduler.
+func TestSchedulingFunctions(t *testing.T) {
+	tpl := loadTemplate(t)
+	wantEnv := map[string]any{
+		"SCHEDULE_GROUP":      ref("ScheduleGroup"),
+		"SCHEDULE_TARGET_ARN": getAtt("ScheduledSendFunction", "Arn"),
+		"SCHEDULE_ROLE_ARN":   getAtt("SchedulerRole", "Arn"),
+		"SCHEDULE_DLQ_ARN":    getAtt("ScheduleDeadLetterQueue", "Arn"),
+	}
+	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
+		env := envOf(fn)
+		_, schedules := schedulingFunctions[id]
+		for k, want := range wantEnv {
+			if got, ok := env[k]; ok != schedules || (ok && !reflect.DeepEqual(got, want)) {
+				t.Errorf("%s: %s = %v (set: %v), want %v on the scheduling functions only", id, k, got, ok, want)
+			}
+		}
+		for _, st := range statements(t, fn) {
+			for _, a := range st["Action"].([]any) {
+				switch {
+				case strings.HasPrefix(a.(string), "scheduler:"):
+					want := map[string]any{"Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"}
+					if !reflect.DeepEqual(st["Resource"], want) {
+						t.Errorf("%s: %s on %v, want %v", id, a, st["Resource"], want)
+					}
+				case a == "iam:PassRole":
+					if !reflect.DeepEqual(st["Resource"], getAtt("SchedulerRole", "Arn")) ||
+						!reflect.DeepEqual(st["Condition"], map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}}) {
+						t.Errorf("%s: iam:PassRole on %v if %v, want SchedulerRole to scheduler.amazonaws.com", id, st["Resource"], st["Condition"])
+					}
+				}
+			}
+		}
 	}
 }
 
 // TestLeastPrivilege: a function that only reads (all its routes are GETs) gets read access to
-// the table and nothing else; no function gets access to another table or to SES beyond the
-// calls it makes.
+// the table and nothing else; no function gets access to another table, or to SES, EventBridge
+// Scheduler or IAM beyond the calls it makes.
 func TestLeastPrivilege(t *testing.T) {
 	tpl := loadTemplate(t)
 	readOnly := map[string]bool{}
@@ -246,7 +350,17 @@ func TestLeastPrivilege(t *testing.T) {
 		"CreateDomainFunction": {"ses:CreateEmailIdentity", "ses:GetEmailIdentity", "ses:PutEmailIdentityMailFromAttributes"},
 		"VerifyDomainFunction": {"ses:GetEmailIdentity"},
 		"DeleteDomainFunction": {"ses:DeleteEmailIdentity"},
-		"SendWorkerFunction":   {"ses:SendEmail", "ses:SendRawEmail"},
+		"DomainCheckFunction":  {"ses:GetEmailIdentity"},
+	}
+	for _, id := range sendingFunctions {
+		sesAllowed[id] = []string{"ses:SendEmail", "ses:SendRawEmail"}
+	}
+	for id, actions := range schedulingFunctions {
+		sesAllowed[id] = slices.Clone(actions)
+		if slices.Contains(actions, "scheduler:CreateSchedule") {
+			sesAllowed[id] = append(sesAllowed[id], "iam:PassRole")
+		}
+		slices.Sort(sesAllowed[id])
 	}
 	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
 		pols, _ := path(t, fn, "Properties").(map[string]any)["Policies"].([]any)
@@ -493,16 +607,6 @@ func TestSendWorkerStream(t *testing.T) {
 	if _, ok := resources(t, tpl, "AWS::SQS::Queue")[dlq[0].(string)]; !ok {
 		t.Errorf("OnFailure destination %v is not a queue of the template", dlq[0])
 	}
-	alarmed := false
-	for _, a := range resources(t, tpl, "AWS::CloudWatch::Alarm") {
-		for _, d := range path(t, a, "Properties", "Dimensions").([]any) {
-			v := d.(map[string]any)["Value"]
-			alarmed = alarmed || reflect.DeepEqual(v, map[string]any{"Fn::GetAtt": []any{dlq[0], "QueueName"}})
-		}
-	}
-	if !alarmed {
-		t.Errorf("no alarm watches %v", dlq[0])
-	}
 
 	var patterns []map[string]any
 	for _, f := range path(t, stream, "FilterCriteria", "Filters").([]any) {
@@ -601,16 +705,41 @@ func clone(t *testing.T, m map[string]any) map[string]any {
 	return out
 }
 
+// TestDeadLetterQueuesAlarmed: every queue (they are all dead-letter queues) has an alarm on
+// its visible messages, and an output.
+func TestDeadLetterQueuesAlarmed(t *testing.T) {
+	tpl := loadTemplate(t)
+	queues := resources(t, tpl, "AWS::SQS::Queue")
+	if len(queues) != 3 {
+		t.Errorf("%d queues, want the send, schedule and SES events dead-letter queues", len(queues))
+	}
+	out := path(t, tpl, "Outputs").(map[string]any)
+	for id := range queues {
+		alarmed := false
+		for _, a := range resources(t, tpl, "AWS::CloudWatch::Alarm") {
+			p := path(t, a, "Properties").(map[string]any)
+			for _, d := range p["Dimensions"].([]any) {
+				if reflect.DeepEqual(d.(map[string]any)["Value"], getAtt(id, "QueueName")) {
+					alarmed = p["MetricName"] == "ApproximateNumberOfMessagesVisible" && p["Threshold"] == 0
+				}
+			}
+		}
+		if !alarmed {
+			t.Errorf("no alarm watches %s", id)
+		}
+		if o, ok := out[id+"Url"].(map[string]any); !ok || !reflect.DeepEqual(o["Value"], ref(id)) {
+			t.Errorf("no output %sUrl = !Ref %s", id, id)
+		}
+	}
+}
+
 func TestOutputs(t *testing.T) {
 	tpl := loadTemplate(t)
 	out := path(t, tpl, "Outputs").(map[string]any)
-	for _, k := range []string{"ApiUrl", "TableName"} {
+	for _, k := range []string{"ApiUrl", "TableName", "ConfigurationSetName", "ScheduleGroupName"} {
 		if _, ok := out[k]; !ok {
 			t.Errorf("output %s is missing", k)
 		}
-	}
-	if len(resources(t, tpl, "AWS::SES::ConfigurationSet")) != 1 {
-		t.Error("want one SES configuration set")
 	}
 }
 

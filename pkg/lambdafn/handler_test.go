@@ -11,12 +11,16 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
 func TestDir(t *testing.T) {
 	for name, want := range map[string]string{
 		"SendEmail": "send-email", "VerifyDomain": "verify-domain", "SendWorker": "send-worker", "X": "x",
+		"SESEvents": "ses-events", "DomainCheck": "domain-check", "ListSuppressions": "list-suppressions",
+		"GetDKIM2Record": "get-dkim2-record", "HTTPAPI": "httpapi",
 	} {
 		if got := lambdafn.Dir(name); got != want {
 			t.Errorf("Dir(%q) = %q, want %q", name, got, want)
@@ -26,8 +30,9 @@ func TestDir(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	names := lambdafn.Names()
-	if names[len(names)-1] != lambdafn.SendWorkerFunction {
-		t.Errorf("Names() = %v, want the send worker last", names)
+	bg := lambdafn.Background()
+	if len(names) < len(bg) || !slices.Equal(names[len(names)-len(bg):], bg) {
+		t.Errorf("Names() = %v, want the background functions %v last", names, bg)
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -157,5 +162,65 @@ func TestSendWorker(t *testing.T) {
 	}
 	if want := []string{"2", "5"}; !slices.Equal(failed, want) {
 		t.Errorf("batch item failures %v, want %v (in batch order)", failed, want)
+	}
+}
+
+func TestScheduledSend(t *testing.T) {
+	var got []byte
+	fail := errors.New("email not written yet")
+	var ret error
+	h := lambdafn.ScheduledSend(func(_ context.Context, p []byte) error { got = p; return ret }, nil)
+	payload := `{"emailId":"emlioj4b5t2l2imhrkpsinhnqr","scheduledAt":"2025-03-13T09:00:00Z"}`
+	if err := h(context.Background(), json.RawMessage(payload)); err != nil || string(got) != payload {
+		t.Errorf("fire got %s, err %v; want the payload as is", got, err)
+	}
+	ret = fail
+	if err := h(context.Background(), json.RawMessage(payload)); !errors.Is(err, fail) {
+		t.Errorf("err = %v, want the fire error (the scheduler retries)", err)
+	}
+}
+
+func TestSESEvents(t *testing.T) {
+	delivery := json.RawMessage(`{"eventType":"Delivery","mail":{"messageId":"m1","destination":["a@example.org"]},
+		"delivery":{"timestamp":"2025-03-12T19:04:00Z","recipients":["a@example.org"]}}`)
+	env := func(detail json.RawMessage) events.CloudWatchEvent {
+		return events.CloudWatchEvent{ID: "1", Source: sesevent.Source, DetailType: "Email Delivered", Detail: detail}
+	}
+	var published []string
+	var ret error
+	h := lambdafn.SESEvents(func(_ context.Context, ev sesevent.Event) error {
+		published = append(published, ev.EventType)
+		return ret
+	}, nil)
+	ctx := context.Background()
+	if err := h(ctx, env(delivery)); err != nil || !slices.Equal(published, []string{"Delivery"}) {
+		t.Errorf("published %v, err %v", published, err)
+	}
+	ret = mrevents.ErrUnknownEmail // another sender's message through the same set: dropped
+	if err := h(ctx, env(delivery)); err != nil {
+		t.Errorf("unknown email: %v, want nil", err)
+	}
+	ret = errors.New("table unavailable") // retried by EventBridge
+	if err := h(ctx, env(delivery)); err == nil {
+		t.Error("store failure: nil, want the error")
+	}
+	ret, published = nil, nil
+	if err := h(ctx, env(json.RawMessage(`{"eventType":"Something New","mail":{}}`))); err != nil || published != nil {
+		t.Errorf("unknown type: err %v, published %v; want dropped", err, published)
+	}
+	if err := h(ctx, env(json.RawMessage(`{"eventType":"Bounce","mail":{}}`))); err == nil || published != nil {
+		t.Errorf("bounce without bounce: err %v, published %v; want an error", err, published)
+	}
+}
+
+func TestPeriodic(t *testing.T) {
+	n, ret := 0, error(nil)
+	h := lambdafn.Periodic("job", func(context.Context) (int, error) { n++; return 3, ret }, nil)
+	if err := h(context.Background(), events.CloudWatchEvent{DetailType: "Scheduled Event"}); err != nil || n != 1 {
+		t.Errorf("runs %d, err %v", n, err)
+	}
+	ret = errors.New("boom")
+	if err := h(context.Background(), events.CloudWatchEvent{}); !errors.Is(err, ret) {
+		t.Errorf("err = %v, want the job's", err)
 	}
 }

@@ -1,16 +1,21 @@
 // Package lambdafn adapts Mailroom to AWS Lambda: the HTTP functions (one per route of
-// api.Routes, behind an API Gateway HTTP API) and the send worker (fed by the table's DynamoDB
-// Stream). Each functions/<name>/main.go is one call to Main; everything it needs is built once
-// per cold start, never per invocation.
+// api.Routes, behind an API Gateway HTTP API) and the event-driven ones: the send worker (fed by
+// the table's DynamoDB Stream), the scheduled-send target (EventBridge Scheduler), the SES event
+// ingester (EventBridge rule on the configuration sets' events), and the periodic reconciler
+// and domain check (EventBridge schedules). Each functions/<name>/main.go is one call to Main;
+// everything it needs is built once per cold start, never per invocation.
 package lambdafn
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -20,14 +25,35 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
+	mrevents "github.com/mailroom/mailroom/pkg/events"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
-// SendWorkerFunction is the name of the function that delivers QUEUED emails from the stream.
-const SendWorkerFunction = "SendWorker"
+// The functions that are not HTTP routes.
+const (
+	// SendWorkerFunction delivers QUEUED emails from the table's stream.
+	SendWorkerFunction = "SendWorker"
+	// ScheduledSendFunction is the target of scheduled emails' one-time schedules.
+	ScheduledSendFunction = "ScheduledSend"
+	// SESEventsFunction records the SES events of the configuration sets (EventBridge).
+	SESEventsFunction = "SESEvents"
+	// ReconcilerFunction puts emails stuck QUEUED or SENDING back through delivery.
+	ReconcilerFunction = "Reconciler"
+	// DomainCheckFunction refreshes every domain's verification status.
+	DomainCheckFunction = "DomainCheck"
+)
 
-// Names lists every Lambda function: the functions of api.Routes in table order, then the send
-// worker. functions/<Dir(name)>, events/<Dir(name)>.json and the <name>Function resource of
-// template.yaml exist for each (tests check all three).
+// Background lists the functions that are not HTTP routes, in the order Names ends with them.
+func Background() []string {
+	return []string{SendWorkerFunction, ScheduledSendFunction, SESEventsFunction, ReconcilerFunction, DomainCheckFunction}
+}
+
+// ReconcileAfter is how long an email may sit QUEUED or SENDING before the reconciler takes it.
+const ReconcileAfter = 2 * time.Minute
+
+// Names lists every Lambda function: the functions of api.Routes in table order, then the
+// Background ones. functions/<Dir(name)>, events/<Dir(name)>.json and the <name>Function
+// resource of template.yaml exist for each (tests check all three).
 func Names() []string {
 	var names []string
 	seen := map[string]bool{}
@@ -37,15 +63,17 @@ func Names() []string {
 			names = append(names, r.Function)
 		}
 	}
-	return append(names, SendWorkerFunction)
+	return append(names, Background()...)
 }
 
-// Dir is the kebab-case directory name of a function: SendEmail → send-email.
+// Dir is the kebab-case directory name of a function: SendEmail → send-email, SESEvents →
+// ses-events (a run of capitals is one word; the Makefile's kebab does the same).
 func Dir(name string) string {
+	rs := []rune(name)
 	var b strings.Builder
-	for i, r := range name {
+	for i, r := range rs {
 		if unicode.IsUpper(r) {
-			if i > 0 {
+			if i > 0 && (!unicode.IsUpper(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]))) {
 				b.WriteByte('-')
 			}
 			r = unicode.ToLower(r)
@@ -81,16 +109,111 @@ func fail(cfg app.Config, function, step string, err error) {
 	os.Exit(1)
 }
 
-// Handler returns the Lambda handler of the named function on a built app: the send worker for
-// SendWorkerFunction, otherwise the HTTP adapter around the function's routes (it panics on a
-// name that has no route, as api.FunctionHandler does: a wiring mistake, found at cold start).
+// Handler returns the Lambda handler of the named function on a built app: one of the
+// Background functions, otherwise the HTTP adapter around the function's routes (it panics on
+// a name that has no route, as api.FunctionHandler does: a wiring mistake, found at cold start).
 // The returned handler does the JSON decoding and encoding of the Lambda runtime, so tests
 // invoke it with the raw bytes of a sample event.
 func Handler(a *app.App, function string) lambda.Handler {
-	if function == SendWorkerFunction {
+	switch function {
+	case SendWorkerFunction:
 		return lambda.NewHandler(SendWorker(a.Worker, a.Log))
+	case ScheduledSendFunction:
+		return lambda.NewHandler(ScheduledSend(a.Services.Emails.Fire, a.Log))
+	case SESEventsFunction:
+		return lambda.NewHandler(SESEvents(a.Ingester.Publish, a.Log))
+	case ReconcilerFunction:
+		return lambda.NewHandler(Periodic("reconcile", func(ctx context.Context) (int, error) {
+			return a.Worker.Reconcile(ctx, a.Store, ReconcileAfter)
+		}, a.Log))
+	case DomainCheckFunction:
+		return lambda.NewHandler(Periodic("domain check", func(ctx context.Context) (int, error) {
+			return a.Services.Domains.RefreshAll(ctx, a.Store)
+		}, a.Log))
 	}
 	return lambda.NewHandler(HTTP(a.Services.FunctionHandler(function)))
+}
+
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
+}
+
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// ScheduledSend is the target of a scheduled email's one-time schedule: EventBridge Scheduler
+// invokes it with the schedule's input as the event, the JSON payload
+// {"emailId":"...","scheduledAt":"<RFC 3339>"} (email.FirePayload), which fire receives as is
+// (email.Service.Fire). An error makes the scheduler retry, then dead-letter the payload;
+// fire returns nil when there is nothing (more) to do, so repeats are harmless.
+func ScheduledSend(fire func(ctx context.Context, payload []byte) error, log *slog.Logger) func(context.Context, json.RawMessage) error {
+	log = orDiscard(log)
+	return func(ctx context.Context, payload json.RawMessage) error {
+		if err := fire(ctx, payload); err != nil {
+			log.ErrorContext(ctx, "scheduled send failed", "requestId", requestID(ctx), "err", err.Error())
+			return err
+		}
+		return nil
+	}
+}
+
+// SESEvents records one SES event that a configuration set published to EventBridge (source
+// aws.ses, the SES record as the detail). An event of a type Mailroom does not track, or about
+// an email Mailroom did not send (same configuration set, another sender), is logged and
+// dropped; any other failure is returned so that EventBridge retries it and, in the end, puts it
+// in the rule's dead-letter queue. Replays are recorded once (pkg/events).
+func SESEvents(publish func(context.Context, sesevent.Event) error, log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
+	log = orDiscard(log)
+	return func(ctx context.Context, env events.CloudWatchEvent) error {
+		rid := requestID(ctx)
+		ev, err := sesevent.FromEnvelope(env)
+		if errors.Is(err, sesevent.ErrUnknownType) {
+			log.WarnContext(ctx, "ignoring SES event", "requestId", rid, "eventId", env.ID,
+				"detailType", env.DetailType, "err", err.Error())
+			return nil
+		}
+		if err != nil {
+			log.ErrorContext(ctx, "undecodable SES event", "requestId", rid, "eventId", env.ID,
+				"detailType", env.DetailType, "err", err.Error())
+			return err
+		}
+		err = publish(ctx, ev)
+		switch {
+		case errors.Is(err, mrevents.ErrUnknownEmail):
+			log.InfoContext(ctx, "SES event for an unknown email dropped", "requestId", rid,
+				"eventId", env.ID, "eventType", ev.EventType, "messageId", ev.Mail.MessageID)
+			return nil
+		case err != nil:
+			log.ErrorContext(ctx, "record SES event failed", "requestId", rid, "eventId", env.ID,
+				"eventType", ev.EventType, "messageId", ev.Mail.MessageID, "err", err.Error())
+			return err
+		}
+		return nil
+	}
+}
+
+// Periodic runs a job on each scheduled event (an EventBridge schedule rule's "Scheduled Event")
+// and logs how many items it handled. Its error is returned: the invocation shows as failed in
+// the function's metrics, and the next run starts over (the template turns off async retries).
+func Periodic(job string, run func(context.Context) (int, error), log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
+	log = orDiscard(log)
+	return func(ctx context.Context, ev events.CloudWatchEvent) error {
+		n, err := run(ctx)
+		if err != nil {
+			log.ErrorContext(ctx, job+" failed", "requestId", requestID(ctx), "eventTime", ev.Time,
+				"count", n, "err", err.Error())
+			return err
+		}
+		log.InfoContext(ctx, job, "requestId", requestID(ctx), "eventTime", ev.Time, "count", n)
+		return nil
+	}
 }
 
 // HTTP serves an API Gateway HTTP API (payload 2.0) event with h. It never returns a Go error:
@@ -159,14 +282,9 @@ const workerConcurrency = 8
 // record's event id so that Lambda retries from it, and the error is never returned (that
 // would retry the whole batch, sends included).
 func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = orDiscard(log)
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-		requestID := ""
-		if lc, ok := lambdacontext.FromContext(ctx); ok {
-			requestID = lc.AwsRequestID
-		}
+		requestID := requestID(ctx)
 		failed := make([]bool, len(ev.Records))
 		emails := 0
 		var wg sync.WaitGroup

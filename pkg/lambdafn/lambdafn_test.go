@@ -14,15 +14,20 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 	"github.com/mailroom/mailroom/pkg/team"
@@ -46,17 +51,38 @@ type env struct {
 	emailID  string
 	batchIDs []string
 	template string
+
+	// handler is the function of the step running (its checks may invoke it again).
+	handler lambda.Handler
+	// scheduledID is the scheduled email rescheduled then cancelled, firedID the one the
+	// schedule fires, stuckID the one the reconciler finds stuck.
+	scheduledID, firedID, stuckID string
+	// lastChecked is the domain's lastCheckedTime before the domain check.
+	lastChecked time.Time
 }
 
-// step invokes one function with its sample and checks the answer. Steps run in order, each
-// Lambda function with its own app (its own cold start), all on one moto table.
+// step invokes one function with one of its samples and checks the answer. Steps run in order,
+// each Lambda function with its own app (its own cold start), all on one moto table.
 type step struct {
 	function string
+	// sample is the sample's file name in events/ without .json ("": lambdafn.Dir(function)).
+	sample string
 	// prepare rewrites the sample to the ids of this run (nil: sent as it is).
 	prepare func(e *env, raw []byte) []byte
-	// check looks at the response; status 200 is checked for every HTTP step.
+	// check looks at an HTTP response's body; status 200 is checked for every HTTP step.
 	check func(e *env, body map[string]any)
+	// after looks at a background function's output (required for them).
+	after func(e *env, out []byte)
 }
+
+func (s step) sampleName() string {
+	if s.sample != "" {
+		return s.sample
+	}
+	return lambdafn.Dir(s.function)
+}
+
+func background(function string) bool { return slices.Contains(lambdafn.Background(), function) }
 
 var steps = []step{
 	{function: "CreateDomain", check: func(e *env, b map[string]any) {
@@ -80,12 +106,18 @@ var steps = []step{
 				e.fixture.markVerified(e)
 			}
 		}},
+	{function: "UpdateDomain", prepare: pathID("id", func(e *env) string { return e.domainID }),
+		check: func(e *env, b map[string]any) {
+			// From now on the worker sends through the <base>-open-click configuration set.
+			e.wantField(b, "openTracking", true)
+			e.wantField(b, "clickTracking", true)
+		}},
 	{function: "SendEmail", check: func(e *env, b map[string]any) {
 		e.emailID, _ = b["emailId"].(string)
 		if !strings.HasPrefix(e.emailID, "em") {
 			e.t.Fatalf("send answered %v, want an emailId", b)
 		}
-		e.fixture.checkQueuedItem(e)
+		e.fixture.checkQueuedItem(e, e.emailID)
 	}},
 	{function: "SendBatch", check: func(e *env, b map[string]any) {
 		for _, it := range e.list(b, "data") {
@@ -114,7 +146,73 @@ var steps = []step{
 			e.wantField(b, "id", e.emailID)
 			e.wantField(b, "latestStatus", "QUEUED")
 		}},
-	{function: lambdafn.SendWorkerFunction, prepare: streamRecord},
+	{function: lambdafn.SendWorkerFunction, prepare: streamRecord, after: checkSendWorker},
+	// SES's events about that email, each sample once (ses-events.json is the delivery).
+	sesStep("ses-events-send", store.StatusSent),
+	sesStep("ses-events", "DELIVERED"),
+	sesStep("ses-events-delivery-delay", "DELIVERY_DELAYED"),
+	sesStep("ses-events-open", "OPENED"),
+	sesStep("ses-events-click", "CLICKED"),
+	sesStep("ses-events-bounce", "BOUNCED"),
+	sesStep("ses-events-complaint", "COMPLAINED"),
+	sesStep("ses-events-reject", "REJECTED"),
+	sesStep("ses-events-rendering-failure", "RENDERING_FAILURE"),
+	{function: "CreateSuppression", check: func(e *env, b map[string]any) {
+		e.wantField(b, "email", "ada@example.org")
+		e.wantField(b, "reason", store.ReasonManual)
+	}},
+	{function: "ListSuppressions", check: func(e *env, b map[string]any) {
+		// The sample filters by reason MANUAL: the bounce and complaint entries are not listed.
+		list := e.list(b, "data")
+		if len(list) != 1 || list[0]["email"] != "ada@example.org" || b["count"] != float64(1) {
+			e.t.Errorf("suppressions = %v (count %v), want the MANUAL one created", list, b["count"])
+		}
+	}},
+	{function: "DeleteSuppression", check: func(e *env, b map[string]any) {
+		e.wantField(b, "success", true)
+		if got := e.fixture.suppressions(e, "ada@example.org"); len(got) != 0 {
+			e.t.Errorf("still suppressed: %v", got)
+		}
+	}},
+	// A scheduled email, rescheduled, then cancelled.
+	{function: "SendEmail", prepare: scheduleAt(time.Hour), check: func(e *env, b map[string]any) {
+		e.scheduledID = e.fixture.checkScheduled(e, b)
+	}},
+	{function: "UpdateEmail", prepare: both(pathID("emailId", func(e *env) string { return e.scheduledID }), scheduleAt(2*time.Hour)),
+		check: func(e *env, b map[string]any) {
+			e.wantField(b, "emailId", e.scheduledID)
+			em := e.fixture.email(e, e.scheduledID)
+			if em.Status != store.StatusScheduled || em.ScheduledAt == nil || time.Until(*em.ScheduledAt) < 90*time.Minute {
+				e.t.Errorf("email is %s for %v, want SCHEDULED in about 2 hours", em.Status, em.ScheduledAt)
+			}
+			e.fixture.checkSchedule(e, em)
+		}},
+	{function: "CancelEmail", prepare: pathID("emailId", func(e *env) string { return e.scheduledID }),
+		check: func(e *env, b map[string]any) {
+			e.wantField(b, "emailId", e.scheduledID)
+			if em := e.fixture.email(e, e.scheduledID); em.Status != store.StatusCancelled {
+				e.t.Errorf("email is %s, want CANCELLED", em.Status)
+			}
+			if _, err := e.fixture.schedule(e, e.scheduledID); err == nil {
+				e.t.Error("the cancelled email's schedule still exists")
+			}
+		}},
+	// Another scheduled email, whose schedule fires.
+	{function: "SendEmail", prepare: scheduleAt(time.Hour), check: func(e *env, b map[string]any) {
+		e.firedID = e.fixture.checkScheduled(e, b)
+	}},
+	{function: lambdafn.ScheduledSendFunction, prepare: firePayload, after: checkScheduledSend},
+	// An email whose worker died after claiming it, found by the reconciler.
+	{function: "SendEmail", check: func(e *env, b map[string]any) {
+		e.stuckID, _ = b["emailId"].(string)
+		e.fixture.makeStuck(e, e.stuckID)
+	}},
+	{function: lambdafn.ReconcilerFunction, after: func(e *env, out []byte) {
+		em := e.fixture.email(e, e.stuckID)
+		if em.Status != store.StatusSent || em.MessageID == "" {
+			e.t.Errorf("stuck email is %s (message id %q), want SENT", em.Status, em.MessageID)
+		}
+	}},
 	{function: "CreateTemplate", check: func(e *env, b map[string]any) {
 		e.template, _ = b["id"].(string)
 		if !strings.HasPrefix(e.template, "tpl_") {
@@ -134,8 +232,187 @@ var steps = []step{
 		}},
 	{function: "DeleteTemplate", prepare: pathID("id", func(e *env) string { return e.template }),
 		check: func(e *env, b map[string]any) { e.wantField(b, "success", true) }},
+	{function: lambdafn.DomainCheckFunction,
+		prepare: func(e *env, raw []byte) []byte {
+			if d := e.fixture.domain(e); d.LastCheckedTime != nil {
+				e.lastChecked = *d.LastCheckedTime
+			}
+			return raw
+		},
+		after: func(e *env, out []byte) {
+			if d := e.fixture.domain(e); d.LastCheckedTime == nil || !d.LastCheckedTime.After(e.lastChecked) {
+				e.t.Errorf("lastCheckedTime %v, want after %v", d.LastCheckedTime, e.lastChecked)
+			}
+		}},
 	{function: "DeleteDomain", prepare: pathID("id", func(e *env) string { return e.domainID }),
 		check: func(e *env, b map[string]any) { e.wantField(b, "success", true) }},
+}
+
+// both applies two rewrites in turn.
+func both(a, b func(*env, []byte) []byte) func(*env, []byte) []byte {
+	return func(e *env, raw []byte) []byte { return b(e, a(e, raw)) }
+}
+
+// scheduleAt sets the body's scheduledAt to d from now (the samples' dates are in the past).
+func scheduleAt(d time.Duration) func(*env, []byte) []byte {
+	return func(e *env, raw []byte) []byte {
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			e.t.Fatal(err)
+		}
+		var body map[string]any
+		if err := json.Unmarshal([]byte(ev.Body), &body); err != nil {
+			e.t.Fatal(err)
+		}
+		body["scheduledAt"] = time.Now().Add(d).UTC().Format(time.RFC3339)
+		b, _ := json.Marshal(body)
+		ev.Body = string(b)
+		ev.Headers["content-length"] = fmt.Sprint(len(b))
+		out, err := json.Marshal(ev)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return out
+	}
+}
+
+// sesStep replays one SES event sample about the email SendEmail queued and the worker sent,
+// and checks that its history has the event's status.
+func sesStep(sample, status string) step {
+	return step{function: lambdafn.SESEventsFunction, sample: sample, prepare: sesEvent,
+		after: func(e *env, out []byte) {
+			if string(out) != "null" {
+				e.t.Errorf("output %s", out)
+			}
+			if n := e.fixture.historyCount(e, e.emailID, status); n != 1 {
+				e.t.Errorf("history has %s %d times, want once", status, n)
+			}
+			// A redelivery (EventBridge is at least once) is recorded once.
+			if _, err := e.handler.Invoke(context.Background(), sesEvent(e, readSample(e.t, sample))); err != nil {
+				e.t.Fatalf("replay: %v", err)
+			}
+			if n := e.fixture.historyCount(e, e.emailID, status); n != 1 {
+				e.t.Errorf("after a replay the history has %s %d times, want once", status, n)
+			}
+			// A hard bounce or a complaint suppresses the address it names.
+			var ev struct {
+				Detail sesevent.Event `json:"detail"`
+			}
+			if err := json.Unmarshal(readSample(e.t, sample), &ev); err != nil {
+				e.t.Fatal(err)
+			}
+			reason := ""
+			switch {
+			case ev.Detail.Bounce != nil && ev.Detail.Bounce.BounceType == sesevent.BounceTypePermanent:
+				reason = store.ReasonHardBounce
+			case ev.Detail.Complaint != nil:
+				reason = store.ReasonComplaint
+			}
+			if reason == "" {
+				return
+			}
+			addrs := ev.Detail.Recipients()
+			got := e.fixture.suppressions(e, addrs...)
+			for _, a := range addrs {
+				if s, ok := got[a]; !ok || s.Reason != reason || s.EmailID != e.emailID {
+					e.t.Errorf("suppression of %s = %+v, want %s from %s", a, s, reason, e.emailID)
+				}
+			}
+		}}
+}
+
+// sesEvent points an SES event sample at the email the worker sent: its X-Usesend-Email-ID
+// header and SES message id.
+func sesEvent(e *env, raw []byte) []byte {
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		e.t.Fatal(err)
+	}
+	em := e.fixture.email(e, e.emailID)
+	if em.MessageID == "" {
+		e.t.Fatalf("email %s has no SES message id", em.ID)
+	}
+	mail, _ := path(ev, "detail", "mail").(map[string]any)
+	if mail == nil {
+		e.t.Fatal("sample has no detail.mail")
+	}
+	mail["messageId"] = em.MessageID
+	if ch, ok := mail["commonHeaders"].(map[string]any); ok {
+		ch["messageId"] = em.MessageID
+	}
+	found := false
+	for _, h := range mail["headers"].([]any) {
+		h := h.(map[string]any)
+		if strings.EqualFold(fmt.Sprint(h["name"]), sesevent.EmailIDHeader) {
+			h["value"], found = em.ID, true
+		}
+	}
+	if !found {
+		e.t.Fatalf("sample has no %s header", sesevent.EmailIDHeader)
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+// firePayload is what the fired email's schedule delivers (the sample's shape, checked).
+func firePayload(e *env, raw []byte) []byte {
+	var p map[string]any
+	if err := json.Unmarshal(raw, &p); err != nil {
+		e.t.Fatal(err)
+	}
+	if len(p) != 2 || p["emailId"] == nil || p["scheduledAt"] == nil {
+		e.t.Fatalf("scheduled-send sample %v, want {emailId, scheduledAt}", p)
+	}
+	sch, err := e.fixture.schedule(e, e.firedID)
+	if err != nil {
+		e.t.Fatalf("schedule of %s: %v", e.firedID, err)
+	}
+	return []byte(aws.ToString(sch.Target.Input))
+}
+
+func checkScheduledSend(e *env, out []byte) {
+	ctx := context.Background()
+	if string(out) != "null" {
+		e.t.Errorf("output %s", out)
+	}
+	em := e.fixture.email(e, e.firedID)
+	if em.Status != store.StatusQueued || em.LatestStatus != store.StatusQueued {
+		e.t.Errorf("fired email is %s (latest %s), want QUEUED", em.Status, em.LatestStatus)
+	}
+	e.fixture.checkQueuedItem(e, e.firedID)
+	// Fired again (the scheduler is at least once): nothing changes.
+	events := e.fixture.historyCount(e, e.firedID, "")
+	payload := firePayload(e, readSample(e.t, lambdafn.ScheduledSendFunction))
+	if _, err := e.handler.Invoke(ctx, payload); err != nil {
+		e.t.Errorf("second fire: %v", err)
+	}
+	if n := e.fixture.historyCount(e, e.firedID, ""); n != events {
+		e.t.Errorf("second fire: %d events, want %d", n, events)
+	}
+	// The cancelled email's schedule, had it fired anyway: nothing to do.
+	at, _ := json.Marshal(time.Now().UTC().Truncate(time.Second))
+	stale := []byte(`{"emailId":"` + e.scheduledID + `","scheduledAt":` + string(at) + `}`)
+	if _, err := e.handler.Invoke(ctx, stale); err != nil {
+		e.t.Errorf("stale fire: %v", err)
+	}
+	if em := e.fixture.email(e, e.scheduledID); em.Status != store.StatusCancelled {
+		e.t.Errorf("cancelled email is now %s", em.Status)
+	}
+	// An email not written (yet): an error, so that the scheduler retries.
+	if _, err := e.handler.Invoke(ctx, []byte(`{"emailId":"emnotwrittenyet00000000000","scheduledAt":"2025-03-13T09:00:00Z"}`)); err == nil {
+		e.t.Error("firing an unknown email succeeded, want an error (retry)")
+	}
 }
 
 func (e *env) wantField(b map[string]any, k string, want any) {
@@ -295,13 +572,27 @@ func newFixture(t *testing.T) *fixture {
 	if err := dynamo.EnsureTable(ctx, f.db, table); err != nil {
 		t.Fatal(err)
 	}
-	// The configuration set every send names, as template.yaml creates it.
+	// The configuration sets sends name, as template.yaml creates them: the base name and one
+	// per combination of tracking flags.
 	confSet := table + "-sends"
 	ses := sesv2.NewFromConfig(f.awsCfg)
-	if _, err := ses.CreateConfigurationSet(ctx, &sesv2.CreateConfigurationSetInput{ConfigurationSetName: aws.String(confSet)}); err != nil {
-		t.Fatalf("create configuration set: %v", err)
+	for _, suffix := range []string{"", "-open", "-click", "-open-click"} {
+		if _, err := ses.CreateConfigurationSet(ctx, &sesv2.CreateConfigurationSetInput{ConfigurationSetName: aws.String(confSet + suffix)}); err != nil {
+			t.Fatalf("create configuration set: %v", err)
+		}
 	}
-	vars := map[string]string{"BACKEND": "aws", "TABLE_NAME": table, "SES_CONFIGURATION_SET": confSet, "LOG_LEVEL": "warn"}
+	// The schedule group, and what template.yaml passes the functions that schedule.
+	group := table + "-schedules"
+	if err := eventbridge.EnsureGroup(ctx, scheduler.NewFromConfig(f.awsCfg), group); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"BACKEND": "aws", "TABLE_NAME": table, "SES_CONFIGURATION_SET": confSet, "LOG_LEVEL": "warn",
+		"SCHEDULE_GROUP":      group,
+		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-ScheduledSendFunction-8XK2QH4M1ZP7",
+		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/mailroom-SchedulerRole-3JQ9W6T2RB5N",
+		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:mailroom-ScheduleDeadLetterQueue-5TY7U1I3O9PA",
+	}
 	cfg, err := app.ConfigFromEnv(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +611,110 @@ func (f *fixture) newApp(t *testing.T) *app.App {
 	}
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 	return a
+}
+
+func (f *fixture) email(e *env, id string) store.Email {
+	e.t.Helper()
+	em, err := f.admin.Store.GetEmail(context.Background(), id)
+	if err != nil {
+		e.t.Fatalf("email %s: %v", id, err)
+	}
+	return em
+}
+
+// historyCount counts the email's events with status ("": all of them).
+func (f *fixture) historyCount(e *env, id, status string) int {
+	e.t.Helper()
+	_, evs, err := f.admin.Store.GetEmailDetail(context.Background(), id)
+	if err != nil {
+		e.t.Fatalf("email %s: %v", id, err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if status == "" || ev.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fixture) suppressions(e *env, addrs ...string) map[string]store.Suppression {
+	e.t.Helper()
+	got, err := f.admin.Store.GetSuppressions(context.Background(), e.teamID, addrs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (f *fixture) domain(e *env) store.Domain {
+	e.t.Helper()
+	var id int64
+	if _, err := fmt.Sscan(e.domainID, &id); err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := f.admin.Store.GetDomain(context.Background(), e.teamID, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+// schedule reads an email's schedule from moto's EventBridge Scheduler.
+func (f *fixture) schedule(e *env, emailID string) (*scheduler.GetScheduleOutput, error) {
+	return scheduler.NewFromConfig(f.awsCfg).GetSchedule(context.Background(), &scheduler.GetScheduleInput{
+		Name: aws.String(email.ScheduleName(emailID)), GroupName: aws.String(f.cfg.ScheduleGroup),
+	})
+}
+
+// checkScheduled: a send with a future scheduledAt stored the email SCHEDULED and created its
+// one-time schedule; it returns the email's id.
+func (f *fixture) checkScheduled(e *env, b map[string]any) string {
+	id, _ := b["emailId"].(string)
+	em := f.email(e, id)
+	if em.Status != store.StatusScheduled || em.ScheduledAt == nil {
+		e.t.Fatalf("email %s is %s, want SCHEDULED", id, em.Status)
+	}
+	f.checkSchedule(e, em)
+	return id
+}
+
+// checkSchedule: the email's schedule fires at its scheduledAt, once, the scheduled-send
+// function with the payload it expects, as the template's role, with the dead-letter queue.
+func (f *fixture) checkSchedule(e *env, em store.Email) {
+	e.t.Helper()
+	sch, err := f.schedule(e, em.ID)
+	if err != nil {
+		e.t.Fatalf("schedule of %s: %v", em.ID, err)
+	}
+	if want := "at(" + em.ScheduledAt.UTC().Format("2006-01-02T15:04:05") + ")"; aws.ToString(sch.ScheduleExpression) != want {
+		e.t.Errorf("schedule expression %q, want %q", aws.ToString(sch.ScheduleExpression), want)
+	}
+	tg := sch.Target
+	if aws.ToString(tg.Arn) != f.cfg.ScheduleTargetARN || aws.ToString(tg.RoleArn) != f.cfg.ScheduleRoleARN ||
+		tg.DeadLetterConfig == nil || aws.ToString(tg.DeadLetterConfig.Arn) != f.cfg.ScheduleDLQARN {
+		e.t.Errorf("schedule target %+v, want the configured function, role and queue", tg)
+	}
+	var p struct {
+		EmailID     string `json:"emailId"`
+		ScheduledAt string `json:"scheduledAt"`
+	}
+	if err := json.Unmarshal([]byte(aws.ToString(tg.Input)), &p); err != nil || p.EmailID != em.ID ||
+		p.ScheduledAt != em.ScheduledAt.UTC().Format(time.RFC3339) {
+		e.t.Errorf("schedule input %s (%v), want this email and its scheduledAt", aws.ToString(tg.Input), err)
+	}
+}
+
+// makeStuck leaves an email as a worker that died after claiming it an hour ago would.
+func (f *fixture) makeStuck(e *env, id string) {
+	hourAgo := time.Now().Add(-time.Hour).UTC()
+	_, err := f.admin.Store.UpdateEmail(context.Background(), id, func(em *store.Email) ([]store.Event, error) {
+		em.Status, em.ClaimedAt, em.UpdatedAt = store.StatusSending, &hourAgo, hourAgo
+		return nil, nil
+	})
+	if err != nil {
+		e.t.Fatalf("make %s stuck: %v", id, err)
+	}
 }
 
 // markVerified makes the domain usable for sending. moto registers the SES identity but has no
@@ -356,18 +751,22 @@ func (f *fixture) emailItem(e *env, id string) map[string]types.AttributeValue {
 // checkQueuedItem: the send wrote an email item whose stream image passes template.yaml's
 // filter (pkg/deploy checks the filter against events/send-worker.json, whose shape this run
 // checks against the real item).
-func (f *fixture) checkQueuedItem(e *env) {
-	item := f.emailItem(e, e.emailID)
+func (f *fixture) checkQueuedItem(e *env, id string) {
+	item := f.emailItem(e, id)
 	if s, ok := item["Status"].(*types.AttributeValueMemberS); !ok || s.Value != store.StatusQueued {
 		e.t.Errorf("email item Status = %#v, want S QUEUED", item["Status"])
 	}
 }
 
-func readSample(t *testing.T, function string) []byte {
+// readSample reads events/<name>.json; name is a sample's name or a function's.
+func readSample(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "events", lambdafn.Dir(function)+".json"))
+	if !strings.Contains(name, "-") {
+		name = lambdafn.Dir(name)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "events", name+".json"))
 	if err != nil {
-		t.Fatalf("sample of %s: %v", function, err)
+		t.Fatalf("sample %s: %v", name, err)
 	}
 	return b
 }
@@ -384,10 +783,11 @@ func TestSamples(t *testing.T) {
 	e := &env{fixture: f, teamID: teamID}
 	invoked := map[string]bool{}
 	for _, s := range steps {
-		ok := t.Run(s.function, func(t *testing.T) {
+		ok := t.Run(s.function+"/"+s.sampleName(), func(t *testing.T) {
 			e.t = t
 			h := lambdafn.Handler(f.newApp(t), s.function)
-			raw := readSample(t, s.function)
+			e.handler = h
+			raw := readSample(t, s.sampleName())
 			if s.prepare != nil {
 				raw = s.prepare(e, raw)
 			}
@@ -396,8 +796,11 @@ func TestSamples(t *testing.T) {
 				t.Fatalf("invoke: %v", err)
 			}
 			invoked[s.function] = true
-			if s.function == lambdafn.SendWorkerFunction {
-				checkSendWorker(t, f, e, out)
+			if background(s.function) {
+				if s.after == nil {
+					t.Fatal("a background function's step needs an after check")
+				}
+				s.after(e, out)
 				return
 			}
 			var resp events.APIGatewayV2HTTPResponse
@@ -436,7 +839,8 @@ func TestSamples(t *testing.T) {
 	}
 }
 
-func checkSendWorker(t *testing.T, f *fixture, e *env, out []byte) {
+func checkSendWorker(e *env, out []byte) {
+	t, f := e.t, e.fixture
 	var resp events.DynamoDBEventResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatalf("response: %v\n%s", err, out)
@@ -454,15 +858,21 @@ func checkSendWorker(t *testing.T, f *fixture, e *env, out []byte) {
 }
 
 // TestSamplesCoverFunctions: every directory in functions/ has a sample in events/ and a step
-// of TestSamples, and every sample is a function's.
+// of TestSamples, and every sample is a function's and is invoked by a step: events/<dir>.json,
+// or events/<dir>-<variant>.json for a function with several (the SES event types).
 func TestSamplesCoverFunctions(t *testing.T) {
 	dirs, err := os.ReadDir(filepath.Join(root, "functions"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stepDirs := map[string]bool{}
+	stepSamples := map[string]bool{}
 	for _, s := range steps {
 		stepDirs[lambdafn.Dir(s.function)] = true
+		stepSamples[s.sampleName()] = true
+		if n := s.sampleName(); n != lambdafn.Dir(s.function) && !strings.HasPrefix(n, lambdafn.Dir(s.function)+"-") {
+			t.Errorf("step %s uses sample %s, which is not its", s.function, n)
+		}
 	}
 	fnDirs := map[string]bool{}
 	for _, d := range dirs {
@@ -476,7 +886,14 @@ func TestSamplesCoverFunctions(t *testing.T) {
 	}
 	samples, _ := filepath.Glob(filepath.Join(root, "events", "*.json"))
 	for _, s := range samples {
-		if name := strings.TrimSuffix(filepath.Base(s), ".json"); !fnDirs[name] {
+		name := strings.TrimSuffix(filepath.Base(s), ".json")
+		if !stepSamples[name] {
+			t.Errorf("events/%s.json is not invoked by TestSamples", name)
+		}
+		if fnDirs[name] {
+			continue
+		}
+		if !slices.ContainsFunc(dirs, func(d os.DirEntry) bool { return strings.HasPrefix(name, d.Name()+"-") }) {
 			t.Errorf("events/%s.json belongs to no function", name)
 		}
 	}
