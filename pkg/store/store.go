@@ -160,8 +160,16 @@ type Email struct {
 	Attempts     int
 	ClaimedAt    *time.Time // when a worker moved it to SENDING
 	Version      int64      // optimistic concurrency; adapters manage it
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// CampaignID and ContactID tie a campaign email to its campaign and recipient.
+	CampaignID string
+	ContactID  string
+	// Counted lists the campaign counter kinds (Count*) this email has already counted.
+	// When an UpdateEmail adds kinds to it (or CreateEmails writes an email with kinds in it)
+	// the store increments the campaign's counters for exactly the new kinds, in the same
+	// atomic write: each kind counts at most once per email, i.e. per recipient.
+	Counted   []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Event is one entry of an email's history.
@@ -171,6 +179,12 @@ type Event struct {
 	Status    string
 	CreatedAt time.Time
 	Data      []byte // JSON, may be nil
+}
+
+// DeletedBook is a deleted contact book whose contacts remain to be removed.
+type DeletedBook struct {
+	TeamID int64
+	BookID string
 }
 
 // Suppression reasons.
@@ -187,6 +201,105 @@ type Suppression struct {
 	Reason    string
 	EmailID   string // the email whose event caused it, if any
 	CreatedAt time.Time
+}
+
+// ContactBook is a team's list of contacts (a campaign's audience).
+type ContactBook struct {
+	ID                 string
+	TeamID             int64
+	Name               string
+	Emoji              string
+	Properties         map[string]string
+	Variables          []string // personalisation variables its contacts may carry
+	DoubleOptInEnabled bool
+	DoubleOptInFrom    string
+	DoubleOptInSubject string
+	DoubleOptInContent string
+	ContactCount       int64 // maintained by the store as contacts come and go
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// Contact is one address in a book; Email is unique within the book (stored lower-cased).
+type Contact struct {
+	ID         string
+	TeamID     int64
+	BookID     string
+	Email      string
+	FirstName  string
+	LastName   string
+	Properties map[string]string
+	Subscribed bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// ContactFilter selects contacts of one book for a list.
+type ContactFilter struct {
+	Emails []string // any of (lower-cased); empty means all
+	IDs    []string // any of; empty means all
+	Offset int
+	Limit  int
+}
+
+// Campaign statuses.
+const (
+	CampaignDraft     = "DRAFT"
+	CampaignScheduled = "SCHEDULED"
+	CampaignRunning   = "RUNNING"
+	CampaignPaused    = "PAUSED"
+	CampaignSent      = "SENT"
+)
+
+// Campaign counter kinds: the names of Campaign's counters and of Email.Counted entries.
+const (
+	CountTotal        = "total"
+	CountSent         = "sent"
+	CountDelivered    = "delivered"
+	CountOpened       = "opened"
+	CountClicked      = "clicked"
+	CountBounced      = "bounced"
+	CountHardBounced  = "hardBounced"
+	CountComplained   = "complained"
+	CountUnsubscribed = "unsubscribed"
+)
+
+// Campaign is a bulk send to a contact book, run in batches.
+type Campaign struct {
+	ID                 string
+	TeamID             int64
+	DomainID           int64
+	Name               string
+	From               string
+	Subject            string
+	PreviewText        string
+	ContactBookID      string
+	HTML               string
+	Content            string
+	ReplyTo            []string
+	CC                 []string
+	BCC                []string
+	Status             string
+	ScheduledAt        *time.Time
+	BatchSize          int
+	BatchWindowMinutes int
+	// Cursor is the Email of the last contact a batch step handled ("" before the first):
+	// the next step starts after it (contacts are walked in email order).
+	Cursor      string
+	BatchesDone int
+	// Counters, by the Count* kinds, maintained by the store (see CreateEmails, UpdateEmail);
+	// an UpdateCampaign fn must not change them.
+	Counters  map[string]int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CampaignFilter selects a team's campaigns for a list.
+type CampaignFilter struct {
+	Status string // "" means any
+	Search string // case-insensitive substring of name or subject; "" means any
+	Offset int
+	Limit  int
 }
 
 // EmailFilter selects emails of one team for a list.
@@ -261,7 +374,8 @@ type Store interface {
 	DeleteTemplate(ctx context.Context, teamID int64, id string) error
 
 	// CreateEmails writes each email that does not exist yet together with its first events and
-	// the list counters, atomically per email. An email whose id already exists is left untouched
+	// the list counters (and, for a campaign email, the campaign's counters of its Counted
+	// kinds, e.g. total), atomically per email. An email whose id already exists is left untouched
 	// (that is how a retried request after a crash stays exactly-once) and is not counted again.
 	CreateEmails(ctx context.Context, emails []Email, firstEvents []Event) error
 	GetEmail(ctx context.Context, id string) (Email, error)
@@ -288,6 +402,45 @@ type Store interface {
 	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
 	// ReleaseIdempotency deletes a PENDING record after a failed request so it can be retried.
 	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
+
+	CreateContactBook(ctx context.Context, b ContactBook) error
+	GetContactBook(ctx context.Context, teamID int64, id string) (ContactBook, error)
+	ListContactBooks(ctx context.Context, teamID int64) ([]ContactBook, error) // newest first
+	// UpdateContactBook must not change ContactCount (the store keeps it).
+	UpdateContactBook(ctx context.Context, teamID int64, id string, fn func(*ContactBook) error) (ContactBook, error)
+	// DeleteContactBook removes the book at once; its contacts are removed afterwards, page by
+	// page, by DeleteContactsOfBook (a background step: no request waits on it).
+	DeleteContactBook(ctx context.Context, teamID int64, id string) error
+	// DeleteContactsOfBook deletes up to limit contacts of a deleted book and reports how many
+	// it deleted (0: none left).
+	DeleteContactsOfBook(ctx context.Context, teamID int64, bookID string, limit int) (int, error)
+	// DeletedContactBooks lists ids of deleted books whose contacts are not all gone yet.
+	DeletedContactBooks(ctx context.Context, limit int) ([]DeletedBook, error)
+
+	// PutContact creates the contact with that email in the book or updates the existing one,
+	// atomically: fn receives the contact (zero but for TeamID, BookID and Email when new) and
+	// whether it existed. A new contact gets ID newID and raises the book's ContactCount.
+	// ErrNotFound when the book does not exist.
+	PutContact(ctx context.Context, teamID int64, bookID, email, newID string, fn func(c *Contact, existed bool) error) (Contact, error)
+	GetContact(ctx context.Context, teamID int64, bookID, id string) (Contact, error)
+	// ListContacts pages a book's contacts in email order; the int is the total matching.
+	ListContacts(ctx context.Context, teamID int64, bookID string, f ContactFilter) ([]Contact, int, error)
+	// ContactsAfter returns up to limit contacts of the book whose Email sorts after cursor, in
+	// email order: how a campaign walks its audience.
+	ContactsAfter(ctx context.Context, teamID int64, bookID, cursor string, limit int) ([]Contact, error)
+	// UpdateContact changes a contact; a change of Email is refused with ErrConflict when
+	// another contact of the book has it.
+	UpdateContact(ctx context.Context, teamID int64, bookID, id string, fn func(*Contact) error) (Contact, error)
+	// DeleteContacts deletes the given contacts of the book and reports how many existed.
+	DeleteContacts(ctx context.Context, teamID int64, bookID string, ids []string) (int, error)
+
+	CreateCampaign(ctx context.Context, c Campaign) error
+	GetCampaign(ctx context.Context, teamID int64, id string) (Campaign, error)
+	// ListCampaigns pages a team's campaigns, newest first; the int is the total matching.
+	ListCampaigns(ctx context.Context, teamID int64, f CampaignFilter) ([]Campaign, int, error)
+	// UpdateCampaign: optimistic read-modify-write like UpdateEmail; Counters are not written.
+	UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*Campaign) error) (Campaign, error)
+	DeleteCampaign(ctx context.Context, teamID int64, id string) error
 
 	// PutSuppression adds or replaces the suppression of (TeamID, Email).
 	PutSuppression(ctx context.Context, s Suppression) error

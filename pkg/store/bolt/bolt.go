@@ -54,13 +54,22 @@ var (
 	bucketIdem      = []byte("idempotency")                // team|key → Idempotency
 	bucketSupp      = []byte("suppressions")               // team|lower(email) → Suppression
 	bucketSuppTime  = []byte("suppressions_by_team_time")  // team|time|lower(email) → reason
+	bucketBooks     = []byte("contact_books")              // team|book id → ContactBook
+	bucketBooksDel  = []byte("contact_books_deleted")      // team|book id → "" (contacts left to remove)
+	bucketContacts  = []byte("contacts")                   // team|book id|0x00|lower(email) → Contact
+	bucketContactID = []byte("contacts_by_id")             // team|book id|0x00|contact id → lower(email)
+	bucketCampaigns = []byte("campaigns")                  // team|campaign id → Campaign without Counters
+	bucketCampTime  = []byte("campaigns_by_team_time")     // team|time|campaign id → campaignRef
+	bucketCampCount = []byte("campaign_counters")          // team|campaign id|0x00|kind → uint64
 )
 
 func allBuckets() [][]byte {
 	return [][]byte{
 		bucketSeq, bucketTeams, bucketKeys, bucketKeysTeam, bucketDomains, bucketDomName,
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
-		bucketMsgID, bucketPending, bucketIdem, bucketSupp, bucketSuppTime,
+		bucketMsgID, bucketPending, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
+		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
+		bucketCampCount,
 	}
 }
 
@@ -612,8 +621,10 @@ func deleteIndexes(tx *bbolt.Tx, entries []indexEntry) error {
 }
 
 // CreateEmails writes all new emails in one transaction; an existing id is skipped with its
-// events, which is what makes a retried send exactly-once. Within one email, a second first
-// event with an already used ID is ignored.
+// events and its campaign counts, which is what makes a retried send exactly-once. Within one
+// email, a second first event with an already used ID is ignored. A campaign email's Counted
+// kinds (each once, however often listed) are added to its campaign's counters in the same
+// transaction.
 func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error {
 	byEmail := make(map[string][]store.Event)
 	for _, ev := range firstEvents {
@@ -631,6 +642,9 @@ func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEve
 				return err
 			}
 			if err := putIndexes(tx, emailIndexes(e)); err != nil {
+				return err
+			}
+			if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(nil, e.Counted)); err != nil {
 				return err
 			}
 			for _, ev := range byEmail[e.ID] {
@@ -808,7 +822,9 @@ func prefixEnd(prefix []byte) []byte {
 // UpdateEmail implements optimistic concurrency on Version: fn runs on a snapshot outside the
 // write transaction; the write succeeds only if Version is unchanged, otherwise it starts over.
 // Events fn returns get EmailID set to the email; a repeated event ID (already stored, or twice
-// in the batch) aborts the whole write with ErrDuplicateEvent.
+// in the batch) aborts the whole write with ErrDuplicateEvent. The kinds fn adds to Counted
+// (those in the new Counted and not in the old one) are added to the campaign's counters in the
+// same transaction as the email, so a lost race or an aborted write counts nothing.
 func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
 	for range maxRetries {
 		var old store.Email
@@ -855,6 +871,9 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 			if err := putIndexes(tx, emailIndexes(e)); err != nil {
 				return err
 			}
+			if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(old.Counted, e.Counted)); err != nil {
+				return err
+			}
 			for _, ev := range events {
 				ev.EmailID = id
 				if err := put(evs, eventKey(id, ev.ID), ev); err != nil {
@@ -881,6 +900,7 @@ func cloneEmail(e store.Email) store.Email {
 	c.CC = append([]string(nil), e.CC...)
 	c.BCC = append([]string(nil), e.BCC...)
 	c.ReplyTo = append([]string(nil), e.ReplyTo...)
+	c.Counted = append([]string(nil), e.Counted...)
 	c.Content.Headers = append([]store.Header(nil), e.Content.Headers...)
 	c.Content.Attachments = append([]store.Attachment(nil), e.Content.Attachments...)
 	return c

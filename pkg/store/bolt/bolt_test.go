@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,6 +140,72 @@ func BenchmarkListEmails(b *testing.B) {
 			b.Fatalf("ListEmails: %d emails, count %d, %v", len(list), count, err)
 		}
 	}
+}
+
+// BenchmarkContactsAfter walks a book of 100,000 contacts in pages of 1,000, as a campaign
+// does; one op is one page, the walk starting over at the end of the book, so the figure is the
+// cost of a page wherever it starts.
+func BenchmarkContactsAfter(b *testing.B) {
+	s := openTemp(b)
+	ctx := b.Context()
+	const (
+		n       = 100_000
+		pageLen = 1000
+		writers = 200
+	)
+	created := time.Now().UTC()
+	if err := s.CreateTeam(ctx, store.Team{ID: 1, Name: "bench", CreatedAt: created}); err != nil {
+		b.Fatal(err)
+	}
+	book := store.ContactBook{ID: "book-1", TeamID: 1, Name: "bench", CreatedAt: created}
+	if err := s.CreateContactBook(ctx, book); err != nil {
+		b.Fatal(err)
+	}
+	// Loaded from many goroutines so that bbolt's Batch commits hundreds of puts at a time.
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < n; i += writers {
+				_, err := s.PutContact(ctx, 1, book.ID, fmt.Sprintf("user%06d@example.com", i), fmt.Sprintf("ct-%06d", i),
+					func(c *store.Contact, existed bool) error {
+						c.FirstName, c.LastName, c.Subscribed = "First", "Last", true
+						c.Properties = map[string]string{"company": "Acme"}
+						c.CreatedAt, c.UpdatedAt = created, created
+						return nil
+					})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	if got, err := s.GetContactBook(ctx, 1, book.ID); err != nil || got.ContactCount != n {
+		b.Fatalf("book after load: count %d, %v", got.ContactCount, err)
+	}
+
+	cursor := ""
+	for b.Loop() {
+		page, err := s.ContactsAfter(ctx, 1, book.ID, cursor, pageLen)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(page) == 0 {
+			cursor = ""
+			continue
+		}
+		if len(page) != pageLen {
+			b.Fatalf("page of %d contacts, want %d", len(page), pageLen)
+		}
+		cursor = page[len(page)-1].Email
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pageLen), "ns/contact")
 }
 
 func TestOpenLockedFileFailsClearly(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -382,3 +384,75 @@ func (st *Store) DeleteAPIKey(ctx context.Context, teamID int64, id string) erro
 func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
 	return errors.As(err, target)
 }
+
+// batchGet reads the items of keys (duplicates allowed) with BatchGetItem, 100 keys a call,
+// resubmitting unprocessed keys; a missing item is absent from the result.
+func (st *Store) batchGet(ctx context.Context, ks []key, consistent bool) (map[key]map[string]types.AttributeValue, error) {
+	out := map[key]map[string]types.AttributeValue{}
+	seen := map[key]bool{}
+	var pending []map[string]types.AttributeValue
+	for _, k := range ks {
+		if !seen[k] {
+			seen[k] = true
+			pending = append(pending, k.av())
+		}
+	}
+	for len(pending) > 0 {
+		batch := pending[:min(maxBatchGet, len(pending))]
+		pending = pending[len(batch):]
+		for attempt := 0; len(batch) > 0; attempt++ {
+			if attempt > 0 {
+				if err := backoff(ctx, attempt); err != nil {
+					return nil, err
+				}
+			}
+			res, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+				RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: batch, ConsistentRead: aws.Bool(consistent)}},
+			})
+			if err != nil {
+				return nil, fmt.Errorf("dynamo: batch get: %w", err)
+			}
+			for _, m := range res.Responses[st.table] {
+				out[keyOf(m)] = m
+			}
+			batch = res.UnprocessedKeys[st.table].Keys
+		}
+	}
+	return out, nil
+}
+
+func keyOf(m map[string]types.AttributeValue) key {
+	k := key{SK: skOf(m)}
+	if v, ok := m[AttrPK].(*types.AttributeValueMemberS); ok {
+		k.PK = v.Value
+	}
+	return k
+}
+
+// setAll builds an UpdateExpression that SETs every attribute of m but the primary key and
+// the skipped ones (store-maintained counters), so that an optimistic update of a record never
+// overwrites a counter that transactions ADD to concurrently. Values are named :a<n>.
+func setAll(m map[string]types.AttributeValue, skip ...string) (string, map[string]string, map[string]types.AttributeValue) {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		if n != AttrPK && n != AttrSK && !slices.Contains(skip, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	an, av := map[string]string{}, map[string]types.AttributeValue{}
+	for i, n := range names {
+		if i == 0 {
+			b.WriteString("SET ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "#a%d = :a%d", i, i)
+		an[fmt.Sprintf("#a%d", i)] = n
+		av[fmt.Sprintf(":a%d", i)] = m[n]
+	}
+	return b.String(), an, av
+}
+
+func (k keys) key() key { return key{k.PK, k.SK} }

@@ -52,8 +52,9 @@ func (c *calls) reset() map[string]int {
 	return n
 }
 
-// newClient returns a client on the shared moto server whose operations are counted.
-func newClient(t *testing.T) (*dynamodb.Client, *calls) {
+// newClient returns a client on the shared moto server whose operations are counted. observe,
+// if given, sees the input of every call that succeeded.
+func newClient(t *testing.T, observe ...func(params any)) (*dynamodb.Client, *calls) {
 	t.Helper()
 	srv := awstest.Shared(t)
 	c := &calls{n: map[string]int{}}
@@ -64,7 +65,13 @@ func newClient(t *testing.T) (*dynamodb.Client, *calls) {
 					c.add(middleware.GetOperationName(ctx))
 					motoMu.Lock()
 					defer motoMu.Unlock()
-					return next.HandleInitialize(ctx, in)
+					out, md, err := next.HandleInitialize(ctx, in)
+					if err == nil {
+						for _, f := range observe {
+							f(in.Parameters)
+						}
+					}
+					return out, md, err
 				}), middleware.After)
 		})
 	})
@@ -72,9 +79,9 @@ func newClient(t *testing.T) (*dynamodb.Client, *calls) {
 }
 
 // newStore creates a fresh table with a unique name on the shared server.
-func newStore(t *testing.T) (*dynamo.Store, *calls) {
+func newStore(t *testing.T, observe ...func(params any)) (*dynamo.Store, *calls) {
 	t.Helper()
-	client, c := newClient(t)
+	client, c := newClient(t, observe...)
 	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
 	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
 		t.Fatalf("EnsureTable: %v", err)
@@ -85,7 +92,12 @@ func newStore(t *testing.T) (*dynamo.Store, *calls) {
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, _ := newStore(t)
+		s, c := newStore(t)
+		t.Cleanup(func() {
+			if n := c.reset()["Scan"]; n > 0 {
+				t.Errorf("%d Scan calls", n)
+			}
+		})
 		return s
 	}, storetest.Options{Emulated: true})
 }

@@ -201,13 +201,89 @@ type pendingEmail struct {
 	chunks []map[string]types.AttributeValue
 }
 
-func (p pendingEmail) counters() []key {
-	d := day(p.email.CreatedAt)
-	return []key{teamCounterKey(p.email.TeamID, d), domainCounterKey(p.email.TeamID, p.email.DomainID, d)}
+// counter is one number attribute of a counter item.
+type counter struct {
+	k    key
+	attr string
 }
 
-// CreateEmails writes each email with its first events and its list counters in one
-// transaction per chunk of emails (one call for a single small email). An email that exists
+// counters lists what creating the email increments: the team's and the domain's day counters
+// and, for a campaign email, the campaign's counters of its Counted kinds.
+func (p pendingEmail) counters() []counter {
+	d := day(p.email.CreatedAt)
+	out := []counter{{teamCounterKey(p.email.TeamID, d), "n"}, {domainCounterKey(p.email.TeamID, p.email.DomainID, d), "n"}}
+	if p.email.CampaignID != "" {
+		ck := campaignCountersKey(p.email.TeamID, p.email.CampaignID)
+		for _, kind := range newKinds(nil, p.email.Counted) {
+			out = append(out, counter{ck, kind})
+		}
+	}
+	return out
+}
+
+// counterKeys lists the distinct counter items of counters (one Update action each).
+func (p pendingEmail) counterKeys() []key {
+	var out []key
+	for _, c := range p.counters() {
+		if !slices.Contains(out, c.k) {
+			out = append(out, c.k)
+		}
+	}
+	return out
+}
+
+// newKinds returns the distinct kinds of now that were not in before, in order.
+func newKinds(before, now []string) []string {
+	var out []string
+	for _, k := range now {
+		if !slices.Contains(before, k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// counterUpdates builds one Update per counter item, ADDing each attribute's count.
+func (st *Store) counterUpdates(counts map[counter]int64, order []counter) []types.TransactWriteItem {
+	var (
+		keys  []key
+		attrs = map[key][]string{}
+	)
+	for _, c := range order {
+		if len(attrs[c.k]) == 0 {
+			keys = append(keys, c.k)
+		}
+		attrs[c.k] = append(attrs[c.k], c.attr)
+	}
+	out := make([]types.TransactWriteItem, 0, len(keys))
+	for _, k := range keys {
+		var expr strings.Builder
+		names, values := map[string]string{}, map[string]types.AttributeValue{}
+		for i, a := range attrs[k] {
+			if i == 0 {
+				expr.WriteString("ADD ")
+			} else {
+				expr.WriteString(", ")
+			}
+			fmt.Fprintf(&expr, "#c%d :c%d", i, i)
+			names[fmt.Sprintf("#c%d", i)] = a
+			values[fmt.Sprintf(":c%d", i)] = avN(counts[counter{k, a}])
+		}
+		out = append(out, types.TransactWriteItem{Update: &types.Update{
+			TableName:                 aws.String(st.table),
+			Key:                       k.av(),
+			UpdateExpression:          aws.String(expr.String()),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: values,
+		}})
+	}
+	return out
+}
+
+// CreateEmails writes each email with its first events, its list counters and, for a campaign
+// email, an ADD of its Counted kinds (each once) to the campaign's counters item, in one
+// transaction per chunk of emails (one call for a single small email). Emails of one chunk share
+// the counter updates: one Update per counter item, ADDing the chunk's sum. An email that exists
 // already fails its attribute_not_exists condition; the cancelled transaction is retried
 // without it, so it is neither overwritten nor counted twice.
 func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error {
@@ -244,7 +320,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			p.puts = append(p.puts, em)
 			p.size += itemSize(em)
 		}
-		if len(p.puts)+2 > maxTransactActions || p.size > maxTransactBytes {
+		if len(p.puts)+len(p.counterKeys()) > maxTransactActions || p.size > maxTransactBytes {
 			return fmt.Errorf("dynamo: email %s with %d events does not fit one transaction", e.ID, len(p.puts)-1)
 		}
 		all = append(all, p)
@@ -265,7 +341,8 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		for len(all) > 0 {
 			p := all[0]
 			extra := 0
-			for _, k := range p.counters() {
+			ks := p.counterKeys()
+			for _, k := range ks {
 				if !counters[k] {
 					extra++
 				}
@@ -273,7 +350,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			if len(batch) > 0 && (actions+len(p.puts)+extra > maxTransactActions || size+p.size > maxTransactBytes) {
 				break
 			}
-			for _, k := range p.counters() {
+			for _, k := range ks {
 				counters[k] = true
 			}
 			actions += len(p.puts) + extra
@@ -301,8 +378,8 @@ func (st *Store) createBatch(ctx context.Context, batch []pendingEmail) error {
 		var (
 			actions []types.TransactWriteItem
 			owner   []int // batch index of each action's email, -1 for counters
-			counts  = map[key]int64{}
-			order   []key
+			counts  = map[counter]int64{}
+			order   []counter
 		)
 		for i, p := range batch {
 			for j, m := range p.puts {
@@ -313,21 +390,15 @@ func (st *Store) createBatch(ctx context.Context, batch []pendingEmail) error {
 				actions = append(actions, types.TransactWriteItem{Put: put})
 				owner = append(owner, i)
 			}
-			for _, k := range p.counters() {
-				if counts[k] == 0 {
-					order = append(order, k)
+			for _, c := range p.counters() {
+				if counts[c] == 0 {
+					order = append(order, c)
 				}
-				counts[k]++
+				counts[c]++
 			}
 		}
-		for _, k := range order {
-			actions = append(actions, types.TransactWriteItem{Update: &types.Update{
-				TableName:                 aws.String(st.table),
-				Key:                       k.av(),
-				UpdateExpression:          aws.String("ADD #n :n"),
-				ExpressionAttributeNames:  map[string]string{"#n": "n"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":n": avN(counts[k])},
-			}})
+		for _, u := range st.counterUpdates(counts, order) {
+			actions = append(actions, u)
 			owner = append(owner, -1)
 		}
 		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
@@ -511,7 +582,9 @@ func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []
 }
 
 // UpdateEmail writes the new state with the condition Version = the version read, together with
-// the events (each conditioned on not existing) in one transaction. A lost race re-reads and
+// the events (each conditioned on not existing) and, for a campaign email whose Counted gained
+// kinds, an ADD of exactly those kinds to the campaign's counters item, in one transaction (a
+// lone conditional PutItem when there is neither). A lost race re-reads and
 // calls fn again; an existing event is store.ErrDuplicateEvent and nothing is written.
 func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
@@ -530,6 +603,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		}
 		e := old.Email
 		e.To, e.CC, e.BCC, e.ReplyTo = slices.Clone(e.To), slices.Clone(e.CC), slices.Clone(e.BCC), slices.Clone(e.ReplyTo)
+		e.Counted = slices.Clone(e.Counted)
 		events, err := fn(&e)
 		if err != nil {
 			return store.Email{}, err
@@ -550,7 +624,16 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			return store.Email{}, err
 		}
 		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
-		if len(events) == 0 {
+		var counted []types.TransactWriteItem
+		if e.CampaignID != "" {
+			counts, order := map[counter]int64{}, []counter(nil)
+			for _, kind := range newKinds(old.Counted, e.Counted) {
+				c := counter{campaignCountersKey(e.TeamID, e.CampaignID), kind}
+				counts[c], order = 1, append(order, c)
+			}
+			counted = st.counterUpdates(counts, order)
+		}
+		if len(events) == 0 && len(counted) == 0 {
 			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
 			})
@@ -580,10 +663,11 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 				TableName: aws.String(st.table), Item: em, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			}})
 		}
+		actions = append(actions, counted...) // after the events: reasons 1..len(events) are theirs
 		_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if reasons, ok := cancelReasons(err); ok {
 			for i, r := range reasons {
-				if i > 0 && reasonIsCondition(r) {
+				if i > 0 && i <= len(events) && reasonIsCondition(r) {
 					return store.Email{}, fmt.Errorf("dynamo: email %s: %w", id, store.ErrDuplicateEvent)
 				}
 			}

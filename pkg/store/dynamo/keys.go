@@ -128,3 +128,65 @@ func suppressionIndexKey(teamID int64) string { return fmt.Sprintf("TEAM#%d#SUPP
 func suppressionReasonIndexKey(teamID int64, reason string) string {
 	return fmt.Sprintf("TEAM#%d#SUPPS#%s", teamID, reason)
 }
+
+// Contact books, contacts and campaigns.
+//
+//   - book:          PK=TEAM#<t>                          SK=BOOK#<bookId>
+//     ContactCount is an attribute of the book item, raised and lowered (ADD) in the same
+//     transaction that creates or deletes a contact; UpdateContactBook SETs every other attribute.
+//   - contact:       PK=TEAM#<t>#BOOK#<bookId>            SK=CONTACT#<lower-cased email>
+//     the book's partition holds its contacts only, so one Query walks a book in email order
+//     (ContactsAfter: SK > CONTACT#<cursor>) and the key itself makes an email unique in a book.
+//   - contact id:    PK=TEAM#<t>#BOOK#<bookId>#CONTACTID#<id>  SK=CONTACTID
+//     attribute Email: a strongly consistent pointer from a contact id to its contact key, one
+//     partition per contact (GetContact, UpdateContact and DeleteContacts go by id). Written and
+//     deleted in the same transactions as the contact.
+//   - deleted book:  PK=DELETEDBOOKS                      SK=TEAM#<t, 20 digits>#BOOK#<bookId>
+//     a marker written in the transaction that deletes the book, deleted once its contacts are
+//     gone; DeletedContactBooks is one Query of this partition.
+//   - campaign:      PK=TEAM#<t>                          SK=CAMPAIGN#<id>
+//     GSI1PK=TEAM#<t>#CAMPAIGNS GSI1SK=<createdAt>#<id>: the team's campaigns, newest first.
+//   - counters:      PK=TEAM#<t>#CAMPAIGN#<id>            SK=COUNTERS
+//     one number attribute per counter kind (store.Count*), only ever changed by ADD in the
+//     transactions that write the campaign's emails. Kept apart from the campaign item so that
+//     UpdateCampaign (a Version-conditioned Put) never clobbers them and so that an email event
+//     arriving after DeleteCampaign cannot resurrect a campaign item (at worst it leaves a stray
+//     counters item behind).
+
+func bookKey(teamID int64, id string) key {
+	return key{fmt.Sprintf("TEAM#%d", teamID), bookPrefix + id}
+}
+
+const bookPrefix = "BOOK#"
+
+func contactPartition(teamID int64, bookID string) string {
+	return fmt.Sprintf("TEAM#%d#BOOK#%s", teamID, bookID)
+}
+
+func contactKey(teamID int64, bookID, email string) key {
+	return key{contactPartition(teamID, bookID), contactPrefix + strings.ToLower(email)}
+}
+
+const contactPrefix = "CONTACT#"
+
+func contactIDKey(teamID int64, bookID, id string) key {
+	return key{contactPartition(teamID, bookID) + "#CONTACTID#" + id, "CONTACTID"}
+}
+
+// deletedBooksPartition holds one marker per deleted book whose contacts remain.
+const deletedBooksPartition = "DELETEDBOOKS"
+
+func deletedBookKey(teamID int64, bookID string) key {
+	return key{deletedBooksPartition, fmt.Sprintf("TEAM#%020d#BOOK#%s", teamID, bookID)}
+}
+
+func campaignKey(teamID int64, id string) key {
+	return key{fmt.Sprintf("TEAM#%d", teamID), "CAMPAIGN#" + id}
+}
+
+// campaignIndexKey is the GSI1 partition of a team's campaigns (sorted by emailSort).
+func campaignIndexKey(teamID int64) string { return fmt.Sprintf("TEAM#%d#CAMPAIGNS", teamID) }
+
+func campaignCountersKey(teamID int64, id string) key {
+	return key{fmt.Sprintf("TEAM#%d#CAMPAIGN#%s", teamID, id), "COUNTERS"}
+}

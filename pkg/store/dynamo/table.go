@@ -35,7 +35,7 @@ const (
 // and never needs a follow-up read.
 //
 //   - GSI1: team-wide lists: emails by team and day, API keys by team, suppressions by team,
-//     and all teams (admin).
+//     campaigns by team (newest first), and all teams (admin).
 //   - GSI2: emails by team, domain and day; suppressions by team and reason.
 //   - GSI3: emails by provider message id (sparse: only sent emails).
 //   - GSI4: emails waiting for the sender, QUEUED or SENDING (sparse: the attributes are removed

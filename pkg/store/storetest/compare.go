@@ -37,6 +37,7 @@ func normContent(c store.Content) store.Content {
 func normEmail(e store.Email) store.Email {
 	e.Version = 0
 	e.To, e.CC, e.BCC, e.ReplyTo = nilIfEmpty(e.To), nilIfEmpty(e.CC), nilIfEmpty(e.BCC), nilIfEmpty(e.ReplyTo)
+	e.Counted = nilIfEmpty(e.Counted)
 	e.Content = normContent(e.Content)
 	e.ScheduledAt, e.ClaimedAt = utcPtr(e.ScheduledAt), utcPtr(e.ClaimedAt)
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
@@ -115,5 +116,62 @@ func checkAPIKey(t *testing.T, what string, got, want store.APIKey) {
 	got.CreatedAt, want.CreatedAt = got.CreatedAt.UTC(), want.CreatedAt.UTC()
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: API key differs\n got: %+v\nwant: %+v", what, got, want)
+	}
+}
+
+func nilIfEmptyMap[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func checkBook(t *testing.T, what string, got, want store.ContactBook) {
+	t.Helper()
+	norm := func(b store.ContactBook) store.ContactBook {
+		b.Properties = nilIfEmptyMap(b.Properties)
+		b.Variables = nilIfEmpty(b.Variables)
+		b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
+		return b
+	}
+	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s: contact book differs\n got: %+v\nwant: %+v", what, g, w)
+	}
+}
+
+func checkContact(t *testing.T, what string, got, want store.Contact) {
+	t.Helper()
+	norm := func(c store.Contact) store.Contact {
+		c.Properties = nilIfEmptyMap(c.Properties)
+		c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+		return c
+	}
+	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s: contact differs\n got: %+v\nwant: %+v", what, g, w)
+	}
+}
+
+// normCounters drops zero counters: a counter never incremented may be absent or 0.
+func normCounters(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64)
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return nilIfEmptyMap(out)
+}
+
+func checkCampaign(t *testing.T, what string, got, want store.Campaign) {
+	t.Helper()
+	norm := func(c store.Campaign) store.Campaign {
+		c.ReplyTo, c.CC, c.BCC = nilIfEmpty(c.ReplyTo), nilIfEmpty(c.CC), nilIfEmpty(c.BCC)
+		c.ScheduledAt = utcPtr(c.ScheduledAt)
+		c.Counters = normCounters(c.Counters)
+		c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+		return c
+	}
+	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s: campaign differs\n got: %+v\nwant: %+v", what, g, w)
 	}
 }

@@ -27,8 +27,9 @@ import (
 type Options struct {
 	// Emulated is set when the adapter runs against an emulator (moto_server) that can lose
 	// concurrent atomic counter updates (UpdateItem ADD). The subtests that hammer counters
-	// (NextID and the email list counts) from many goroutines are then skipped; everything
-	// else, conditional writes and optimistic concurrency included, still runs.
+	// (NextID, the email list counts, the campaign counters) from many goroutines are then
+	// skipped; everything else, conditional writes and optimistic concurrency included, still
+	// runs.
 	Emulated bool
 }
 
@@ -65,6 +66,18 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{name: "IdempotencyExpiryAndTakeover", fn: testIdempotencyExpiryAndTakeover},
 		{name: "IdempotencyConcurrent", fn: testIdempotencyConcurrent},
 		{name: "Suppressions", fn: testSuppressions},
+		{name: "ContactBooks", fn: testContactBooks},
+		{name: "PutContact", fn: testPutContact},
+		{name: "PutContactConcurrent", fn: testPutContactConcurrent},
+		{name: "ListContacts", fn: testListContacts},
+		{name: "ContactsAfter", fn: testContactsAfter},
+		{name: "UpdateContact", fn: testUpdateContact},
+		{name: "DeleteContacts", fn: testDeleteContacts},
+		{name: "DeleteContactBook", fn: testDeleteContactBook},
+		{name: "Campaigns", fn: testCampaigns},
+		{name: "UpdateCampaignConcurrent", fn: testUpdateCampaignConcurrent},
+		{name: "CampaignCounters", fn: testCampaignCounters},
+		{name: "CampaignCountersConcurrent", counter: true, fn: testCampaignCountersConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

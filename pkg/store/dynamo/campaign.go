@@ -1,0 +1,253 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Campaigns: the campaign item under the team (listed newest first through GSI1) and its
+// counters item apart (see keys.go), which only the email transactions change, by ADD.
+
+type campaignItem struct {
+	keys
+	store.Campaign
+	Version int64
+}
+
+const attrCounters = "Counters"
+
+func campaignAttrs(c store.Campaign, version int64) (map[string]types.AttributeValue, error) {
+	it := campaignItem{keys: campaignKey(c.TeamID, c.ID).keys(), Campaign: c, Version: version}
+	it.GSI1PK, it.GSI1SK = campaignIndexKey(c.TeamID), emailSort(c.CreatedAt, c.ID)
+	m, err := marshal(it)
+	if err != nil {
+		return nil, err
+	}
+	delete(m, attrCounters)
+	return m, nil
+}
+
+// decodeCounters reads a counters item: every number attribute is a counter kind. No item (no
+// email counted yet) is nil, as in the embedded adapter.
+func decodeCounters(m map[string]types.AttributeValue) (map[string]int64, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := map[string]int64{}
+	for name, v := range m {
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: counter %s: %w", name, err)
+		}
+		out[name] = x
+	}
+	return out, nil
+}
+
+// CreateCampaign writes the campaign item (attribute_not_exists); Counters are the store's and
+// start empty: the counters item appears with the first counted email.
+func (st *Store) CreateCampaign(ctx context.Context, c store.Campaign) error {
+	c.Counters = nil
+	m, err := campaignAttrs(c, 0)
+	if err != nil {
+		return err
+	}
+	return st.putNew(ctx, m)
+}
+
+// getCampaign reads the campaign and its counters in one BatchGetItem.
+func (st *Store) getCampaign(ctx context.Context, teamID int64, id string) (campaignItem, error) {
+	ck, nk := campaignKey(teamID, id), campaignCountersKey(teamID, id)
+	got, err := st.batchGet(ctx, []key{ck, nk}, true)
+	if err != nil {
+		return campaignItem{}, err
+	}
+	if got[ck] == nil {
+		return campaignItem{}, store.ErrNotFound
+	}
+	var it campaignItem
+	if err := unmarshal(got[ck], &it); err != nil {
+		return campaignItem{}, err
+	}
+	it.Counters, err = decodeCounters(got[nk])
+	return it, err
+}
+
+func (st *Store) GetCampaign(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	it, err := st.getCampaign(ctx, teamID, id)
+	return it.Campaign, err
+}
+
+// campaignFilter applies Status and Search in code (neither is a key attribute).
+type campaignFilter store.CampaignFilter
+
+func (f campaignFilter) match(c store.Campaign) bool {
+	if f.Status != "" && c.Status != f.Status {
+		return false
+	}
+	if f.Search == "" {
+		return true
+	}
+	s := strings.ToLower(f.Search)
+	return strings.Contains(strings.ToLower(c.Name), s) || strings.Contains(strings.ToLower(c.Subject), s)
+}
+
+// ListCampaigns reads the team's GSI1 campaign partition newest first. Without a filter it is
+// a Select=COUNT Query for the total and one Offset+Limit-bounded Query for the page, like
+// ListSuppressions. Status and Search are not key attributes, so with a filter the partition is
+// read page by page to its end and filtered in code (a Query, never a Scan; a team has few
+// campaigns). The page's counters then come in one BatchGetItem.
+func (st *Store) ListCampaigns(ctx context.Context, teamID int64, f store.CampaignFilter) ([]store.Campaign, int, error) {
+	in := func() *dynamodb.QueryInput {
+		return &dynamodb.QueryInput{
+			IndexName:                 aws.String(IndexGSI1),
+			KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(campaignIndexKey(teamID))},
+			ScanIndexForward:          aws.Bool(false),
+		}
+	}
+	offset := max(f.Offset, 0)
+	var (
+		page  []store.Campaign
+		total int
+	)
+	if f.Status == "" && f.Search == "" {
+		var err error
+		if total, err = st.count(ctx, in()); err != nil {
+			return nil, 0, err
+		}
+		if offset >= total {
+			return []store.Campaign{}, total, nil
+		}
+		want := 0
+		q := in()
+		if f.Limit > 0 {
+			want = offset + f.Limit
+			q.Limit = aws.Int32(int32(min(want, 1000)))
+		}
+		items, err := st.query(ctx, q, want)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, m := range items[min(offset, len(items)):] {
+			var it campaignItem
+			if err := unmarshal(m, &it); err != nil {
+				return nil, 0, err
+			}
+			page = append(page, it.Campaign)
+		}
+	} else {
+		items, err := st.query(ctx, in(), 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, m := range items {
+			var it campaignItem
+			if err := unmarshal(m, &it); err != nil {
+				return nil, 0, err
+			}
+			if !campaignFilter(f).match(it.Campaign) {
+				continue
+			}
+			total++
+			if total > offset && (f.Limit <= 0 || len(page) < f.Limit) {
+				page = append(page, it.Campaign)
+			}
+		}
+	}
+	if len(page) == 0 {
+		return []store.Campaign{}, total, nil
+	}
+	ks := make([]key, len(page))
+	for i, c := range page {
+		ks[i] = campaignCountersKey(teamID, c.ID)
+	}
+	got, err := st.batchGet(ctx, ks, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i := range page {
+		if page[i].Counters, err = decodeCounters(got[ks[i]]); err != nil {
+			return nil, 0, err
+		}
+	}
+	return page, total, nil
+}
+
+// UpdateCampaign puts the campaign item back with the condition Version = the version read;
+// the counters item is never written here, so concurrent email transactions keep their counts.
+// The returned campaign carries the counters as read.
+func (st *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*store.Campaign) error) (store.Campaign, error) {
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return store.Campaign{}, err
+			}
+		}
+		old, err := st.getCampaign(ctx, teamID, id)
+		if err != nil {
+			return store.Campaign{}, err
+		}
+		c := old.Campaign
+		c.ReplyTo, c.CC, c.BCC = slices.Clone(c.ReplyTo), slices.Clone(c.CC), slices.Clone(c.BCC)
+		c.Counters = maps.Clone(old.Counters)
+		if err := fn(&c); err != nil {
+			return store.Campaign{}, err
+		}
+		c.ID, c.TeamID, c.Counters = id, teamID, old.Counters
+		m, err := campaignAttrs(c, old.Version+1)
+		if err != nil {
+			return store.Campaign{}, err
+		}
+		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 aws.String(st.table),
+			Item:                      m,
+			ConditionExpression:       aws.String("Version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(old.Version)},
+		})
+		if conditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return store.Campaign{}, fmt.Errorf("dynamo: update campaign: %w", err)
+		}
+		return c, nil
+	}
+	return store.Campaign{}, &LostRaceError{Item: "campaign " + id, Attempts: maxUpdateAttempts}
+}
+
+// DeleteCampaign removes the campaign and its counters in one transaction. An event of one of
+// its emails recorded afterwards re-creates a counters item nobody reads (a few bytes); the
+// campaign itself stays gone.
+func (st *Store) DeleteCampaign(ctx context.Context, teamID int64, id string) error {
+	_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{
+			{Delete: &types.Delete{
+				TableName: aws.String(st.table), Key: campaignKey(teamID, id).av(),
+				ConditionExpression: aws.String("attribute_exists(PK)"),
+			}},
+			{Delete: &types.Delete{TableName: aws.String(st.table), Key: campaignCountersKey(teamID, id).av()}},
+		},
+	})
+	if reasons, ok := cancelReasons(err); ok && len(reasons) > 0 && reasonIsCondition(reasons[0]) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: delete campaign: %w", err)
+	}
+	return nil
+}
