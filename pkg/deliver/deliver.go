@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -264,6 +265,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 				return nil, errSkip
 			}
 			e.Status = status
+			if status == store.StatusSent && e.CampaignID != "" && !slices.Contains(e.Counted, store.CountSent) {
+				e.Counted = append(e.Counted, store.CountSent) // the store counts it for the campaign
+			}
 			e.MessageID = messageID
 			e.LatestStatus = email.Advance(e.LatestStatus, status)
 			e.ClaimedAt = nil

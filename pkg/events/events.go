@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,6 +85,14 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 		}
 		e.LatestStatus = email.Advance(e.LatestStatus, status)
 		e.UpdatedAt = in.Now().UTC()
+		if e.CampaignID != "" {
+			// The store counts each kind once per email (recipient) for the campaign.
+			for _, k := range counterKinds(status, ev) {
+				if !slices.Contains(e.Counted, k) {
+					e.Counted = append(e.Counted, k)
+				}
+			}
+		}
 		return []store.Event{rec}, nil
 	})
 	switch {
@@ -154,4 +163,24 @@ func eventID(eventType, messageID string, detail []byte) string {
 	h.Write([]byte(eventType + "\x00" + messageID + "\x00"))
 	h.Write(detail)
 	return "ses-" + hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// counterKinds are the campaign counters an event of status counts for.
+func counterKinds(status string, ev sesevent.Event) []string {
+	switch status {
+	case "DELIVERED":
+		return []string{store.CountDelivered}
+	case "OPENED":
+		return []string{store.CountOpened}
+	case "CLICKED":
+		return []string{store.CountClicked}
+	case "COMPLAINED":
+		return []string{store.CountComplained}
+	case "BOUNCED":
+		if ev.Bounce != nil && ev.Bounce.BounceType == "Permanent" {
+			return []string{store.CountBounced, store.CountHardBounced}
+		}
+		return []string{store.CountBounced}
+	}
+	return nil
 }

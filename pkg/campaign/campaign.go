@@ -1,0 +1,484 @@
+// Package campaign runs bulk sends to contact books. A campaign is started (now or at its
+// scheduled time) and then advances in batch steps: each step takes the next batchSize
+// subscribed, non-suppressed contacts after a persisted cursor, writes one personalised email
+// per contact with create-if-absent (the email id derives from campaign and contact, so a
+// retried step never writes two), hands them to delivery, and moves the cursor. Steps are
+// numbered; a step runs only if it is the campaign's next one, so late or repeated schedules do
+// nothing. Pause takes effect between steps; resume continues from the cursor.
+package campaign
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/schedule"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Store is what campaigns need from persistence.
+type Store interface {
+	CreateCampaign(ctx context.Context, c store.Campaign) error
+	GetCampaign(ctx context.Context, teamID int64, id string) (store.Campaign, error)
+	ListCampaigns(ctx context.Context, teamID int64, f store.CampaignFilter) ([]store.Campaign, int, error)
+	UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*store.Campaign) error) (store.Campaign, error)
+	DeleteCampaign(ctx context.Context, teamID int64, id string) error
+	GetContactBook(ctx context.Context, teamID int64, id string) (store.ContactBook, error)
+	ContactsAfter(ctx context.Context, teamID int64, bookID, cursor string, limit int) ([]store.Contact, error)
+	GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error)
+	CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error
+	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
+	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
+	ListTeams(ctx context.Context) ([]store.Team, error)
+}
+
+// Domains finds the team's domain of a From address (domain.Directory).
+type Domains interface {
+	Lookup(ctx context.Context, teamID int64, name string) (store.Domain, error)
+}
+
+// Scheduler puts the campaign's next step on the clock.
+type Scheduler interface {
+	Put(ctx context.Context, s schedule.Schedule) error
+	Delete(ctx context.Context, name string) error
+}
+
+// Limits and defaults.
+const (
+	DefaultBatchSize = 500
+	MaxBatchSize     = 100000
+	MaxWindowMinutes = 24 * 60
+	ListPageSize     = 30
+	pageSize         = 1000 // contacts read per store call within a step
+	writeChunk       = 100  // emails per CreateEmails call
+)
+
+// Service is the campaign use cases.
+type Service struct {
+	Store      Store
+	Domains    Domains
+	Scheduler  Scheduler
+	Dispatcher email.Dispatcher
+	Signer     Signer
+	Contacts   Unsubscriber
+	Now        func() time.Time
+	Log        *slog.Logger
+}
+
+// Payload is what a campaign's schedule delivers to the batch target.
+type Payload struct {
+	CampaignID string `json:"campaignId"`
+	TeamID     int64  `json:"teamId"`
+	Step       int    `json:"step"` // the BatchesDone value this step expects
+}
+
+// ScheduleName is the campaign's one schedule name: each next step replaces it.
+func ScheduleName(id string) string { return "campaign-" + id }
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// EmailID is the id of the campaign's email to one contact: the same on every retry.
+func EmailID(campaignID, contactID string) string {
+	sum := sha256.Sum256([]byte(campaignID + "\x00" + contactID))
+	return "em" + idEncoding.EncodeToString(sum[:15])
+}
+
+var errNotFound = fault.NotFoundf("Campaign not found")
+
+func notFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound
+	}
+	return err
+}
+
+// Get reads one campaign of the team.
+func (s *Service) Get(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	c, err := s.Store.GetCampaign(ctx, teamID, id)
+	return c, notFound(err)
+}
+
+// List pages the team's campaigns (30 a page) and returns the number of pages.
+func (s *Service) List(ctx context.Context, teamID int64, page int, status, search string) ([]store.Campaign, int, error) {
+	if status != "" && !validStatus(status) {
+		return nil, 0, fault.Field("status", "must be one of DRAFT, SCHEDULED, RUNNING, PAUSED, SENT")
+	}
+	list, total, err := s.Store.ListCampaigns(ctx, teamID, store.CampaignFilter{
+		Status: status, Search: search, Offset: (page - 1) * ListPageSize, Limit: ListPageSize})
+	if err != nil {
+		return nil, 0, err
+	}
+	return list, (total + ListPageSize - 1) / ListPageSize, nil
+}
+
+func validStatus(s string) bool {
+	switch s {
+	case store.CampaignDraft, store.CampaignScheduled, store.CampaignRunning, store.CampaignPaused, store.CampaignSent:
+		return true
+	}
+	return false
+}
+
+// Delete removes a campaign; a running one stops at its next step, which finds it gone.
+func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	c, err := s.Get(ctx, teamID, id)
+	if err != nil {
+		return store.Campaign{}, err
+	}
+	if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
+		return store.Campaign{}, notFound(err)
+	}
+	if err := s.Scheduler.Delete(ctx, ScheduleName(id)); err != nil {
+		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
+	}
+	return c, nil
+}
+
+// When says when to start: now, at a time, or not yet (a draft).
+type When struct {
+	Now bool
+	At  *time.Time
+}
+
+// Schedule starts a DRAFT or PAUSED-before-start campaign now or at a time (the schedule
+// endpoint, and create with sendNow or scheduledAt). A campaign without a single subscribed
+// contact is refused and nothing changes.
+func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When, batchSize int) error {
+	c, err := s.Get(ctx, teamID, id)
+	if err != nil {
+		return err
+	}
+	if c.Status != store.CampaignDraft && c.Status != store.CampaignScheduled {
+		return fault.Field("", "Campaign is %s and cannot be scheduled", c.Status)
+	}
+	if err := s.checkAudience(ctx, c); err != nil {
+		return err
+	}
+	now := s.Now().UTC()
+	at := now
+	if !w.Now && w.At != nil && w.At.After(now) {
+		at = w.At.UTC().Truncate(time.Second)
+		if at.After(now.Add(schedule.MaxAhead)) {
+			return fault.Field("scheduledAt", "at most %d days ahead", int(schedule.MaxAhead.Hours()/24))
+		}
+	}
+	c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+		if c.Status != store.CampaignDraft && c.Status != store.CampaignScheduled {
+			return fault.Field("", "Campaign is %s and cannot be scheduled", c.Status)
+		}
+		if batchSize > 0 {
+			c.BatchSize = batchSize
+		}
+		c.Status, c.ScheduledAt, c.UpdatedAt = store.CampaignScheduled, &at, now
+		return nil
+	})
+	if err != nil {
+		return notFound(err)
+	}
+	return s.put(ctx, c, at, 0)
+}
+
+// checkAudience refuses a campaign whose book has no subscribed contact.
+func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {
+	cursor := ""
+	for {
+		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, pageSize)
+		if err != nil {
+			return notFoundBook(err)
+		}
+		for _, ct := range page {
+			if ct.Subscribed {
+				return nil
+			}
+		}
+		if len(page) < pageSize {
+			return fault.Field("contactBookId", "the contact book has no subscribed contacts")
+		}
+		cursor = page[len(page)-1].Email
+	}
+}
+
+func notFoundBook(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fault.Field("contactBookId", "contact book not found")
+	}
+	return err
+}
+
+// put schedules step n of the campaign at t.
+func (s *Service) put(ctx context.Context, c store.Campaign, t time.Time, step int) error {
+	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Step: step})
+	if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ScheduleName(c.ID), At: t, Payload: payload}); err != nil {
+		return fmt.Errorf("schedule campaign %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Pause stops a running (or scheduled) campaign between steps.
+func (s *Service) Pause(ctx context.Context, teamID int64, id string) error {
+	_, err := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+		if c.Status != store.CampaignRunning && c.Status != store.CampaignScheduled {
+			return fault.Field("", "Only a running or scheduled campaign can be paused (it is %s)", c.Status)
+		}
+		c.Status, c.UpdatedAt = store.CampaignPaused, s.Now().UTC()
+		return nil
+	})
+	return notFound(err)
+}
+
+// Resume continues a paused campaign from its cursor, now.
+func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
+	c, err := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+		if c.Status != store.CampaignPaused {
+			return fault.Field("", "Only a paused campaign can be resumed (it is %s)", c.Status)
+		}
+		c.Status, c.UpdatedAt = store.CampaignRunning, s.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		return notFound(err)
+	}
+	return s.put(ctx, c, s.Now().UTC(), c.BatchesDone)
+}
+
+// Fire is the batch target: it runs the step named by the payload and, while the batch window
+// is 0, the steps after it, until the campaign is done, paused, or ctx is close to its
+// deadline (then the next step is scheduled at once). A step that is not the campaign's next
+// one does nothing.
+func (s *Service) Fire(ctx context.Context, raw []byte) error {
+	var p Payload
+	if err := json.Unmarshal(raw, &p); err != nil || p.CampaignID == "" {
+		s.Log.Error("campaign batch: malformed payload dropped")
+		return nil
+	}
+	step := p.Step
+	for {
+		next, more, err := s.Step(ctx, p.TeamID, p.CampaignID, step)
+		if err != nil || !more {
+			return err
+		}
+		c, err := s.Store.GetCampaign(ctx, p.TeamID, p.CampaignID)
+		if err != nil {
+			return notFound(err)
+		}
+		if c.BatchWindowMinutes > 0 {
+			return s.put(ctx, c, s.Now().Add(time.Duration(c.BatchWindowMinutes)*time.Minute), next)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*time.Minute {
+			return s.put(ctx, c, s.Now(), next)
+		}
+		step = next
+	}
+}
+
+// Step runs batch step n: it starts a SCHEDULED campaign, writes the next batch and moves the
+// cursor. It returns the next step's number and whether there is more to send.
+func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int, bool, error) {
+	start := time.Now()
+	c, err := s.Store.GetCampaign(ctx, teamID, id)
+	if err == nil && c.Status == store.CampaignScheduled && n == 0 {
+		c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+			if c.Status == store.CampaignScheduled {
+				c.Status, c.UpdatedAt = store.CampaignRunning, s.Now().UTC()
+			}
+			return nil
+		})
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, nil // deleted
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if c.Status != store.CampaignRunning || c.BatchesDone != n {
+		return 0, false, nil // paused, done, or this step already ran
+	}
+	if len(s.Signer.Secret) == 0 {
+		return 0, false, errors.New("UNSUBSCRIBE_SECRET is not configured: campaign emails need signed unsubscribe links")
+	}
+	written, last, done, err := s.writeBatch(ctx, c)
+	if err != nil {
+		return 0, false, fmt.Errorf("campaign %s step %d: %w", id, n, err)
+	}
+	c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+		if c.BatchesDone != n {
+			return errStepRan
+		}
+		if last != "" {
+			c.Cursor = last
+		}
+		c.BatchesDone = n + 1
+		if done && c.Status == store.CampaignRunning {
+			c.Status = store.CampaignSent
+		}
+		c.UpdatedAt = s.Now().UTC()
+		return nil
+	})
+	if errors.Is(err, errStepRan) || errors.Is(err, store.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	elapsed := time.Since(start)
+	s.Log.Info("campaign batch", "campaignId", id, "teamId", teamID, "batch", n+1, "emailsWritten", written,
+		"total", c.Counters[store.CountTotal], "status", c.Status,
+		"perSecond", int(float64(written)/max(elapsed.Seconds(), 0.001)))
+	return n + 1, c.Status == store.CampaignRunning, nil
+}
+
+var errStepRan = errors.New("step already ran")
+
+// oneLine keeps a personalised subject on one header line.
+var oneLine = strings.NewReplacer("\r", " ", "\n", " ")
+
+// writeBatch writes up to BatchSize emails for the contacts after the cursor and reports how
+// many it wrote, the last contact it looked at, and whether the book is exhausted.
+func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string, bool, error) {
+	dom, err := s.Store.GetDomain(ctx, c.TeamID, c.DomainID)
+	if err != nil || dom.Status != store.DomainSuccess {
+		return 0, "", false, fmt.Errorf("sending domain unavailable: %w", errors.Join(err, errors.New("not verified")))
+	}
+	cursor, written, looked := c.Cursor, 0, 0
+	for looked < c.BatchSize {
+		want := min(pageSize, c.BatchSize-looked)
+		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, want)
+		if err != nil {
+			return written, c.Cursor, false, err
+		}
+		n, err := s.writeContacts(ctx, c, page)
+		written += n
+		if err != nil {
+			// The cursor does not move: the retried step rewrites this page, and the emails
+			// already written are left as they are (create-if-absent).
+			return written, c.Cursor, false, err
+		}
+		if len(page) > 0 {
+			cursor = page[len(page)-1].Email
+		}
+		looked += len(page)
+		if len(page) < want {
+			return written, cursor, true, nil
+		}
+	}
+	return written, cursor, false, nil
+}
+
+// writeContacts writes the emails of the subscribed, non-suppressed contacts of one page.
+func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []store.Contact) (int, error) {
+	addrs := make([]string, 0, len(page))
+	for _, ct := range page {
+		addrs = append(addrs, ct.Email)
+	}
+	supp, err := s.Store.GetSuppressions(ctx, c.TeamID, addrs)
+	if err != nil {
+		return 0, err
+	}
+	now := s.Now().UTC()
+	var emails []store.Email
+	var events []store.Event
+	flush := func() error {
+		if len(emails) == 0 {
+			return nil
+		}
+		if err := s.Store.CreateEmails(ctx, emails, events); err != nil {
+			return err
+		}
+		if s.Dispatcher != nil {
+			ids := make([]string, len(emails))
+			for i, e := range emails {
+				ids[i] = e.ID
+			}
+			s.Dispatcher.Dispatch(ctx, ids...)
+		}
+		emails, events = emails[:0], events[:0]
+		return nil
+	}
+	written := 0
+	for _, ct := range page {
+		if _, suppressed := supp[ct.Email]; !ct.Subscribed || suppressed {
+			continue
+		}
+		e := s.email(c, ct, now)
+		emails = append(emails, e)
+		events = append(events, store.Event{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now})
+		written++
+		if len(emails) == writeChunk {
+			if err := flush(); err != nil {
+				return written - writeChunk, err
+			}
+		}
+	}
+	return written, flush()
+}
+
+// email builds the personalised email of one contact.
+func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store.Email {
+	id := EmailID(c.ID, ct.ID)
+	link := s.Signer.URL(Link{TeamID: c.TeamID, BookID: ct.BookID, ContactID: ct.ID, EmailID: id, CampaignID: c.ID})
+	values := vars(ct, link)
+	body := c.HTML
+	if body == "" {
+		body = c.Content
+	}
+	html := withPreview(Render(body, values, true), Render(c.PreviewText, values, false))
+	to := ct.Email
+	if name := strings.TrimSpace(ct.FirstName + " " + ct.LastName); name != "" {
+		if addr, err := email.ParseAddress(fmt.Sprintf("%q <%s>", name, ct.Email)); err == nil {
+			to = addr
+		}
+	}
+	return store.Email{
+		ID: id, TeamID: c.TeamID, DomainID: c.DomainID, From: c.From, To: []string{to},
+		CC: c.CC, BCC: c.BCC, ReplyTo: c.ReplyTo, Subject: oneLine.Replace(Render(c.Subject, values, false)),
+		Content: store.Content{HTML: &html, Headers: []store.Header{
+			{Name: "List-Unsubscribe", Value: "<" + link + ">"},
+			{Name: "List-Unsubscribe-Post", Value: "List-Unsubscribe=One-Click"},
+			{Name: "Precedence", Value: "bulk"},
+		}},
+		Status: store.StatusQueued, LatestStatus: store.StatusQueued, CreatedAt: now, UpdatedAt: now,
+		CampaignID: c.ID, ContactID: ct.ID, Counted: []string{store.CountTotal},
+	}
+}
+
+// RecoverRunning reschedules the next step of every RUNNING campaign that has not moved for
+// stale: a process that died mid-campaign, a lost schedule. Steps are numbered, so a step that
+// was merely slow and runs anyway makes the rescheduled one a no-op.
+func (s *Service) RecoverRunning(ctx context.Context, stale time.Duration) (int, error) {
+	teams, err := s.Store.ListTeams(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := s.Now().UTC()
+	n := 0
+	for _, t := range teams {
+		for offset := 0; ; offset += 100 {
+			list, total, err := s.Store.ListCampaigns(ctx, t.ID, store.CampaignFilter{Status: store.CampaignRunning, Offset: offset, Limit: 100})
+			if err != nil {
+				return n, err
+			}
+			for _, c := range list {
+				window := time.Duration(c.BatchWindowMinutes) * time.Minute
+				if now.Sub(c.UpdatedAt) < stale+window {
+					continue
+				}
+				if err := s.put(ctx, c, now, c.BatchesDone); err != nil {
+					return n, err
+				}
+				n++
+			}
+			if offset+100 >= total {
+				break
+			}
+		}
+	}
+	return n, nil
+}

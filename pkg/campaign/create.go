@@ -1,0 +1,132 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mailroom/mailroom/pkg/contact"
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Request is a validated create request.
+type Request struct {
+	Name, From, Subject, PreviewText, ContactBookID, HTML, Content string
+	ReplyTo, CC, BCC                                               []string
+	SendNow                                                        bool
+	ScheduledAt                                                    string
+	BatchSize                                                      int
+	BatchWindowMinutes                                             int
+}
+
+// validate checks what needs no store.
+func (r *Request) validate() error {
+	for _, f := range []struct{ name, v string }{{"name", r.Name}, {"from", r.From}, {"subject", r.Subject}, {"contactBookId", r.ContactBookID}} {
+		if strings.TrimSpace(f.v) == "" {
+			return fault.Field(f.name, "is required")
+		}
+	}
+	if len(r.Name) > 200 || len(r.Subject) > email.MaxSubjectBytes || strings.ContainsAny(r.Subject, "\r\n") {
+		return fault.Field("subject", "at most %d bytes on one line (name at most 200)", email.MaxSubjectBytes)
+	}
+	from, err := email.ParseAddress(r.From)
+	if err != nil {
+		return fault.Field("from", "invalid email address %q", r.From)
+	}
+	r.From = from
+	if r.HTML == "" && r.Content == "" {
+		return fault.Field("html", "html or content is required")
+	}
+	body := r.HTML
+	if body == "" {
+		body = r.Content
+	}
+	if !HasUnsubscribe(body) {
+		return fault.Field("html", "must contain the unsubscribe link placeholder {{usesend_unsubscribe_url}}")
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.BatchSize < 1 || r.BatchSize > MaxBatchSize {
+		return fault.Field("batchSize", "must be from 1 to %d", MaxBatchSize)
+	}
+	if r.BatchWindowMinutes < 0 || r.BatchWindowMinutes > MaxWindowMinutes {
+		return fault.Field("batchWindowMinutes", "must be from 0 to %d", MaxWindowMinutes)
+	}
+	for field, list := range map[string][]string{"replyTo": r.ReplyTo, "cc": r.CC, "bcc": r.BCC} {
+		for i, a := range list {
+			norm, err := email.ParseAddress(a)
+			if err != nil {
+				return fault.Field(fmt.Sprintf("%s[%d]", field, i), "invalid email address %q", a)
+			}
+			list[i] = norm
+		}
+	}
+	return nil
+}
+
+// Create validates and stores a campaign; with sendNow or scheduledAt it also starts it (sendNow
+// wins). A campaign that cannot start (no subscribed contact) is refused and nothing is stored.
+func (s *Service) Create(ctx context.Context, teamID int64, r Request, books Books) (store.Campaign, error) {
+	if err := r.validate(); err != nil {
+		return store.Campaign{}, err
+	}
+	now := s.Now().UTC()
+	var w When
+	switch {
+	case r.SendNow:
+		w.Now = true
+	case r.ScheduledAt != "":
+		at, err := ParseTime(r.ScheduledAt, now)
+		if err != nil {
+			return store.Campaign{}, err
+		}
+		w.At = &at
+	}
+	name := email.DomainOf(r.From)
+	dom, err := s.Domains.Lookup(ctx, teamID, name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && dom.Status != store.DomainSuccess) {
+		return store.Campaign{}, fault.Field("from", "domain %s is not a verified domain of this team", name)
+	}
+	if err != nil {
+		return store.Campaign{}, err
+	}
+	if _, err := books.Book(ctx, teamID, r.ContactBookID); err != nil {
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {
+			return store.Campaign{}, fault.Field("contactBookId", "contact book %s not found", r.ContactBookID)
+		}
+		return store.Campaign{}, err
+	}
+	c := store.Campaign{
+		ID: contact.NewID("cp"), TeamID: teamID, DomainID: dom.ID, Name: r.Name, From: r.From,
+		Subject: r.Subject, PreviewText: r.PreviewText, ContactBookID: r.ContactBookID, HTML: r.HTML,
+		Content: r.Content, ReplyTo: r.ReplyTo, CC: r.CC, BCC: r.BCC, Status: store.CampaignDraft,
+		BatchSize: r.BatchSize, BatchWindowMinutes: r.BatchWindowMinutes, Counters: map[string]int64{},
+		CreatedAt: now, UpdatedAt: now,
+	}
+	starting := w.Now || w.At != nil
+	if starting {
+		if err := s.checkAudience(ctx, c); err != nil {
+			return store.Campaign{}, err
+		}
+	}
+	if err := s.Store.CreateCampaign(ctx, c); err != nil {
+		return store.Campaign{}, fmt.Errorf("create campaign: %w", err)
+	}
+	if starting {
+		if err := s.Schedule(ctx, teamID, c.ID, w, 0); err != nil {
+			// Leave nothing behind: the caller sees the error and no half-made campaign.
+			_ = s.Store.DeleteCampaign(context.WithoutCancel(ctx), teamID, c.ID)
+			return store.Campaign{}, err
+		}
+	}
+	return s.Get(ctx, teamID, c.ID)
+}
+
+// Books reads contact books (contact.Service).
+type Books interface {
+	Book(ctx context.Context, teamID int64, id string) (store.ContactBook, error)
+}

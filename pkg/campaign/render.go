@@ -1,0 +1,69 @@
+package campaign
+
+import (
+	"html"
+	"regexp"
+	"strings"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// placeholder matches {{name}}, {{contact.name}} and {{name,fallback=Text}}.
+var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
+
+// unsubscribeNames are the placeholders of the one-click unsubscribe URL (the legacy name too).
+var unsubscribeNames = map[string]bool{"usesend_unsubscribe_url": true, "unsend_unsubscribe_url": true}
+
+// HasUnsubscribe reports whether s contains an unsubscribe placeholder.
+func HasUnsubscribe(s string) bool {
+	for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
+		if unsubscribeNames[strings.ToLower(m[1])] {
+			return true
+		}
+	}
+	return false
+}
+
+// vars are a contact's values by lower-cased name.
+func vars(c store.Contact, unsubscribeURL string) map[string]string {
+	v := map[string]string{
+		"firstname": c.FirstName,
+		"lastname":  c.LastName,
+		"email":     c.Email,
+	}
+	for k, val := range c.Properties {
+		v["contact."+strings.ToLower(k)] = val
+		if _, builtin := v[strings.ToLower(k)]; !builtin {
+			v[strings.ToLower(k)] = val
+		}
+	}
+	for n := range unsubscribeNames {
+		v[n] = unsubscribeURL
+	}
+	return v
+}
+
+// Render personalises s for one contact: names are case-insensitive; an empty or missing value
+// takes the fallback, else renders as nothing. Values are HTML-escaped when escape is set.
+func Render(s string, values map[string]string, escape bool) string {
+	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		sub := placeholder.FindStringSubmatch(m)
+		name := strings.ToLower(sub[1])
+		v := values[name]
+		if v == "" {
+			v = strings.TrimSpace(sub[2])
+		}
+		if escape {
+			return html.EscapeString(v)
+		}
+		return v
+	})
+}
+
+// withPreview puts the preview text first in the body, hidden, where mail clients show it.
+func withPreview(body, preview string) string {
+	if preview == "" {
+		return body
+	}
+	return `<div style="display:none;max-height:0;overflow:hidden;mso-hide:all">` + html.EscapeString(preview) + "</div>" + body
+}
