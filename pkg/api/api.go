@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -29,6 +31,8 @@ type Services struct {
 	Domains      *domain.Service
 	Templates    *template.Service
 	Suppressions *suppression.Service
+	Contacts     *contact.Service
+	Campaigns    *campaign.Service
 	Log          *slog.Logger
 }
 
@@ -39,7 +43,9 @@ type Route struct {
 	Path     string // API Gateway / ServeMux form: /api/v1/emails/{emailId}
 	Function string
 	// Manage marks routes a SENDING key may not call.
-	Manage  bool
+	Manage bool
+	// Public routes take no API key (the unsubscribe link in a recipient's mailbox).
+	Public  bool
 	handler func(*Services, http.ResponseWriter, *http.Request) error
 }
 
@@ -68,6 +74,31 @@ var Routes = []Route{
 	{Method: "GET", Path: "/api/v1/suppressions", Function: "ListSuppressions", Manage: true, handler: (*Services).listSuppressions},
 	{Method: "POST", Path: "/api/v1/suppressions", Function: "CreateSuppression", Manage: true, handler: (*Services).createSuppression},
 	{Method: "DELETE", Path: "/api/v1/suppressions/{email}", Function: "DeleteSuppression", Manage: true, handler: (*Services).deleteSuppression},
+
+	{Method: "GET", Path: "/api/v1/contactBooks", Function: "ListContactBooks", Manage: true, handler: (*Services).listContactBooks},
+	{Method: "POST", Path: "/api/v1/contactBooks", Function: "CreateContactBook", Manage: true, handler: (*Services).createContactBook},
+	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}", Function: "GetContactBook", Manage: true, handler: (*Services).getContactBook},
+	{Method: "PATCH", Path: "/api/v1/contactBooks/{contactBookId}", Function: "UpdateContactBook", Manage: true, handler: (*Services).updateContactBook},
+	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}", Function: "DeleteContactBook", Manage: true, handler: (*Services).deleteContactBook},
+	{Method: "POST", Path: "/api/v1/contactBooks/{contactBookId}/contacts", Function: "CreateContact", Manage: true, handler: (*Services).upsertContact},
+	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}/contacts", Function: "ListContacts", Manage: true, handler: (*Services).listContacts},
+	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "GetContact", Manage: true, handler: (*Services).getContact},
+	{Method: "PATCH", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "UpdateContact", Manage: true, handler: (*Services).updateContact},
+	{Method: "PUT", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "UpsertContact", Manage: true, handler: (*Services).upsertContact},
+	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "DeleteContact", Manage: true, handler: (*Services).deleteContact},
+	{Method: "POST", Path: "/api/v1/contactBooks/{contactBookId}/contacts/bulk", Function: "BulkCreateContacts", Manage: true, handler: (*Services).bulkCreateContacts},
+	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}/contacts/bulk", Function: "BulkDeleteContacts", Manage: true, handler: (*Services).bulkDeleteContacts},
+
+	{Method: "POST", Path: "/api/v1/campaigns", Function: "CreateCampaign", Manage: true, handler: (*Services).createCampaign},
+	{Method: "GET", Path: "/api/v1/campaigns", Function: "ListCampaigns", Manage: true, handler: (*Services).listCampaigns},
+	{Method: "GET", Path: "/api/v1/campaigns/{campaignId}", Function: "GetCampaign", Manage: true, handler: (*Services).getCampaign},
+	{Method: "DELETE", Path: "/api/v1/campaigns/{campaignId}", Function: "DeleteCampaign", Manage: true, handler: (*Services).deleteCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/schedule", Function: "ScheduleCampaign", Manage: true, handler: (*Services).scheduleCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/pause", Function: "PauseCampaign", Manage: true, handler: (*Services).pauseCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/resume", Function: "ResumeCampaign", Manage: true, handler: (*Services).resumeCampaign},
+
+	{Method: "GET", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Public: true, handler: (*Services).unsubscribeForm},
+	{Method: "POST", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Public: true, handler: (*Services).unsubscribe},
 }
 
 // Handler serves every route (the local server).
@@ -144,6 +175,9 @@ func (s *Services) wrap(rt Route) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		var teamID int64
 		err := func() error {
+			if rt.Public {
+				return rt.handler(s, rec, r)
+			}
 			p, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 			if err != nil {
 				return err

@@ -64,6 +64,9 @@ func newEnvAt(t *testing.T, dir string, workers int) *env {
 	clk := &clock{}
 	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: workers,
 		AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	// Listen first: links in emails (unsubscribe) need the server's address, as in server.Start.
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
 	a, err := app.New(ctx, cfg, app.Options{Local: true, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +74,9 @@ func newEnvAt(t *testing.T, dir string, workers int) *env {
 	if err := a.Start(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, app: a, clock: clk}
-	e.srv = httptest.NewServer(a.Services.Handler())
+	e := &env{t: t, app: a, clock: clk, srv: srv}
+	srv.Config.Handler = a.Services.Handler()
+	srv.Start()
 	t.Cleanup(func() {
 		e.srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

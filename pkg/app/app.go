@@ -2,11 +2,15 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +22,8 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/deliver"
 	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
@@ -52,10 +58,15 @@ type App struct {
 	// Scheduler fires scheduled emails: in process with Options.Local, else EventBridge
 	// Scheduler (nil with the embedded backend outside Options.Local).
 	Scheduler email.Scheduler
-	local     *schedlocal.Scheduler
-	regions   []string // regions domains may use (AWS: the deployment's)
-	stop      context.CancelFunc
-	loops     sync.WaitGroup
+	// Campaigns is the campaign schedules' scheduler (locally the same in-process one).
+	Campaigns  email.Scheduler
+	local      *schedlocal.Scheduler
+	runs       sync.WaitGroup // campaign runs started by local schedules
+	regions    []string       // regions domains may use (AWS: the deployment's)
+	stop       context.CancelFunc
+	runCtx     context.Context // campaign runs; cancelled by Close
+	cancelRuns context.CancelFunc
+	loops      sync.WaitGroup
 	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
 	OutboxDir string
 
@@ -110,8 +121,40 @@ func build(ctx context.Context, cfg Config, awsCfg *aws.Config, opts Options) (*
 		return nil, err
 	}
 	a.Ingester.Store = a.Store
+	if err := a.secret(); err != nil {
+		_ = a.Close(ctx)
+		return nil, err
+	}
+	a.runCtx, a.cancelRuns = context.WithCancel(context.Background())
 	a.wire(now, opts.Local)
 	return a, nil
+}
+
+// secret makes sure unsubscribe links can be signed: the configured secret, or locally one kept
+// in DATA_DIR/unsubscribe.key (made on first start) so links keep working across restarts.
+func (a *App) secret() error {
+	if a.Config.UnsubscribeSecret != "" {
+		return nil
+	}
+	if a.local == nil && a.OutboxDir == "" {
+		// Lambda without the template's secret (or the admin CLI, which signs nothing):
+		// campaign steps refuse to run and links do not verify, see campaign.Signer.
+		return nil
+	}
+	path := filepath.Join(a.Config.DataDir, "unsubscribe.key")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		a.Config.UnsubscribeSecret = strings.TrimSpace(string(b))
+		return nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	a.Config.UnsubscribeSecret = hex.EncodeToString(b[:])
+	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(a.Config.UnsubscribeSecret), 0o600)
 }
 
 func (a *App) useEmbedded() error {
@@ -143,12 +186,12 @@ func (a *App) useLocalScheduler() error {
 	}
 	// The emails service exists only after wire; the closure reads it when a schedule fires,
 	// which is never before Start.
-	fire := func(ctx context.Context, payload []byte) error { return a.Services.Emails.Fire(ctx, payload) }
+	fire := a.fireLocal
 	sch, err := schedlocal.Open(filepath.Join(a.Config.DataDir, "schedules.db"), fire, a.Log)
 	if err != nil {
 		return fmt.Errorf("open local scheduler: %w", err)
 	}
-	a.local, a.Scheduler = sch, sch
+	a.local, a.Scheduler, a.Campaigns = sch, sch, sch
 	// Stop firing before anything else closes.
 	a.closers = append([]func(context.Context) error{sch.Close}, a.closers...)
 	return nil
@@ -175,6 +218,10 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.ScheduleTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})
+		a.Campaigns = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
+			Group: a.Config.ScheduleGroup, TargetARN: a.Config.CampaignTargetARN,
+			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
+		})
 	}
 	return nil
 }
@@ -194,6 +241,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 		}
 		a.Worker.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@" + host + ">" }
 	}
+	contacts := &contact.Service{Store: a.Store, Now: now, Log: a.Log}
 	emails := &email.Service{Store: a.Store, Domains: dir, Scheduler: a.Scheduler, Now: now, Log: a.Log}
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
@@ -206,7 +254,11 @@ func (a *App) wire(now func() time.Time, local bool) {
 			OnChange: dir.Forget, Regions: a.regions},
 		Templates:    &template.Service{Store: a.Store, Now: now},
 		Suppressions: &suppression.Service{Store: a.Store, Now: now},
-		Log:          a.Log,
+		Contacts:     contacts,
+		Campaigns: &campaign.Service{Store: a.Store, Domains: dir, Scheduler: a.Campaigns,
+			Dispatcher: emails.Dispatcher, Contacts: contacts, Now: now, Log: a.Log,
+			Signer: campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL}},
+		Log: a.Log,
 	}
 }
 
@@ -220,6 +272,10 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 	if err := a.local.Start(ctx); err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
+	// Campaigns that were running when the process stopped continue from their cursor.
+	if n, err := a.Services.Campaigns.RecoverRunning(ctx, 0); n > 0 || err != nil {
+		a.Log.Info("resuming running campaigns", "count", n, "err", err)
+	}
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop = stop
 	a.loops.Add(1)
@@ -232,10 +288,44 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			case <-loopCtx.Done():
 				return
 			case <-t.C:
-				if n, err := a.Worker.Reconcile(loopCtx, a.Store, 2*time.Minute); n > 0 || err != nil {
-					a.Log.Info("reconciled stuck emails", "count", n, "err", err)
-				}
+				a.Periodic(loopCtx)
 			}
+		}
+	}()
+	return nil
+}
+
+// Periodic is the background housekeeping: emails stuck QUEUED or SENDING go back through
+// delivery, running campaigns that stopped moving get their next step again, and the contacts
+// of deleted books are removed. Locally it runs on a timer; on AWS the Reconciler function
+// calls it.
+func (a *App) Periodic(ctx context.Context) {
+	if n, err := a.Worker.Reconcile(ctx, a.Store, 2*time.Minute); n > 0 || err != nil {
+		a.Log.Info("reconciled stuck emails", "count", n, "err", err)
+	}
+	if n, err := a.Services.Campaigns.RecoverRunning(ctx, 5*time.Minute); n > 0 || err != nil {
+		a.Log.Info("resumed stalled campaigns", "count", n, "err", err)
+	}
+	if n, err := a.Services.Contacts.PurgeDeletedBooks(ctx); n > 0 || err != nil {
+		a.Log.Info("removed contacts of deleted books", "count", n, "err", err)
+	}
+}
+
+// fireLocal routes a local schedule to its target. A campaign runs apart from the scheduler's
+// goroutine (a large one takes minutes and must not hold up scheduled emails); if the process
+// stops meanwhile, Start resumes it from its cursor.
+func (a *App) fireLocal(ctx context.Context, payload []byte) error {
+	var kind struct {
+		CampaignID string `json:"campaignId"`
+	}
+	if json.Unmarshal(payload, &kind) != nil || kind.CampaignID == "" {
+		return a.Services.Emails.Fire(ctx, payload)
+	}
+	a.runs.Add(1)
+	go func() {
+		defer a.runs.Done()
+		if err := a.Services.Campaigns.Fire(a.runCtx, payload); err != nil {
+			a.Log.Error("campaign step", "campaignId", kind.CampaignID, "err", err)
 		}
 	}()
 	return nil
@@ -248,6 +338,10 @@ func (a *App) Close(ctx context.Context) error {
 		a.stop()
 		a.loops.Wait()
 	}
+	if a.cancelRuns != nil {
+		a.cancelRuns()
+	}
+	a.runs.Wait()
 	if a.Pool != nil {
 		a.Pool.Close(ctx)
 	}

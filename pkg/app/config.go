@@ -41,6 +41,15 @@ type Config struct {
 	ScheduleTargetARN string
 	ScheduleRoleARN   string
 	ScheduleDLQARN    string
+	// CAMPAIGN_TARGET_ARN: the campaign batch function, target of campaign schedules.
+	CampaignTargetARN string
+
+	// PublicURL is the base of links in emails (one-click unsubscribe): PUBLIC_URL; the local
+	// server uses its own address when unset.
+	PublicURL string
+	// UnsubscribeSecret signs unsubscribe links: UNSUBSCRIBE_SECRET; locally a random one is
+	// kept in DATA_DIR/unsubscribe.key when unset.
+	UnsubscribeSecret string
 }
 
 // ConfigFromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -60,6 +69,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		ScheduleTargetARN: getenv("SCHEDULE_TARGET_ARN"),
 		ScheduleRoleARN:   getenv("SCHEDULE_ROLE_ARN"),
 		ScheduleDLQARN:    getenv("SCHEDULE_DLQ_ARN"),
+		CampaignTargetARN: getenv("CAMPAIGN_TARGET_ARN"),
+		PublicURL:         getenv("PUBLIC_URL"),
+		UnsubscribeSecret: getenv("UNSUBSCRIBE_SECRET"),
 	}
 	var err error
 	if c.Port, err = intEnv(getenv, "PORT", 3000); err != nil {

@@ -27,19 +27,29 @@ type Server struct {
 // Start builds the app, makes sure a team and key exist, recovers pending deliveries and
 // serves on addr ("127.0.0.1:0" picks a free port). It prints the banner to out.
 func Start(ctx context.Context, cfg app.Config, addr string, out io.Writer) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PublicURL == "" { // links in emails (unsubscribe) point at this server
+		cfg.PublicURL = "http://" + ln.Addr().String()
+	}
 	a, err := app.New(ctx, cfg, app.Options{Local: true})
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	admin := &team.Admin{Store: a.Store, Now: time.Now}
 	key, teamID, err := admin.Bootstrap(ctx, cfg.BootstrapAPIKey)
 	if err != nil {
 		_ = a.Close(ctx)
+		ln.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	n, err := a.Pool.Recover(ctx, a.Store)
 	if err != nil {
 		_ = a.Close(ctx)
+		ln.Close()
 		return nil, fmt.Errorf("recover pending emails: %w", err)
 	}
 	if n > 0 {
@@ -48,11 +58,7 @@ func Start(ctx context.Context, cfg app.Config, addr string, out io.Writer) (*Se
 	// Schedules that came due while the server was down fire now.
 	if err := a.Start(ctx, time.Minute); err != nil {
 		_ = a.Close(ctx)
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		_ = a.Close(ctx)
+		ln.Close()
 		return nil, err
 	}
 	mux := http.NewServeMux()

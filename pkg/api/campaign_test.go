@@ -1,0 +1,411 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+type campaignOut struct {
+	ID                                                                                      string
+	Status                                                                                  string
+	ScheduledAt                                                                             *string
+	BatchSize, BatchWindowMinutes                                                           int
+	Total, Sent, Delivered, Opened, Clicked, Unsubscribed, Bounced, HardBounced, Complained int64
+	ReplyTo, CC, BCC                                                                        []string
+	PreviewText, ContactBookID, HTML, Content                                               *string
+}
+
+// book makes a contact book with the given contacts (JSON objects) and returns its id.
+func (e *env) book(contacts ...string) string {
+	e.t.Helper()
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Newsletter","variables":["company"]}`, &b)
+	if len(contacts) > 0 {
+		e.mustDo("POST", "/api/v1/contactBooks/"+b.ID+"/contacts/bulk", "["+strings.Join(contacts, ",")+"]", nil)
+	}
+	return b.ID
+}
+
+func (e *env) campaign(id string) campaignOut {
+	e.t.Helper()
+	var c campaignOut
+	e.mustDo("GET", "/api/v1/campaigns/"+id, "", &c)
+	return c
+}
+
+func (e *env) awaitCampaign(id string, done func(campaignOut) bool) campaignOut {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := e.campaign(id)
+		if done(c) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("campaign %s never got there: %+v", id, c)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// outboxFor returns the messages in the outbox addressed to addr.
+func (e *env) outboxFor(addr string) []string {
+	e.t.Helper()
+	files, _ := filepath.Glob(filepath.Join(e.app.OutboxDir, "*.eml"))
+	var out []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(strings.ToLower(string(b)), "to: ") && strings.Contains(strings.ToLower(headerBlock(string(b))), strings.ToLower(addr)) {
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
+
+func headerBlock(msg string) string {
+	head, _, _ := strings.Cut(msg, "\r\n\r\n")
+	for _, l := range strings.Split(head, "\r\n") {
+		if strings.HasPrefix(strings.ToLower(l), "to:") {
+			return l
+		}
+	}
+	return ""
+}
+
+const campaignHTML = `<p>Hi {{firstName}} from {{company,fallback=your team}}</p><a href="{{usesend_unsubscribe_url}}">unsubscribe</a>`
+
+func TestCampaignEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(
+		`{"email":"ann@example.org","firstName":"Ann","properties":{"company":"Acme"}}`,
+		`{"email":"bob@example.org","firstName":"Bob"}`,
+		`{"email":"cid@example.org","firstName":"Cid"}`,
+		`{"email":"dan@example.org","firstName":"Dan","subscribed":false}`,
+	)
+	// An import without "subscribed" must not re-subscribe Dan.
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"DAN@example.org","lastName":"Doe"}`, nil)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Launch","from":"News <news@example.com>","subject":"Hi {{firstName}}",
+		"previewText":"Big news","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true,"batchSize":2,
+		"replyTo":"reply@example.com"}`, &c)
+	if c.BatchSize != 2 || c.ReplyTo[0] != "reply@example.com" || c.CC == nil || c.PreviewText == nil {
+		t.Errorf("created %+v", c)
+	}
+	c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Delivered == 3 })
+	if c.Total != 3 || c.Sent != 3 || c.Unsubscribed != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	var link string
+	for name, want := range map[string]string{"ann": "Hi Ann from Acme", "bob": "Hi Bob from your team", "cid": "Hi Cid from your team"} {
+		msgs := e.outboxFor(name + "@example.org")
+		if len(msgs) != 1 {
+			t.Fatalf("%s has %d messages, want 1", name, len(msgs))
+		}
+		m := msgs[0]
+		for _, h := range []string{"Subject: Hi " + strings.ToUpper(name[:1]) + name[1:], "List-Unsubscribe: <http", "List-Unsubscribe-Post: List-Unsubscribe=One-Click", "Precedence: bulk"} {
+			if !strings.Contains(m, h) {
+				t.Errorf("%s's message lacks %q", name, h)
+			}
+		}
+		if !strings.Contains(decodeQP(m), want) || !strings.Contains(decodeQP(m), "Big news") {
+			t.Errorf("%s's message is not personalised (%q)", name, want)
+		}
+		if name == "bob" {
+			link = regexp.MustCompile(`List-Unsubscribe: <([^>]+)>`).FindStringSubmatch(m)[1]
+		}
+	}
+	if msgs := e.outboxFor("dan@example.org"); len(msgs) != 0 {
+		t.Errorf("the unsubscribed contact got %d messages", len(msgs))
+	}
+
+	// The one-click link: GET only shows a form; POST unsubscribes, once.
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `<form method="post">`) {
+		t.Errorf("GET link = %d %s", resp.StatusCode, body)
+	}
+	if c := e.campaign(c.ID); c.Unsubscribed != 0 {
+		t.Error("a GET unsubscribed someone")
+	}
+	for range 2 {
+		resp, err := http.Post(link, "application/x-www-form-urlencoded", strings.NewReader("List-Unsubscribe=One-Click"))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("one-click POST = %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	if c := e.campaign(c.ID); c.Unsubscribed != 1 {
+		t.Errorf("unsubscribed = %d after two clicks, want 1", c.Unsubscribed)
+	}
+	var contacts []struct {
+		Email      string
+		Subscribed bool
+	}
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts?emails=bob@example.org", "", &contacts)
+	if len(contacts) != 1 || contacts[0].Subscribed {
+		t.Errorf("bob after unsubscribing: %+v", contacts)
+	}
+	tampered := strings.Replace(link, "/unsubscribe/", "/unsubscribe/x", 1)
+	if resp, _ := http.Post(tampered, "text/plain", nil); resp.StatusCode != 404 {
+		t.Errorf("tampered link = %d", resp.StatusCode)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// decodeQP undoes quoted-printable soft breaks and =3D enough to search a body.
+func decodeQP(s string) string {
+	return strings.NewReplacer("=\r\n", "", "=3D", "=").Replace(s)
+}
+
+func TestCampaignScheduleNaturalLanguage(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"ann@example.org"}`)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Later","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"scheduledAt":"tomorrow 9am"}`, &c)
+	want, _ := campaign.ParseTime("tomorrow 9am", e.clock.Now())
+	if c.Status != "SCHEDULED" || c.ScheduledAt == nil || !strings.HasPrefix(*c.ScheduledAt, want.Format("2006-01-02T15:04:05")) || want.Hour() != 9 {
+		t.Errorf("scheduled %+v, want %s", c, want)
+	}
+	// A draft, then the schedule endpoint.
+	var d campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Draft","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`}`, &d)
+	if d.Status != "DRAFT" {
+		t.Fatalf("draft status %s", d.Status)
+	}
+	var ok struct{ Success bool }
+	e.mustDo("POST", "/api/v1/campaigns/"+d.ID+"/schedule", `{"scheduledAt":"next monday 10:00"}`, &ok)
+	if !ok.Success {
+		t.Error("schedule answered no success")
+	}
+	if got := e.campaign(d.ID); got.Status != "SCHEDULED" || !strings.Contains(*got.ScheduledAt, "T10:00:00") {
+		t.Errorf("after schedule: %+v", got)
+	}
+	r := e.do("POST", "/api/v1/campaigns/"+d.ID+"/schedule", `{"scheduledAt":"whenever"}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "tomorrow 9am") {
+		t.Errorf("unparseable time = %d %s", r.status, msg)
+	}
+	var list struct {
+		Campaigns []struct{ ID, Status string }
+		TotalPage int
+	}
+	e.mustDo("GET", "/api/v1/campaigns?status=SCHEDULED&search=LATER", "", &list)
+	if len(list.Campaigns) != 1 || list.Campaigns[0].ID != c.ID || list.TotalPage != 1 {
+		t.Errorf("list = %+v", list)
+	}
+	e.mustDo("DELETE", "/api/v1/campaigns/"+c.ID, "", nil)
+	if r := e.do("GET", "/api/v1/campaigns/"+c.ID, ""); r.status != 404 {
+		t.Errorf("deleted campaign = %d", r.status)
+	}
+}
+
+func TestCampaignPauseAndResume(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"a@example.org"}`, `{"email":"b@example.org"}`, `{"email":"c@example.org"}`)
+	var c campaignOut
+	// One contact a batch, a minute between batches.
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Slow","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true,"batchSize":1,"batchWindowMinutes":1}`, &c)
+	c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Total == 1 })
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/pause", "", nil)
+	if got := e.campaign(c.ID); got.Status != "PAUSED" {
+		t.Fatalf("after pause: %s", got.Status)
+	}
+	// The window's schedule fires while paused: nothing happens.
+	fire(t, e, c.ID, 1)
+	if got := e.campaign(c.ID); got.Total != 1 || got.Status != "PAUSED" {
+		t.Fatalf("a paused campaign advanced: %+v", got)
+	}
+	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/pause", ""); r.status != 400 {
+		t.Errorf("pause twice = %d", r.status)
+	}
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/resume", "", nil)
+	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Total == 2 && c.Status == "RUNNING" })
+	fire(t, e, c.ID, 2) // the window passed
+	fire(t, e, c.ID, 2) // a repeated schedule is a no-op
+	fire(t, e, c.ID, 3) // the last step finds no one left
+	got := e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" })
+	if got.Total != 3 {
+		t.Errorf("total %d, want 3", got.Total)
+	}
+	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/resume", ""); r.status != 400 {
+		t.Errorf("resume a sent campaign = %d", r.status)
+	}
+}
+
+// fire delivers a campaign schedule's payload to the batch target, as the scheduler would.
+func fire(t *testing.T, e *env, id string, step int) {
+	t.Helper()
+	payload, _ := json.Marshal(campaign.Payload{CampaignID: id, TeamID: e.teamID, Step: step})
+	if err := e.app.Services.Campaigns.Fire(context.Background(), payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCampaignStepRetriedConcurrently: the same step run by many goroutines at once (a
+// retried Lambda, a duplicate schedule) writes one email per contact.
+func TestCampaignStepRetriedConcurrently(t *testing.T) {
+	e := newEnv(t)
+	var contacts []string
+	for i := range 30 {
+		contacts = append(contacts, fmt.Sprintf(`{"email":"c%02d@example.org"}`, i))
+	}
+	bookID := e.book(contacts...)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Race","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"batchSize":100}`, &c)
+	// Make it RUNNING at step 0 without the scheduler: start it, then race the step.
+	if _, err := e.app.Store.UpdateCampaign(context.Background(), e.teamID, c.ID, func(x *store.Campaign) error {
+		x.Status = store.CampaignRunning
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fire(t, e, c.ID, 0)
+		}()
+	}
+	wg.Wait()
+	got := e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Sent == 30 })
+	if got.Total != 30 {
+		t.Errorf("total = %d, want one email per contact (30)", got.Total)
+	}
+	var page struct{ Count int }
+	e.mustDo("GET", "/api/v1/emails?limit=1", "", &page)
+	if page.Count != 30 {
+		t.Errorf("%d emails written, want 30", page.Count)
+	}
+}
+
+func TestCampaignValidation(t *testing.T) {
+	e := newEnv(t)
+	full := e.book(`{"email":"a@example.org"}`)
+	empty := e.book(`{"email":"gone@example.org","subscribed":false}`)
+	base := `"name":"n","from":"news@example.com","subject":"s"`
+	cases := map[string]string{
+		`{` + base + `,"contactBookId":"` + full + `","html":"<p>no link</p>"}`:                                                  "html: must contain the unsubscribe",
+		`{` + base + `,"contactBookId":"` + full + `"}`:                                                                          "html: html or content is required",
+		`{"name":"n","subject":"s","contactBookId":"` + full + `","html":` + jsonString(campaignHTML) + `}`:                      "from: is required",
+		`{` + base + `,"contactBookId":"nope","html":` + jsonString(campaignHTML) + `}`:                                          "contactBookId:",
+		`{` + base + `,"contactBookId":"` + full + `","html":` + jsonString(campaignHTML) + `,"batchSize":100001}`:               "batchSize:",
+		`{"name":"n","from":"x@other.com","subject":"s","contactBookId":"` + full + `","html":` + jsonString(campaignHTML) + `}`: "from: domain other.com",
+		`{` + base + `,"contactBookId":"` + empty + `","html":` + jsonString(campaignHTML) + `,"sendNow":true}`:                  "contactBookId: the contact book has no subscribed contacts",
+		`{` + base + `,"contactBookId":"` + full + `","html":` + jsonString(campaignHTML) + `,"scheduledAt":"someday maybe"}`:    "scheduledAt: could not understand",
+	}
+	for body, want := range cases {
+		r := e.do("POST", "/api/v1/campaigns", body)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, want) {
+			t.Errorf("%s\n = %d %s, want %q", body, r.status, msg, want)
+		}
+	}
+	var list struct{ Campaigns []any }
+	e.mustDo("GET", "/api/v1/campaigns", "", &list)
+	if len(list.Campaigns) != 0 {
+		t.Errorf("refused campaigns left %d behind", len(list.Campaigns))
+	}
+	sending := e.keyFor(store.PermissionSending, 0)
+	if r := e.request(sending, "GET", "/api/v1/campaigns", nil); r.status != 403 {
+		t.Errorf("SENDING key listed campaigns: %d", r.status)
+	}
+}
+
+func TestContactsAPI(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book()
+	var created struct{ ContactID string }
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"Ann <ANN@example.org>","firstName":"Ann","properties":{"plan":"pro"}}`, &created)
+	var again struct{ ContactID string }
+	e.mustDo("PUT", "/api/v1/contactBooks/"+bookID+"/contacts/"+created.ContactID, `{"email":"ann@example.org","lastName":"Lee"}`, &again)
+	if again.ContactID != created.ContactID {
+		t.Errorf("PUT by the same email made another contact")
+	}
+	var ct struct {
+		Email, FirstName, LastName string
+		Subscribed                 bool
+		Properties                 map[string]string
+	}
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts/"+created.ContactID, "", &ct)
+	if ct.Email != "ann@example.org" || ct.FirstName != "Ann" || ct.LastName != "Lee" || !ct.Subscribed || ct.Properties["plan"] != "pro" {
+		t.Errorf("contact %+v", ct)
+	}
+	e.mustDo("PATCH", "/api/v1/contactBooks/"+bookID+"/contacts/"+created.ContactID, `{"subscribed":false}`, nil)
+	var book struct {
+		Count struct{ Contacts int } `json:"_count"`
+	}
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID, "", &book)
+	if book.Count.Contacts != 1 {
+		t.Errorf("book count %d", book.Count.Contacts)
+	}
+	var bulk []string
+	for i := range 1001 {
+		bulk = append(bulk, fmt.Sprintf(`{"email":"u%d@example.org"}`, i))
+	}
+	if r := e.do("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", "["+strings.Join(bulk, ",")+"]"); r.status != 400 {
+		t.Errorf("1001 contacts = %d", r.status)
+	}
+	if r := e.do("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `[{"email":"ok@example.org"},{"email":"bad"}]`); r.status != 400 {
+		t.Errorf("bulk with a bad element = %d", r.status)
+	}
+	var res struct{ Count int }
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", "["+strings.Join(bulk[:5], ",")+"]", &res)
+	if res.Count != 5 {
+		t.Errorf("bulk count %d", res.Count)
+	}
+	var list []struct{ ID, Email string }
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts?limit=2&page=2", "", &list)
+	if len(list) != 2 || list[0].Email != "u1@example.org" {
+		t.Errorf("page 2 = %+v", list) // email order: ann, u0, u1, u2, u3, u4
+	}
+	ids := []string{}
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts?emails=u0@example.org,u1@example.org", "", &list)
+	for _, c := range list {
+		ids = append(ids, `"`+c.ID+`"`)
+	}
+	var del struct {
+		Success bool
+		Count   int
+	}
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `{"contactIds":[`+strings.Join(ids, ",")+`]}`, &del)
+	if !del.Success || del.Count != 2 {
+		t.Errorf("bulk delete = %+v", del)
+	}
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID+"/contacts/"+created.ContactID, "", nil)
+	if r := e.do("GET", "/api/v1/contactBooks/"+bookID+"/contacts/"+created.ContactID, ""); r.status != 404 {
+		t.Errorf("deleted contact = %d", r.status)
+	}
+	other, _ := e.newTeam("other", store.PermissionFull, 0)
+	if r := e.request(other, "GET", "/api/v1/contactBooks/"+bookID+"/contacts", nil); r.status != 404 {
+		t.Errorf("another team's book = %d", r.status)
+	}
+	// Deleting a book removes its contacts in the background.
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID, "", nil)
+	e.app.Periodic(context.Background())
+	if n, _ := e.app.Services.Contacts.PurgeDeletedBooks(context.Background()); n != 0 {
+		t.Errorf("contacts left after the purge: %d more removed", n)
+	}
+	if r := e.do("GET", "/api/v1/contactBooks/"+bookID, ""); r.status != 404 {
+		t.Errorf("deleted book = %d", r.status)
+	}
+}

@@ -1,0 +1,297 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"strconv"
+
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// campaignView is a campaign as interface.md 2.5 and the OpenAPI document show it.
+type campaignView struct {
+	ID                 string   `json:"id"`
+	Name               string   `json:"name"`
+	From               string   `json:"from"`
+	Subject            string   `json:"subject"`
+	PreviewText        *string  `json:"previewText"`
+	ContactBookID      *string  `json:"contactBookId"`
+	HTML               *string  `json:"html"`
+	Content            *string  `json:"content"`
+	Status             string   `json:"status"`
+	ScheduledAt        *string  `json:"scheduledAt"`
+	BatchSize          int      `json:"batchSize"`
+	BatchWindowMinutes int      `json:"batchWindowMinutes"`
+	Total              int64    `json:"total"`
+	Sent               int64    `json:"sent"`
+	Delivered          int64    `json:"delivered"`
+	Opened             int64    `json:"opened"`
+	Clicked            int64    `json:"clicked"`
+	Unsubscribed       int64    `json:"unsubscribed"`
+	Bounced            int64    `json:"bounced"`
+	HardBounced        int64    `json:"hardBounced"`
+	Complained         int64    `json:"complained"`
+	ReplyTo            []string `json:"replyTo"`
+	CC                 []string `json:"cc"`
+	BCC                []string `json:"bcc"`
+	CreatedAt          string   `json:"createdAt"`
+	UpdatedAt          string   `json:"updatedAt"`
+}
+
+func newCampaignView(c store.Campaign) campaignView {
+	n := func(k string) int64 { return c.Counters[k] }
+	return campaignView{
+		ID: c.ID, Name: c.Name, From: c.From, Subject: c.Subject, PreviewText: nullable(c.PreviewText),
+		ContactBookID: nullable(c.ContactBookID), HTML: nullable(c.HTML), Content: nullable(c.Content),
+		Status: c.Status, ScheduledAt: tsPtr(c.ScheduledAt), BatchSize: c.BatchSize,
+		BatchWindowMinutes: c.BatchWindowMinutes, Total: n(store.CountTotal), Sent: n(store.CountSent),
+		Delivered: n(store.CountDelivered), Opened: n(store.CountOpened), Clicked: n(store.CountClicked),
+		Unsubscribed: n(store.CountUnsubscribed), Bounced: n(store.CountBounced),
+		HardBounced: n(store.CountHardBounced), Complained: n(store.CountComplained),
+		ReplyTo: list(c.ReplyTo), CC: list(c.CC), BCC: list(c.BCC),
+		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt),
+	}
+}
+
+// campaignItem is an element of GET /campaigns.
+type campaignItem struct {
+	ID           string  `json:"id"`
+	Name         string  `json:"name"`
+	From         string  `json:"from"`
+	Subject      string  `json:"subject"`
+	CreatedAt    string  `json:"createdAt"`
+	UpdatedAt    string  `json:"updatedAt"`
+	Status       string  `json:"status"`
+	ScheduledAt  *string `json:"scheduledAt"`
+	Total        int64   `json:"total"`
+	Sent         int64   `json:"sent"`
+	Delivered    int64   `json:"delivered"`
+	Unsubscribed int64   `json:"unsubscribed"`
+}
+
+// addresses decodes a string or an array of strings (replyTo, cc, bcc of a campaign).
+func addresses(raw json.RawMessage, field string) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err != nil {
+		return nil, fault.Field(field, "must be a string or an array of strings")
+	}
+	return []string{one}, nil
+}
+
+func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, maxSendBody)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Name               string          `json:"name"`
+		From               string          `json:"from"`
+		Subject            string          `json:"subject"`
+		PreviewText        string          `json:"previewText"`
+		ContactBookID      string          `json:"contactBookId"`
+		Content            string          `json:"content"`
+		HTML               string          `json:"html"`
+		ReplyTo            json.RawMessage `json:"replyTo"`
+		CC                 json.RawMessage `json:"cc"`
+		BCC                json.RawMessage `json:"bcc"`
+		SendNow            bool            `json:"sendNow"`
+		ScheduledAt        string          `json:"scheduledAt"`
+		BatchSize          int             `json:"batchSize"`
+		BatchWindowMinutes int             `json:"batchWindowMinutes"`
+	}
+	if err := decodeObject(body, &in); err != nil {
+		return err
+	}
+	req := campaign.Request{Name: in.Name, From: in.From, Subject: in.Subject, PreviewText: in.PreviewText,
+		ContactBookID: in.ContactBookID, HTML: in.HTML, Content: in.Content, SendNow: in.SendNow,
+		ScheduledAt: in.ScheduledAt, BatchSize: in.BatchSize, BatchWindowMinutes: in.BatchWindowMinutes}
+	if req.ReplyTo, err = addresses(in.ReplyTo, "replyTo"); err != nil {
+		return err
+	}
+	if req.CC, err = addresses(in.CC, "cc"); err != nil {
+		return err
+	}
+	if req.BCC, err = addresses(in.BCC, "bcc"); err != nil {
+		return err
+	}
+	c, err := s.Campaigns.Create(r.Context(), principal(r).TeamID, req, s.Contacts)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newCampaignView(c))
+	return nil
+}
+
+func (s *Services) listCampaigns(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	page := 1
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return fault.Field("page", "must be an integer of at least 1")
+		}
+		page = n
+	}
+	list, pages, err := s.Campaigns.List(r.Context(), principal(r).TeamID, page, q.Get("status"), q.Get("search"))
+	if err != nil {
+		return err
+	}
+	out := make([]campaignItem, len(list))
+	for i, c := range list {
+		v := newCampaignView(c)
+		out[i] = campaignItem{ID: v.ID, Name: v.Name, From: v.From, Subject: v.Subject, CreatedAt: v.CreatedAt,
+			UpdatedAt: v.UpdatedAt, Status: v.Status, ScheduledAt: v.ScheduledAt, Total: v.Total, Sent: v.Sent,
+			Delivered: v.Delivered, Unsubscribed: v.Unsubscribed}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"campaigns": out, "totalPage": pages})
+	return nil
+}
+
+func campaignID(r *http.Request) (string, error) { return pathID(r, "campaignId", "Campaign") }
+
+func (s *Services) getCampaign(w http.ResponseWriter, r *http.Request) error {
+	id, err := campaignID(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.Campaigns.Get(r.Context(), principal(r).TeamID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newCampaignView(c))
+	return nil
+}
+
+func (s *Services) deleteCampaign(w http.ResponseWriter, r *http.Request) error {
+	id, err := campaignID(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.Campaigns.Delete(r.Context(), principal(r).TeamID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newCampaignView(c))
+	return nil
+}
+
+func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) error {
+	id, err := campaignID(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxOtherBody)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		ScheduledAt string `json:"scheduledAt"`
+		BatchSize   int    `json:"batchSize"`
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeObject(body, &in); err != nil {
+			return err
+		}
+	}
+	if in.BatchSize != 0 && (in.BatchSize < 1 || in.BatchSize > campaign.MaxBatchSize) {
+		return fault.Field("batchSize", "must be from 1 to %d", campaign.MaxBatchSize)
+	}
+	when := campaign.When{Now: in.ScheduledAt == ""}
+	if in.ScheduledAt != "" {
+		at, err := campaign.ParseTime(in.ScheduledAt, s.Campaigns.Now())
+		if err != nil {
+			return err
+		}
+		when.At = &at
+	}
+	if err := s.Campaigns.Schedule(r.Context(), principal(r).TeamID, id, when, in.BatchSize); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
+}
+
+func (s *Services) pauseCampaign(w http.ResponseWriter, r *http.Request) error {
+	id, err := campaignID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.Campaigns.Pause(r.Context(), principal(r).TeamID, id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
+}
+
+func (s *Services) resumeCampaign(w http.ResponseWriter, r *http.Request) error {
+	id, err := campaignID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.Campaigns.Resume(r.Context(), principal(r).TeamID, id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
+}
+
+// The unsubscribe pages are HTML for people, not JSON: GET only shows a confirmation form,
+// so link scanners that follow the URL unsubscribe nobody; the form (and a mail client's
+// RFC 8058 one-click POST) unsubscribes.
+var unsubscribePage = template.Must(template.New("unsubscribe").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>{{.Title}}</title></head>
+<body style="font-family:sans-serif;max-width:32rem;margin:4rem auto;text-align:center">
+<h1>{{.Title}}</h1><p>{{.Text}}</p>
+{{if .Form}}<form method="post"><button type="submit" style="font-size:1.1rem;padding:.6rem 1.4rem">Unsubscribe</button></form>{{end}}
+</body></html>`))
+
+type page struct {
+	Title, Text string
+	Form        bool
+}
+
+func writePage(w http.ResponseWriter, status int, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = unsubscribePage.Execute(w, p)
+}
+
+func (s *Services) unsubscribeForm(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.Campaigns.Signer.Verify(r.PathValue("token")); err != nil {
+		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This unsubscribe link is not valid."})
+		return nil
+	}
+	writePage(w, http.StatusOK, page{Title: "Unsubscribe", Text: "Stop receiving these emails?", Form: true})
+	return nil
+}
+
+func (s *Services) unsubscribe(w http.ResponseWriter, r *http.Request) error {
+	_, err := s.Campaigns.Unsubscribe(r.Context(), r.PathValue("token"))
+	switch {
+	case errors.Is(err, campaign.ErrBadToken):
+		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This unsubscribe link is not valid."})
+		return nil
+	case err != nil:
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {
+			writePage(w, http.StatusOK, page{Title: "Unsubscribed", Text: "You will not receive these emails any more."})
+			return nil
+		}
+		return err
+	}
+	writePage(w, http.StatusOK, page{Title: "Unsubscribed", Text: "You will not receive these emails any more."})
+	return nil
+}

@@ -1,0 +1,349 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/mailroom/mailroom/pkg/contact"
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// maxBulkBody fits 1000 contacts with properties.
+const maxBulkBody = 8 << 20
+
+type bookView struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name"`
+	TeamID             int64             `json:"teamId"`
+	Properties         map[string]string `json:"properties"`
+	Variables          []string          `json:"variables"`
+	Emoji              string            `json:"emoji"`
+	DoubleOptInEnabled bool              `json:"doubleOptInEnabled"`
+	DoubleOptInFrom    *string           `json:"doubleOptInFrom"`
+	DoubleOptInSubject *string           `json:"doubleOptInSubject"`
+	DoubleOptInContent *string           `json:"doubleOptInContent"`
+	CreatedAt          string            `json:"createdAt"`
+	UpdatedAt          string            `json:"updatedAt"`
+	Count              struct {
+		Contacts int64 `json:"contacts"`
+	} `json:"_count"`
+}
+
+func newBookView(b store.ContactBook) bookView {
+	v := bookView{ID: b.ID, Name: b.Name, TeamID: b.TeamID, Properties: b.Properties, Variables: list(b.Variables),
+		Emoji: b.Emoji, DoubleOptInEnabled: b.DoubleOptInEnabled, DoubleOptInFrom: nullable(b.DoubleOptInFrom),
+		DoubleOptInSubject: nullable(b.DoubleOptInSubject), DoubleOptInContent: nullable(b.DoubleOptInContent),
+		CreatedAt: ts(b.CreatedAt), UpdatedAt: ts(b.UpdatedAt)}
+	if v.Properties == nil {
+		v.Properties = map[string]string{}
+	}
+	v.Count.Contacts = b.ContactCount
+	return v
+}
+
+type contactView struct {
+	ID            string            `json:"id"`
+	FirstName     *string           `json:"firstName"`
+	LastName      *string           `json:"lastName"`
+	Email         string            `json:"email"`
+	Subscribed    bool              `json:"subscribed"`
+	Properties    map[string]string `json:"properties"`
+	ContactBookID string            `json:"contactBookId"`
+	CreatedAt     string            `json:"createdAt"`
+	UpdatedAt     string            `json:"updatedAt"`
+}
+
+func newContactView(c store.Contact) contactView {
+	v := contactView{ID: c.ID, FirstName: nullable(c.FirstName), LastName: nullable(c.LastName), Email: c.Email,
+		Subscribed: c.Subscribed, Properties: c.Properties, ContactBookID: c.BookID,
+		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt)}
+	if v.Properties == nil {
+		v.Properties = map[string]string{}
+	}
+	return v
+}
+
+// pathID reads a path id; ids longer than any we issue are simply not found.
+func pathID(r *http.Request, name, what string) (string, error) {
+	id := r.PathValue(name)
+	if id == "" || len(id) > email.MaxIDLength {
+		return "", fault.NotFoundf("%s not found", what)
+	}
+	return id, nil
+}
+
+func bookID(r *http.Request) (string, error) { return pathID(r, "contactBookId", "Contact book") }
+
+func bookFields(w http.ResponseWriter, r *http.Request) (contact.BookFields, error) {
+	body, err := readBody(w, r, maxOtherBody)
+	if err != nil {
+		return contact.BookFields{}, err
+	}
+	var in struct {
+		Name               *string           `json:"name"`
+		Emoji              *string           `json:"emoji"`
+		Properties         map[string]string `json:"properties"`
+		Variables          []string          `json:"variables"`
+		DoubleOptInEnabled *bool             `json:"doubleOptInEnabled"`
+		DoubleOptInFrom    *string           `json:"doubleOptInFrom"`
+		DoubleOptInSubject *string           `json:"doubleOptInSubject"`
+		DoubleOptInContent *string           `json:"doubleOptInContent"`
+	}
+	if err := decodeObject(body, &in); err != nil {
+		return contact.BookFields{}, err
+	}
+	return contact.BookFields(in), nil
+}
+
+func (s *Services) listContactBooks(w http.ResponseWriter, r *http.Request) error {
+	books, err := s.Contacts.Books(r.Context(), principal(r).TeamID)
+	if err != nil {
+		return err
+	}
+	out := make([]bookView, len(books))
+	for i, b := range books {
+		out[i] = newBookView(b)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Services) createContactBook(w http.ResponseWriter, r *http.Request) error {
+	f, err := bookFields(w, r)
+	if err != nil {
+		return err
+	}
+	b, err := s.Contacts.CreateBook(r.Context(), principal(r).TeamID, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newBookView(b))
+	return nil
+}
+
+func (s *Services) getContactBook(w http.ResponseWriter, r *http.Request) error {
+	id, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	b, err := s.Contacts.Book(r.Context(), principal(r).TeamID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newBookView(b))
+	return nil
+}
+
+func (s *Services) updateContactBook(w http.ResponseWriter, r *http.Request) error {
+	id, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	f, err := bookFields(w, r)
+	if err != nil {
+		return err
+	}
+	b, err := s.Contacts.UpdateBook(r.Context(), principal(r).TeamID, id, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newBookView(b))
+	return nil
+}
+
+func (s *Services) deleteContactBook(w http.ResponseWriter, r *http.Request) error {
+	id, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.Contacts.DeleteBook(r.Context(), principal(r).TeamID, id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "success": true, "message": "Contact book deleted successfully"})
+	return nil
+}
+
+// contactIn is a contact in a request body.
+type contactIn struct {
+	Email      *string           `json:"email"`
+	FirstName  *string           `json:"firstName"`
+	LastName   *string           `json:"lastName"`
+	Properties map[string]string `json:"properties"`
+	Subscribed *bool             `json:"subscribed"`
+}
+
+func contactFields(w http.ResponseWriter, r *http.Request) (contact.Fields, error) {
+	body, err := readBody(w, r, maxOtherBody)
+	if err != nil {
+		return contact.Fields{}, err
+	}
+	var in contactIn
+	if err := decodeObject(body, &in); err != nil {
+		return contact.Fields{}, err
+	}
+	return contact.Fields(in), nil
+}
+
+// upsertContact serves POST .../contacts and PUT .../contacts/{contactId}: both upsert by email.
+func (s *Services) upsertContact(w http.ResponseWriter, r *http.Request) error {
+	id, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	f, err := contactFields(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.Contacts.Upsert(r.Context(), principal(r).TeamID, id, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"contactId": c.ID})
+	return nil
+}
+
+func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
+	id, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	page, limit, err := paging(r)
+	if err != nil {
+		return err
+	}
+	split := func(v string) []string {
+		var out []string
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	f := store.ContactFilter{IDs: split(r.URL.Query().Get("ids")), Offset: (page - 1) * limit, Limit: limit}
+	for _, e := range split(r.URL.Query().Get("emails")) {
+		f.Emails = append(f.Emails, strings.ToLower(e))
+	}
+	list, _, err := s.Contacts.List(r.Context(), principal(r).TeamID, id, f)
+	if err != nil {
+		return err
+	}
+	out := make([]contactView, len(list))
+	for i, c := range list {
+		out[i] = newContactView(c)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Services) getContact(w http.ResponseWriter, r *http.Request) error {
+	book, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "contactId", "Contact")
+	if err != nil {
+		return err
+	}
+	c, err := s.Contacts.Get(r.Context(), principal(r).TeamID, book, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newContactView(c))
+	return nil
+}
+
+func (s *Services) updateContact(w http.ResponseWriter, r *http.Request) error {
+	book, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "contactId", "Contact")
+	if err != nil {
+		return err
+	}
+	f, err := contactFields(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.Contacts.Update(r.Context(), principal(r).TeamID, book, id, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"contactId": c.ID})
+	return nil
+}
+
+func (s *Services) deleteContact(w http.ResponseWriter, r *http.Request) error {
+	book, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	id, err := pathID(r, "contactId", "Contact")
+	if err != nil {
+		return err
+	}
+	n, err := s.Contacts.Delete(r.Context(), principal(r).TeamID, book, []string{id})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fault.NotFoundf("Contact not found")
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
+}
+
+func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) error {
+	book, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxBulkBody)
+	if err != nil {
+		return err
+	}
+	var in []contactIn
+	if !json.Valid(body) {
+		return email.ErrMalformedJSON
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return fault.Field("body", "must be an array of contacts {email, firstName, lastName, properties, subscribed}")
+	}
+	list := make([]contact.Fields, len(in))
+	for i, c := range in {
+		list[i] = contact.Fields(c)
+	}
+	n, err := s.Contacts.Bulk(r.Context(), principal(r).TeamID, book, list)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"message": "Contacts added", "count": n})
+	return nil
+}
+
+func (s *Services) bulkDeleteContacts(w http.ResponseWriter, r *http.Request) error {
+	book, err := bookID(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxBulkBody)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		ContactIDs []string `json:"contactIds"`
+	}
+	if err := decodeObject(body, &in); err != nil {
+		return err
+	}
+	n, err := s.Contacts.Delete(r.Context(), principal(r).TeamID, book, in.ContactIDs)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "count": n})
+	return nil
+}
