@@ -11,15 +11,22 @@ FUNCTIONS := \
 	ListDomains CreateDomain GetDomain UpdateDomain VerifyDomain DeleteDomain \
 	CreateTemplate ListTemplates GetTemplate UpdateTemplate DeleteTemplate \
 	ListSuppressions CreateSuppression DeleteSuppression \
-	SendWorker ScheduledSend SESEvents Reconciler DomainCheck
+	ListContactBooks CreateContactBook GetContactBook UpdateContactBook DeleteContactBook \
+	CreateContact ListContacts GetContact UpdateContact UpsertContact DeleteContact \
+	BulkCreateContacts BulkDeleteContacts \
+	CreateCampaign ListCampaigns GetCampaign DeleteCampaign ScheduleCampaign PauseCampaign \
+	ResumeCampaign Unsubscribe \
+	SendWorker ScheduledSend CampaignBatch SESEvents Reconciler DomainCheck
 
 # Lambda binaries: static, linux/arm64 (provided.al2023 on Graviton), no RPC shim, no symbols.
 LAMBDA_ENV   := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
 
 # kebab turns a function name into its directory: SendEmail -> send-email, SESEvents ->
-# ses-events (a run of capitals is one word, as lambdafn.Dir has it).
-kebab = $(shell printf '%s' '$(1)' | sed -E 's/([A-Z]+)([A-Z][a-z])/\1-\2/g; s/([a-z0-9])([A-Z])/\1-\2/g' | tr '[:upper:]' '[:lower:]')
+# ses-events (a run of capitals is one word, as lambdafn.Dir has it). The Name:dir pairs are
+# computed in one shell call, not one per function and use.
+FUNCTION_DIRS := $(shell printf '%s\n' $(FUNCTIONS) | sed -E 'h; s/([A-Z]+)([A-Z][a-z])/\1-\2/g; s/([a-z0-9])([A-Z])/\1-\2/g; y/ABCDEFGHIJKLMNOPQRSTUVWXYZ/abcdefghijklmnopqrstuvwxyz/; H; x; s/\n/:/')
+kebab = $(patsubst $(1):%,%,$(filter $(1):%,$(FUNCTION_DIRS)))
 
 .PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench build clean
 

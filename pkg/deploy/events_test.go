@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
@@ -334,34 +335,64 @@ func TestScheduledSends(t *testing.T) {
 	if got := path(t, trust[0], "Condition", "StringEquals", "aws:SourceAccount"); !reflect.DeepEqual(got, ref("AWS::AccountId")) {
 		t.Errorf("trust policy source account %v", got)
 	}
-	got := map[string]any{}
+	got := map[string][]any{}
 	for _, p := range path(t, role, "Properties", "Policies").([]any) {
 		for _, st := range path(t, p, "PolicyDocument", "Statement").([]any) {
 			st := st.(map[string]any)
 			if st["Effect"] != "Allow" {
 				t.Errorf("statement %v", st)
 			}
-			got[st["Action"].(string)] = st["Resource"]
+			res, ok := st["Resource"].([]any)
+			if !ok {
+				res = []any{st["Resource"]}
+			}
+			got[st["Action"].(string)] = append(got[st["Action"].(string)], res...)
 		}
 	}
-	want := map[string]any{
-		"lambda:InvokeFunction": getAtt("ScheduledSendFunction", "Arn"),
-		"sqs:SendMessage":       getAtt("ScheduleDeadLetterQueue", "Arn"),
+	// The two schedule targets: the scheduled-send function, and the campaign batch function
+	// by the ARN of its fixed name (it refers to the role, so the role cannot refer to it).
+	want := map[string][]any{
+		"lambda:InvokeFunction": {getAtt("ScheduledSendFunction", "Arn"), campaignBatchARN},
+		"sqs:SendMessage":       {getAtt("ScheduleDeadLetterQueue", "Arn")},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SchedulerRole may %v, want %v", got, want)
 	}
-	fn := resources(t, tpl, "AWS::Serverless::Function")["ScheduledSendFunction"]
-	props := path(t, fn, "Properties").(map[string]any)
-	if _, ok := props["Events"]; ok {
-		t.Error("ScheduledSendFunction has events; only the scheduler invokes it")
+	fns := resources(t, tpl, "AWS::Serverless::Function")
+	for _, id := range []string{"ScheduledSendFunction", "CampaignBatchFunction"} {
+		props := path(t, fns[id], "Properties").(map[string]any)
+		if _, ok := props["Events"]; ok {
+			t.Errorf("%s has events; only the scheduler invokes it", id)
+		}
+		if got := path(t, props, "EventInvokeConfig", "DestinationConfig", "OnFailure"); !reflect.DeepEqual(got,
+			map[string]any{"Type": "SQS", "Destination": getAtt("ScheduleDeadLetterQueue", "Arn")}) {
+			t.Errorf("%s on failure: %v, want the schedule dead-letter queue", id, got)
+		}
+		if n, ok := path(t, props, "EventInvokeConfig", "MaximumRetryAttempts").(int); !ok || n < 1 {
+			t.Errorf("%s must retry (a step or email not written yet, a throttled table)", id)
+		}
 	}
-	if got := path(t, props, "EventInvokeConfig", "DestinationConfig", "OnFailure"); !reflect.DeepEqual(got,
-		map[string]any{"Type": "SQS", "Destination": getAtt("ScheduleDeadLetterQueue", "Arn")}) {
-		t.Errorf("ScheduledSendFunction on failure: %v, want the schedule dead-letter queue", got)
+	// A campaign step writes up to a batch of emails and loops while its deadline allows.
+	props := path(t, fns["CampaignBatchFunction"], "Properties").(map[string]any)
+	if props["Timeout"] != 900 || props["MemorySize"] != 1024 {
+		t.Errorf("CampaignBatchFunction: Timeout %v, MemorySize %v; want 900, 1024", props["Timeout"], props["MemorySize"])
 	}
-	if n, ok := path(t, props, "EventInvokeConfig", "MaximumRetryAttempts").(int); !ok || n < 1 {
-		t.Error("ScheduledSendFunction must retry (an email not written yet is an error)")
+	if !reflect.DeepEqual(props["FunctionName"], campaignBatchName) {
+		t.Errorf("CampaignBatchFunction: FunctionName %v, want %v", props["FunctionName"], campaignBatchName)
+	}
+}
+
+// TestCampaignBatchSample: events/campaign-batch.json is what a campaign's schedule delivers,
+// the raw payload {"campaignId","teamId","step"} (campaign.Payload), no envelope.
+func TestCampaignBatchSample(t *testing.T) {
+	sample := readJSON(t, filepath.Join(root, "events", "campaign-batch.json"))
+	b, _ := json.Marshal(sample)
+	var p campaign.Payload
+	if err := json.Unmarshal(b, &p); err != nil || len(sample) != 3 || p.CampaignID == "" || p.TeamID < 1 || p.Step != 0 {
+		t.Errorf("campaign-batch.json = %v, want {campaignId, teamId, step 0}", sample)
+	}
+	if !strings.HasPrefix(p.CampaignID, "cp") {
+		t.Errorf("campaignId %q is not a campaign id", p.CampaignID)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,6 +248,29 @@ var schedulingFunctions = map[string][]string{
 	"CancelEmailFunction": {"scheduler:DeleteSchedule"},
 }
 
+// campaignSchedulingFunctions put or delete campaigns' schedules (pkg/campaign: create with
+// sendNow or scheduledAt, schedule, resume, each batch step and the periodic recovery of
+// stalled campaigns put; delete deletes).
+var campaignSchedulingFunctions = map[string][]string{
+	"CreateCampaignFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"ScheduleCampaignFunction": {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"ResumeCampaignFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"CampaignBatchFunction":    {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"ReconcilerFunction":       {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
+	"DeleteCampaignFunction":   {"scheduler:DeleteSchedule"},
+}
+
+// campaignBatchName is CampaignBatchFunction's FunctionName, and campaignBatchARN its ARN as
+// the template writes it (the function cannot be referred to: see template.yaml).
+var (
+	campaignBatchName = map[string]any{"Fn::Sub": "mailroom-${Stage}-campaign-batch"}
+	campaignBatchARN  = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:mailroom-${Stage}-campaign-batch"}
+)
+
+// unsubscribeSecretRef is how functions get the unsubscribe secret: a dynamic reference that
+// CloudFormation resolves at deploy time.
+var unsubscribeSecretRef = map[string]any{"Fn::Sub": "{{resolve:secretsmanager:${UnsubscribeSecret}:SecretString}}"}
+
 // envOf returns a function's own environment variables.
 func envOf(fn map[string]any) map[string]any {
 	e, _ := fn["Properties"].(map[string]any)["Environment"].(map[string]any)
@@ -296,37 +320,133 @@ func TestSendingFunctions(t *testing.T) {
 }
 
 // TestSchedulingFunctions: the functions that schedule get the schedule settings from the
-// stack, may manage email-* schedules in the group only, and pass only the scheduler's role,
-// only to the scheduler.
+// stack (the target of their kind of schedule only), may manage their kind's schedules
+// (email-* or campaign-*) in the group only, and pass only the scheduler's role, only to the
+// scheduler.
 func TestSchedulingFunctions(t *testing.T) {
 	tpl := loadTemplate(t)
-	wantEnv := map[string]any{
-		"SCHEDULE_GROUP":      ref("ScheduleGroup"),
-		"SCHEDULE_TARGET_ARN": getAtt("ScheduledSendFunction", "Arn"),
-		"SCHEDULE_ROLE_ARN":   getAtt("SchedulerRole", "Arn"),
-		"SCHEDULE_DLQ_ARN":    getAtt("ScheduleDeadLetterQueue", "Arn"),
+	common := map[string]any{
+		"SCHEDULE_GROUP":    ref("ScheduleGroup"),
+		"SCHEDULE_ROLE_ARN": getAtt("SchedulerRole", "Arn"),
+		"SCHEDULE_DLQ_ARN":  getAtt("ScheduleDeadLetterQueue", "Arn"),
+	}
+	schedule := func(kind string) map[string]any {
+		return map[string]any{"Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/" + kind + "-*"}
 	}
 	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
 		env := envOf(fn)
-		_, schedules := schedulingFunctions[id]
-		for k, want := range wantEnv {
-			if got, ok := env[k]; ok != schedules || (ok && !reflect.DeepEqual(got, want)) {
-				t.Errorf("%s: %s = %v (set: %v), want %v on the scheduling functions only", id, k, got, ok, want)
+		_, emails := schedulingFunctions[id]
+		_, campaigns := campaignSchedulingFunctions[id]
+		want := map[string]any{}
+		if emails || campaigns {
+			maps.Copy(want, common)
+		}
+		if emails {
+			want["SCHEDULE_TARGET_ARN"] = getAtt("ScheduledSendFunction", "Arn")
+		}
+		if campaigns {
+			want["CAMPAIGN_TARGET_ARN"] = campaignBatchARN
+		}
+		for _, k := range []string{"SCHEDULE_GROUP", "SCHEDULE_ROLE_ARN", "SCHEDULE_DLQ_ARN", "SCHEDULE_TARGET_ARN", "CAMPAIGN_TARGET_ARN"} {
+			got, ok := env[k]
+			if w, should := want[k]; ok != should || (ok && !reflect.DeepEqual(got, w)) {
+				t.Errorf("%s: %s = %v (set: %v), want %v (set: %v)", id, k, got, ok, w, should)
 			}
 		}
 		for _, st := range statements(t, fn) {
 			for _, a := range st["Action"].([]any) {
 				switch {
 				case strings.HasPrefix(a.(string), "scheduler:"):
-					want := map[string]any{"Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"}
-					if !reflect.DeepEqual(st["Resource"], want) {
-						t.Errorf("%s: %s on %v, want %v", id, a, st["Resource"], want)
+					var res []any
+					if emails {
+						res = append(res, schedule("email"))
+					}
+					if campaigns {
+						res = append(res, schedule("campaign"))
+					}
+					if !slices.ContainsFunc(res, func(r any) bool { return reflect.DeepEqual(st["Resource"], r) }) {
+						t.Errorf("%s: %s on %v, want one of %v", id, a, st["Resource"], res)
 					}
 				case a == "iam:PassRole":
 					if !reflect.DeepEqual(st["Resource"], getAtt("SchedulerRole", "Arn")) ||
 						!reflect.DeepEqual(st["Condition"], map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}}) {
 						t.Errorf("%s: iam:PassRole on %v if %v, want SchedulerRole to scheduler.amazonaws.com", id, st["Resource"], st["Condition"])
 					}
+				}
+			}
+		}
+	}
+	// The ARN the schedules target is CampaignBatchFunction's.
+	fn := resources(t, tpl, "AWS::Serverless::Function")["CampaignBatchFunction"]
+	if fn == nil {
+		t.Fatal("no CampaignBatchFunction")
+	}
+	name := path(t, fn, "Properties", "FunctionName")
+	if !reflect.DeepEqual(name, campaignBatchName) ||
+		!strings.HasSuffix(campaignBatchARN["Fn::Sub"].(string), ":function:"+name.(map[string]any)["Fn::Sub"].(string)) {
+		t.Errorf("CampaignBatchFunction is named %v; CAMPAIGN_TARGET_ARN is %v", name, campaignBatchARN)
+	}
+}
+
+// TestUnsubscribeLinks: the functions that sign (CampaignBatch) or check (Unsubscribe)
+// unsubscribe links get the secret, a generated one kept with the stack's data, through a
+// dynamic reference (never a plain parameter or a literal); only the signer gets PUBLIC_URL,
+// the API's URL; the unsubscribe routes are the API's.
+func TestUnsubscribeLinks(t *testing.T) {
+	tpl := loadTemplate(t)
+	secrets := resources(t, tpl, "AWS::SecretsManager::Secret")
+	sec, ok := secrets["UnsubscribeSecret"]
+	if !ok || len(secrets) != 1 {
+		t.Fatalf("secrets %v, want UnsubscribeSecret", secrets)
+	}
+	props := path(t, sec, "Properties").(map[string]any)
+	if _, literal := props["SecretString"]; literal {
+		t.Error("UnsubscribeSecret has a SecretString; it must be generated")
+	}
+	if n, _ := path(t, props, "GenerateSecretString", "PasswordLength").(int); n < 32 {
+		t.Errorf("generated secret length %v, want at least 32", n)
+	}
+	if sec["DeletionPolicy"] != "Retain" || sec["UpdateReplacePolicy"] != "Retain" {
+		t.Error("UnsubscribeSecret must be retained: links in mailboxes outlive the stack")
+	}
+	apiURL := path(t, tpl, "Outputs", "ApiUrl", "Value")
+	users := map[string]map[string]any{
+		"CampaignBatchFunction": {"UNSUBSCRIBE_SECRET": unsubscribeSecretRef, "PUBLIC_URL": apiURL},
+		"UnsubscribeFunction":   {"UNSUBSCRIBE_SECRET": unsubscribeSecretRef},
+	}
+	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
+		env := envOf(fn)
+		for _, k := range []string{"UNSUBSCRIBE_SECRET", "PUBLIC_URL"} {
+			got, ok := env[k]
+			want, should := users[id][k]
+			if ok != should || (ok && !reflect.DeepEqual(got, want)) {
+				t.Errorf("%s: %s = %v (set: %v), want %v (set: %v)", id, k, got, ok, want, should)
+			}
+		}
+	}
+	params, _ := tpl["Parameters"].(map[string]any)
+	for name := range params {
+		if strings.Contains(strings.ToLower(name), "secret") {
+			t.Errorf("parameter %s: the secret is a resource, not a parameter", name)
+		}
+	}
+	// The public routes are on the API, with no authorizer: the token is the credential.
+	var public []string
+	for _, r := range api.Routes {
+		if r.Public {
+			public = append(public, r.Pattern())
+		}
+	}
+	slices.Sort(public)
+	if want := []string{"GET /unsubscribe/{token}", "POST /unsubscribe/{token}"}; !slices.Equal(public, want) {
+		t.Errorf("public routes %v, want %v", public, want)
+	}
+	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
+		evs, _ := path(t, fn, "Properties").(map[string]any)["Events"].(map[string]any)
+		for name, e := range evs {
+			if p, ok := e.(map[string]any)["Properties"].(map[string]any); ok {
+				if _, auth := p["Auth"]; auth {
+					t.Errorf("%s.%s has an Auth setting; the API authenticates in the function", id, name)
 				}
 			}
 		}
@@ -355,12 +475,14 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, id := range sendingFunctions {
 		sesAllowed[id] = []string{"ses:SendEmail", "ses:SendRawEmail"}
 	}
-	for id, actions := range schedulingFunctions {
-		sesAllowed[id] = slices.Clone(actions)
-		if slices.Contains(actions, "scheduler:CreateSchedule") {
-			sesAllowed[id] = append(sesAllowed[id], "iam:PassRole")
+	for _, m := range []map[string][]string{schedulingFunctions, campaignSchedulingFunctions} {
+		for id, actions := range m {
+			sesAllowed[id] = append(sesAllowed[id], actions...)
+			if slices.Contains(actions, "scheduler:CreateSchedule") {
+				sesAllowed[id] = append(sesAllowed[id], "iam:PassRole")
+			}
+			slices.Sort(sesAllowed[id])
 		}
-		slices.Sort(sesAllowed[id])
 	}
 	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
 		pols, _ := path(t, fn, "Properties").(map[string]any)["Policies"].([]any)

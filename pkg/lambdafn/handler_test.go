@@ -224,3 +224,25 @@ func TestPeriodic(t *testing.T) {
 		t.Errorf("err = %v, want the job's", err)
 	}
 }
+
+func TestCampaignBatch(t *testing.T) {
+	var got []byte
+	var ret error
+	h := lambdafn.CampaignBatch(func(_ context.Context, p []byte) error { got = p; return ret }, nil)
+	payload := `{"campaignId":"cpw6n3kq7zt2mr5xb4hv6jd3pa","teamId":1,"step":0}`
+	if err := h(context.Background(), json.RawMessage(payload)); err != nil || string(got) != payload {
+		t.Errorf("fire got %s, err %v; want the payload as is", got, err)
+	}
+	ret = errors.New("table unavailable")
+	if err := h(context.Background(), json.RawMessage(payload)); !errors.Is(err, ret) {
+		t.Errorf("err = %v, want the fire error (the scheduler retries)", err)
+	}
+}
+
+func TestHousekeeping(t *testing.T) {
+	n := 0
+	h := lambdafn.Housekeeping(func(context.Context) { n++ }, nil)
+	if err := h(context.Background(), events.CloudWatchEvent{DetailType: "Scheduled Event"}); err != nil || n != 1 {
+		t.Errorf("runs %d, err %v", n, err)
+	}
+}

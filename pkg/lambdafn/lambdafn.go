@@ -1,8 +1,8 @@
 // Package lambdafn adapts Mailroom to AWS Lambda: the HTTP functions (one per route of
 // api.Routes, behind an API Gateway HTTP API) and the event-driven ones: the send worker (fed by
-// the table's DynamoDB Stream), the scheduled-send target (EventBridge Scheduler), the SES event
-// ingester (EventBridge rule on the configuration sets' events), and the periodic reconciler
-// and domain check (EventBridge schedules). Each functions/<name>/main.go is one call to Main;
+// the table's DynamoDB Stream), the scheduled-send and campaign batch targets (EventBridge
+// Scheduler), the SES event ingester (EventBridge rule on the configuration sets' events), and
+// the periodic reconciler and domain check (EventBridge schedules). Each functions/<name>/main.go is one call to Main;
 // everything it needs is built once per cold start, never per invocation.
 package lambdafn
 
@@ -35,9 +35,13 @@ const (
 	SendWorkerFunction = "SendWorker"
 	// ScheduledSendFunction is the target of scheduled emails' one-time schedules.
 	ScheduledSendFunction = "ScheduledSend"
+	// CampaignBatchFunction is the target of campaigns' schedules: it runs batch steps.
+	CampaignBatchFunction = "CampaignBatch"
 	// SESEventsFunction records the SES events of the configuration sets (EventBridge).
 	SESEventsFunction = "SESEvents"
-	// ReconcilerFunction puts emails stuck QUEUED or SENDING back through delivery.
+	// ReconcilerFunction is the periodic housekeeping (app.Periodic): emails stuck QUEUED or
+	// SENDING go back through delivery, stalled campaigns get their next step again, and the
+	// contacts of deleted books are removed.
 	ReconcilerFunction = "Reconciler"
 	// DomainCheckFunction refreshes every domain's verification status.
 	DomainCheckFunction = "DomainCheck"
@@ -45,11 +49,9 @@ const (
 
 // Background lists the functions that are not HTTP routes, in the order Names ends with them.
 func Background() []string {
-	return []string{SendWorkerFunction, ScheduledSendFunction, SESEventsFunction, ReconcilerFunction, DomainCheckFunction}
+	return []string{SendWorkerFunction, ScheduledSendFunction, CampaignBatchFunction, SESEventsFunction,
+		ReconcilerFunction, DomainCheckFunction}
 }
-
-// ReconcileAfter is how long an email may sit QUEUED or SENDING before the reconciler takes it.
-const ReconcileAfter = 2 * time.Minute
 
 // Names lists every Lambda function: the functions of api.Routes in table order, then the
 // Background ones. functions/<Dir(name)>, events/<Dir(name)>.json and the <name>Function
@@ -120,12 +122,12 @@ func Handler(a *app.App, function string) lambda.Handler {
 		return lambda.NewHandler(SendWorker(a.Worker, a.Log))
 	case ScheduledSendFunction:
 		return lambda.NewHandler(ScheduledSend(a.Services.Emails.Fire, a.Log))
+	case CampaignBatchFunction:
+		return lambda.NewHandler(CampaignBatch(a.Services.Campaigns.Fire, a.Log))
 	case SESEventsFunction:
 		return lambda.NewHandler(SESEvents(a.Ingester.Publish, a.Log))
 	case ReconcilerFunction:
-		return lambda.NewHandler(Periodic("reconcile", func(ctx context.Context) (int, error) {
-			return a.Worker.Reconcile(ctx, a.Store, ReconcileAfter)
-		}, a.Log))
+		return lambda.NewHandler(Housekeeping(a.Periodic, a.Log))
 	case DomainCheckFunction:
 		return lambda.NewHandler(Periodic("domain check", func(ctx context.Context) (int, error) {
 			return a.Services.Domains.RefreshAll(ctx, a.Store)
@@ -160,6 +162,38 @@ func ScheduledSend(fire func(ctx context.Context, payload []byte) error, log *sl
 			log.ErrorContext(ctx, "scheduled send failed", "requestId", requestID(ctx), "err", err.Error())
 			return err
 		}
+		return nil
+	}
+}
+
+// CampaignBatch is the target of a campaign's schedule: EventBridge Scheduler invokes it with
+// the schedule's input, the JSON payload {"campaignId":"...","teamId":1,"step":0}
+// (campaign.Payload), which fire receives as is (campaign.Service.Fire: it runs that batch step
+// and, while the batch window is 0 and the invocation's deadline allows, the ones after it, else
+// it schedules the next). An error makes the scheduler retry, then dead-letter the payload; a
+// step that already ran, or a paused or deleted campaign, is nil, so repeats are harmless.
+func CampaignBatch(fire func(ctx context.Context, payload []byte) error, log *slog.Logger) func(context.Context, json.RawMessage) error {
+	log = orDiscard(log)
+	return func(ctx context.Context, payload json.RawMessage) error {
+		start := time.Now()
+		if err := fire(ctx, payload); err != nil {
+			log.ErrorContext(ctx, "campaign batch failed", "requestId", requestID(ctx), "err", err.Error())
+			return err
+		}
+		log.InfoContext(ctx, "campaign batch", "requestId", requestID(ctx), "ms", time.Since(start).Milliseconds())
+		return nil
+	}
+}
+
+// Housekeeping runs work that reports its own outcome (app.Periodic logs what it did and what
+// failed) on each scheduled event; a failure shows in the logs and the next run retries it.
+func Housekeeping(run func(context.Context), log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
+	log = orDiscard(log)
+	return func(ctx context.Context, ev events.CloudWatchEvent) error {
+		start := time.Now()
+		run(ctx)
+		log.InfoContext(ctx, "periodic housekeeping", "requestId", requestID(ctx), "eventTime", ev.Time,
+			"ms", time.Since(start).Milliseconds())
 		return nil
 	}
 }

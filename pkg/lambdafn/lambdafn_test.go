@@ -59,6 +59,12 @@ type env struct {
 	scheduledID, firedID, stuckID string
 	// lastChecked is the domain's lastCheckedTime before the domain check.
 	lastChecked time.Time
+
+	// bookID is the contact book created, contacts its contacts by email (as listed), contactID
+	// the one created, upserted and patched; campaignID the campaign sent to the book, and
+	// unsubToken the token of the unsubscribe link in its email to contactID.
+	bookID, contactID, campaignID, unsubToken string
+	contacts                                  map[string]string
 }
 
 // step invokes one function with one of its samples and checks the answer. Steps run in order,
@@ -73,6 +79,10 @@ type step struct {
 	check func(e *env, body map[string]any)
 	// after looks at a background function's output (required for them).
 	after func(e *env, out []byte)
+	// page replaces the JSON checks for an HTTP function that answers an HTML page.
+	page func(e *env, resp events.APIGatewayV2HTTPResponse)
+	// deadline, if set, is the invocation's deadline (a Lambda context has one).
+	deadline time.Duration
 }
 
 func (s step) sampleName() string {
@@ -84,7 +94,11 @@ func (s step) sampleName() string {
 
 func background(function string) bool { return slices.Contains(lambdafn.Background(), function) }
 
-var steps = []step{
+// steps is the tour TestSamples takes, in order.
+var steps = slices.Concat(emailSteps, contactSteps, finalSteps)
+
+// emailSteps: domains, sending, SES events, suppressions, scheduled emails, templates.
+var emailSteps = []step{
 	{function: "CreateDomain", check: func(e *env, b map[string]any) {
 		e.wantField(b, "name", "example.com")
 		e.domainID = fmt.Sprint(b["id"])
@@ -232,6 +246,10 @@ var steps = []step{
 		}},
 	{function: "DeleteTemplate", prepare: pathID("id", func(e *env) string { return e.template }),
 		check: func(e *env, b map[string]any) { e.wantField(b, "success", true) }},
+}
+
+// finalSteps check every domain and delete the domain, after everything that sends from it.
+var finalSteps = []step{
 	{function: lambdafn.DomainCheckFunction,
 		prepare: func(e *env, raw []byte) []byte {
 			if d := e.fixture.domain(e); d.LastCheckedTime != nil {
@@ -255,6 +273,13 @@ func both(a, b func(*env, []byte) []byte) func(*env, []byte) []byte {
 
 // scheduleAt sets the body's scheduledAt to d from now (the samples' dates are in the past).
 func scheduleAt(d time.Duration) func(*env, []byte) []byte {
+	return rewriteBody(func(_ *env, body map[string]any) {
+		body["scheduledAt"] = time.Now().Add(d).UTC().Format(time.RFC3339)
+	})
+}
+
+// rewriteBody changes an HTTP sample's JSON object body.
+func rewriteBody(change func(e *env, body map[string]any)) func(*env, []byte) []byte {
 	return func(e *env, raw []byte) []byte {
 		var ev events.APIGatewayV2HTTPRequest
 		if err := json.Unmarshal(raw, &ev); err != nil {
@@ -264,7 +289,7 @@ func scheduleAt(d time.Duration) func(*env, []byte) []byte {
 		if err := json.Unmarshal([]byte(ev.Body), &body); err != nil {
 			e.t.Fatal(err)
 		}
-		body["scheduledAt"] = time.Now().Add(d).UTC().Format(time.RFC3339)
+		change(e, body)
 		b, _ := json.Marshal(body)
 		ev.Body = string(b)
 		ev.Headers["content-length"] = fmt.Sprint(len(b))
@@ -592,6 +617,9 @@ func newFixture(t *testing.T) *fixture {
 		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-ScheduledSendFunction-8XK2QH4M1ZP7",
 		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/mailroom-SchedulerRole-3JQ9W6T2RB5N",
 		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:mailroom-ScheduleDeadLetterQueue-5TY7U1I3O9PA",
+		"CAMPAIGN_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-prod-campaign-batch",
+		"PUBLIC_URL":          "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com",
+		"UNSUBSCRIBE_SECRET":  "0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f",
 	}
 	cfg, err := app.ConfigFromEnv(func(k string) string { return vars[k] })
 	if err != nil {
@@ -791,6 +819,12 @@ func TestSamples(t *testing.T) {
 			if s.prepare != nil {
 				raw = s.prepare(e, raw)
 			}
+			ctx := ctx
+			if s.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, s.deadline)
+				defer cancel()
+			}
 			out, err := h.Invoke(ctx, raw)
 			if err != nil {
 				t.Fatalf("invoke: %v", err)
@@ -809,6 +843,10 @@ func TestSamples(t *testing.T) {
 			}
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d, want 200: %s", resp.StatusCode, resp.Body)
+			}
+			if s.page != nil {
+				s.page(e, resp)
+				return
 			}
 			if ct := resp.Headers["Content-Type"]; ct != "application/json" {
 				t.Errorf("Content-Type = %q", ct)
@@ -901,11 +939,26 @@ func TestSamplesCoverFunctions(t *testing.T) {
 
 var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
+// routeSample names a route's sample: events/<dir>.json for the first route of its function,
+// events/<dir>-<method>.json for the others of a function that serves several (Unsubscribe:
+// unsubscribe.json is the GET, unsubscribe-post.json the one-click POST).
+func routeSample(r api.Route) string {
+	for _, o := range api.Routes {
+		if o.Function == r.Function {
+			if o.Pattern() == r.Pattern() {
+				return lambdafn.Dir(r.Function)
+			}
+			break
+		}
+	}
+	return lambdafn.Dir(r.Function) + "-" + strings.ToLower(r.Method)
+}
+
 // TestHTTPSamplesMatchRoutes: each HTTP sample is what API Gateway sends for its route.
 func TestHTTPSamplesMatchRoutes(t *testing.T) {
 	for _, r := range api.Routes {
 		var ev events.APIGatewayV2HTTPRequest
-		if err := json.Unmarshal(readSample(t, r.Function), &ev); err != nil {
+		if err := json.Unmarshal(readSample(t, routeSample(r)), &ev); err != nil {
 			t.Fatalf("%s: %v", r.Function, err)
 		}
 		if ev.Version != "2.0" || ev.RouteKey != r.Pattern() || ev.RequestContext.RouteKey != r.Pattern() ||
@@ -922,11 +975,24 @@ func TestHTTPSamplesMatchRoutes(t *testing.T) {
 		if n := len(pathParam.FindAllString(r.Path, -1)); len(ev.PathParameters) != n {
 			t.Errorf("%s: %d path parameters, want %d", r.Function, len(ev.PathParameters), n)
 		}
-		if ev.Headers["authorization"] != "Bearer "+sampleKey {
+		// A public route's caller is a person's browser or mail client: no key, and a form body.
+		switch {
+		case r.Public && ev.Headers["authorization"] != "":
+			t.Errorf("%s: a public route's sample carries an authorization header", r.Function)
+		case !r.Public && ev.Headers["authorization"] != "Bearer "+sampleKey:
 			t.Errorf("%s: authorization header %q", r.Function, ev.Headers["authorization"])
 		}
-		if ev.Body != "" && (ev.Headers["content-type"] != "application/json" || !json.Valid([]byte(ev.Body))) {
+		switch {
+		case ev.Body == "":
+		case r.Public:
+			if ev.Headers["content-type"] != "application/x-www-form-urlencoded" {
+				t.Errorf("%s: body is not a form with its content-type", r.Function)
+			}
+		case ev.Headers["content-type"] != "application/json" || !json.Valid([]byte(ev.Body)):
 			t.Errorf("%s: body is not JSON with its content-type", r.Function)
+		}
+		if n := ev.Headers["content-length"]; ev.Body != "" && n != fmt.Sprint(len(ev.Body)) {
+			t.Errorf("%s: content-length %s, body %d bytes", r.Function, n, len(ev.Body))
 		}
 	}
 }

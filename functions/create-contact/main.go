@@ -1,0 +1,7 @@
+// Command create-contact is the CreateContact Lambda function. It serves
+// POST /api/v1/contactBooks/{contactBookId}/contacts behind the API Gateway HTTP API (see lambdafn.HTTP).
+package main
+
+import "github.com/mailroom/mailroom/pkg/lambdafn"
+
+func main() { lambdafn.Main("CreateContact") }
