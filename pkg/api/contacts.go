@@ -103,10 +103,7 @@ func (s *Services) listContactBooks(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	out := make([]bookView, len(books))
-	for i, b := range books {
-		out[i] = newBookView(b)
-	}
+	out := views(books, newBookView)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -231,10 +228,7 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]contactView, len(list))
-	for i, c := range list {
-		out[i] = newContactView(c)
-	}
+	out := views(list, newContactView)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

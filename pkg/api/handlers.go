@@ -93,11 +93,7 @@ func (s *Services) listEmails(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]emailItem, len(emails))
-	for i, e := range emails {
-		items[i] = newEmailItem(e)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "count": count})
+	writeJSON(w, http.StatusOK, map[string]any{"data": views(emails, newEmailItem), "count": count})
 	return nil
 }
 
@@ -204,10 +200,7 @@ func (s *Services) listDomains(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]domainView, len(list))
-	for i, d := range list {
-		out[i] = newDomainView(d)
-	}
+	out := views(list, newDomainView)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -351,10 +344,7 @@ func (s *Services) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]templateView, len(list))
-	for i, t := range list {
-		out[i] = newTemplateView(t)
-	}
+	out := views(list, newTemplateView)
 	writeJSON(w, http.StatusOK, map[string]any{"data": out, "count": len(out)})
 	return nil
 }

@@ -113,10 +113,7 @@ func (s *Services) listSuppressions(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	out := make([]suppressionView, len(list))
-	for i, x := range list {
-		out[i] = newSuppressionView(x)
-	}
+	out := views(list, newSuppressionView)
 	writeJSON(w, http.StatusOK, map[string]any{"data": out, "count": count})
 	return nil
 }

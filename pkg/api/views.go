@@ -21,6 +21,15 @@ func tsPtr(t *time.Time) *string {
 	return &s
 }
 
+// views maps records to their JSON views (never nil, so an empty list is [] not null).
+func views[T, V any](in []T, view func(T) V) []V {
+	out := make([]V, len(in))
+	for i, x := range in {
+		out[i] = view(x)
+	}
+	return out
+}
+
 func list(s []string) []string {
 	if s == nil {
 		return []string{}

@@ -226,10 +226,15 @@ func (s *Service) Verify(ctx context.Context, teamID, id int64) (store.Domain, e
 	if err != nil {
 		return store.Domain{}, fmt.Errorf("identity status: %w", err)
 	}
-	d, err = s.Store.UpdateDomain(ctx, teamID, id, func(d *store.Domain) error {
+	return s.update(ctx, teamID, id, func(d *store.Domain) error {
 		apply(d, st, s.Now().UTC())
 		return nil
 	})
+}
+
+// update changes one domain of the team and tells the caches.
+func (s *Service) update(ctx context.Context, teamID, id int64, fn func(*store.Domain) error) (store.Domain, error) {
+	d, err := s.Store.UpdateDomain(ctx, teamID, id, fn)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Domain{}, fault.NotFoundf("Domain not found")
 	}
@@ -348,7 +353,7 @@ func (s *Service) SetTracking(ctx context.Context, teamID, id int64, t Tracking)
 	if t.Click == nil && t.Open == nil {
 		return store.Domain{}, fault.Field("", "give clickTracking and/or openTracking")
 	}
-	d, err := s.Store.UpdateDomain(ctx, teamID, id, func(d *store.Domain) error {
+	return s.update(ctx, teamID, id, func(d *store.Domain) error {
 		if t.Click != nil {
 			d.ClickTracking = *t.Click
 		}
@@ -358,14 +363,6 @@ func (s *Service) SetTracking(ctx context.Context, teamID, id int64, t Tracking)
 		d.UpdatedAt = s.Now().UTC()
 		return nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Domain{}, fault.NotFoundf("Domain not found")
-	}
-	if err != nil {
-		return store.Domain{}, err
-	}
-	s.changed(teamID)
-	return d, nil
 }
 
 // Teams lists every team (store.Store.ListTeams); the periodic check walks them.
