@@ -187,6 +187,13 @@ func TestCampaignScheduleNaturalLanguage(t *testing.T) {
 	if c.Status != "SCHEDULED" || c.ScheduledAt == nil || !strings.HasPrefix(*c.ScheduledAt, want.Format("2006-01-02T15:04:05")) || want.Hour() != 9 {
 		t.Errorf("scheduled %+v, want %s", c, want)
 	}
+	// Paused before its start and resumed, it waits for its time again.
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/pause", "", nil)
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/resume", "", nil)
+	time.Sleep(200 * time.Millisecond) // a wrongly immediate start would have run by now
+	if got := e.campaign(c.ID); got.Status != "SCHEDULED" || got.Total != 0 {
+		t.Errorf("resumed before its start: %s, total %d", got.Status, got.Total)
+	}
 	// A draft, then the schedule endpoint.
 	var d campaignOut
 	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Draft","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`}`, &d)

@@ -148,8 +148,9 @@ type When struct {
 	At  *time.Time
 }
 
-// Schedule starts a DRAFT or PAUSED-before-start campaign now or at a time (the schedule
-// endpoint, and create with sendNow or scheduledAt). A campaign without a single subscribed
+// Schedule starts a DRAFT campaign, or moves a SCHEDULED one, now or at a time (the schedule
+// endpoint, and create with sendNow or scheduledAt); a campaign paused before its start is
+// resumed first. A campaign without a single subscribed
 // contact is refused and nothing changes.
 func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When, batchSize int) error {
 	c, err := s.Get(ctx, teamID, id)
@@ -234,19 +235,33 @@ func (s *Service) Pause(ctx context.Context, teamID int64, id string) error {
 	return notFound(err)
 }
 
-// Resume continues a paused campaign from its cursor, now.
+// Resume continues a paused campaign from its cursor, now; a campaign paused before its
+// scheduled start goes back to SCHEDULED for that time (resuming must not send it early).
 func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
+	now := s.Now().UTC()
 	c, err := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
 		if c.Status != store.CampaignPaused {
 			return fault.Field("", "Only a paused campaign can be resumed (it is %s)", c.Status)
 		}
-		c.Status, c.UpdatedAt = store.CampaignRunning, s.Now().UTC()
+		c.Status, c.UpdatedAt = store.CampaignRunning, now
+		if notStarted(*c, now) {
+			c.Status = store.CampaignScheduled
+		}
 		return nil
 	})
 	if err != nil {
 		return notFound(err)
 	}
-	return s.put(ctx, c, s.Now().UTC(), c.BatchesDone)
+	at := now
+	if c.Status == store.CampaignScheduled {
+		at = *c.ScheduledAt
+	}
+	return s.put(ctx, c, at, c.BatchesDone)
+}
+
+// notStarted reports whether a campaign has not sent its first batch and is due later.
+func notStarted(c store.Campaign, now time.Time) bool {
+	return c.BatchesDone == 0 && c.ScheduledAt != nil && c.ScheduledAt.After(now)
 }
 
 // Fire is the batch target: it runs the step named by the payload and, while the batch window

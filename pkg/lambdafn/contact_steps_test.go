@@ -164,11 +164,12 @@ var contactSteps = []step{
 	{function: "ResumeCampaign", prepare: campaignPath, check: func(e *env, b map[string]any) {
 		e.wantField(b, "success", true)
 		c := e.fixture.campaign(e)
-		if c.Status != store.CampaignRunning {
-			e.t.Errorf("campaign is %s, want RUNNING", c.Status)
+		// Paused before its start, it goes back to waiting for its time: resuming must not
+		// send it early. Its schedule runs step 0 at the original time.
+		if c.Status != store.CampaignScheduled || c.ScheduledAt == nil {
+			e.t.Fatalf("campaign is %s, want SCHEDULED", c.Status)
 		}
-		// The schedule now runs step 0 at once.
-		e.fixture.checkCampaignSchedule(e, time.Now(), 0)
+		e.fixture.checkCampaignSchedule(e, *c.ScheduledAt, 0)
 	}},
 	// The schedule's payload, with a Lambda deadline too close for a second step: the function
 	// runs step 0 and schedules step 1; its after check fires that one as the scheduler would.
