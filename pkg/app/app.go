@@ -166,6 +166,7 @@ func (a *App) useEmbedded() error {
 		return fmt.Errorf("open embedded store: %w", err)
 	}
 	a.Store = st
+	a.Ingester.Store = st // before the outbox: it may publish events spooled at the last stop
 	a.closers = append(a.closers, func(context.Context) error { return st.Close() })
 	a.OutboxDir = filepath.Join(a.Config.DataDir, "outbox")
 	ob, err := outbox.New(a.OutboxDir, a.Ingester)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -116,8 +117,75 @@ func New(dir string, sink Sink, opts ...Option) (*Outbox, error) {
 	for _, opt := range opts {
 		opt(o)
 	}
+	if err := o.loadSpool(); err != nil {
+		return nil, err
+	}
 	go o.run()
 	return o, nil
+}
+
+// spoolName is where Close keeps the events it could not publish in time; New publishes them.
+const spoolName = ".pending-events.json"
+
+// spooled is a job kept across a restart; the message itself is re-read from its .eml file.
+type spooled struct {
+	EmailID    string    `json:"emailId"`
+	TeamID     int64     `json:"teamId"`
+	MessageID  string    `json:"messageId"`
+	SentAt     time.Time `json:"sentAt"`
+	From       string    `json:"from"`
+	To         []string  `json:"to"`
+	Recipients []string  `json:"recipients"`
+}
+
+// spool writes jobs to the spool file so their events are published after the next start:
+// dropping them would leave those emails SENT for ever.
+func (o *Outbox) spool(jobs []job) error {
+	list := make([]spooled, 0, len(jobs))
+	for _, j := range jobs {
+		list = append(list, spooled{EmailID: j.out.EmailID, TeamID: j.out.TeamID, MessageID: j.messageID,
+			SentAt: j.sentAt, From: j.out.From, To: j.out.To, Recipients: j.out.Recipients})
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(o.dir, spoolName+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(o.dir, spoolName))
+}
+
+// loadSpool queues the jobs a previous Close spooled and removes the spool file.
+func (o *Outbox) loadSpool() error {
+	path := filepath.Join(o.dir, spoolName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: read spool: %w", err)
+	}
+	var list []spooled
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("outbox: decode spool: %w", err)
+	}
+	now := time.Now()
+	for _, sp := range list {
+		raw, err := os.ReadFile(o.Path(sp.EmailID))
+		if err != nil {
+			o.log.Warn("outbox spool: message file missing", "emailId", sp.EmailID)
+			continue
+		}
+		o.pending = append(o.pending, job{at: now.Add(o.delay), sentAt: sp.SentAt, messageID: sp.MessageID,
+			out: mailport.Outgoing{EmailID: sp.EmailID, TeamID: sp.TeamID, From: sp.From, To: sp.To,
+				Recipients: sp.Recipients, Raw: raw}})
+	}
+	if len(list) > 0 {
+		o.log.Info("outbox: publishing events spooled at the last shutdown", "messages", len(list))
+	}
+	return os.Remove(path)
 }
 
 // Path returns the file a message with this email id is written to.
@@ -186,7 +254,7 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 }
 
 // Close publishes the events still pending and stops the goroutine. When ctx ends first the rest
-// are dropped (and logged) and ctx's error is returned. Close may be called more than once.
+// are spooled to the directory for the next New and ctx's error is returned. Close may be called more than once.
 func (o *Outbox) Close(ctx context.Context) error {
 	o.mu.Lock()
 	o.closed = true
@@ -240,13 +308,18 @@ func (o *Outbox) run() {
 	}
 }
 
-// drop logs the events lost when Close gave up (j and everything still queued).
+// drop spools the events Close could not wait for (j and everything still queued); they are
+// published after the next start. Only if the spool cannot be written are they lost (logged).
 func (o *Outbox) drop(j job) {
 	o.mu.Lock()
-	n := len(o.pending)
+	jobs := append([]job{j}, o.pending...)
 	o.pending = nil
 	o.mu.Unlock()
-	o.log.Warn("outbox closing: events dropped", "emailId", j.out.EmailID, "messagesDropped", n+1)
+	if err := o.spool(jobs); err != nil {
+		o.log.Error("outbox closing: events dropped", "messagesDropped", len(jobs), "err", err)
+		return
+	}
+	o.log.Warn("outbox closing: events spooled for the next start", "messages", len(jobs))
 }
 
 // publish hands e to the sink, retrying with backoff; it returns false when the outbox is being

@@ -302,3 +302,40 @@ func mustJSON(t *testing.T, e sesevent.Event) []byte {
 	}
 	return b
 }
+
+// TestEventsCutOffByCloseArePublishedAfterRestart: events Close could not wait for are spooled
+// and published by the next Outbox on the same directory, so no email stays SENT for ever.
+func TestEventsCutOffByCloseArePublishedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	first, err := New(dir, &recorder{}, WithLogger(quiet()), WithDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"em-one", "em-two"} {
+		if _, err := first.Send(context.Background(), build(t, id, []string{"bounce@simulator.amazonses.com"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_ = first.Close(ctx)
+
+	sink := &recorder{}
+	second, err := New(dir, sink, WithLogger(quiet()), WithDelay(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Close(context.Background()); err != nil { // flushes the spooled events
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range sink.snapshot() {
+		got[e.EmailID()] = e.EventType
+	}
+	if got["em-one"] != "Bounce" || got["em-two"] != "Bounce" {
+		t.Errorf("published after restart: %v, want a Bounce for both", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, spoolName)); !os.IsNotExist(err) {
+		t.Errorf("spool file left behind: %v", err)
+	}
+}
