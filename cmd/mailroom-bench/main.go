@@ -5,7 +5,15 @@
 // until every accepted email has left QUEUED (reached SENT). Every run is bounded by -n and by
 // -duration, and talks to 127.0.0.1 only.
 //
+// A second phase (campaign.go) measures a campaign: a fresh local server, -campaign contacts
+// imported through the bulk endpoint, one campaign with sendNow and -campaign-batch, and the time
+// until it is SENT (every email written: the fan-out), bounded by -campaign-timeout; delivery to
+// the outbox is reported, waited for at most -delivery-wait after the fan-out.
+//
 // Usage: go run ./cmd/mailroom-bench [-c 16] [-n 5000] [-warmup 500] [-duration 60s] [-workers 4]
+//
+//	[-http=true] [-campaign 100000] [-campaign-batch 10000] [-campaign-timeout 10m]
+//	[-delivery-wait 120s] [-import-c 4] [-cpuprofile prefix]
 package main
 
 import (
@@ -47,6 +55,14 @@ type options struct {
 	warmup   int
 	duration time.Duration
 	workers  int
+
+	http            bool
+	campaign        int
+	campaignBatch   int
+	campaignTimeout time.Duration
+	deliveryWait    time.Duration
+	importClients   int
+	cpuProfile      string
 }
 
 func main() {
@@ -56,14 +72,33 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 500, "warm-up requests per target (not measured)")
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "hard limit for the whole run")
 	flag.IntVar(&o.workers, "workers", 4, "delivery goroutines of the local server")
+	flag.BoolVar(&o.http, "http", true, "run the POST /api/v1/emails phase")
+	flag.IntVar(&o.campaign, "campaign", 100000, "contacts of the campaign phase (0 skips it)")
+	flag.IntVar(&o.campaignBatch, "campaign-batch", 10000, "batchSize of the campaign")
+	flag.DurationVar(&o.campaignTimeout, "campaign-timeout", 10*time.Minute, "hard limit for the whole campaign phase")
+	flag.DurationVar(&o.deliveryWait, "delivery-wait", 120*time.Second, "how long to wait for delivery after the fan-out")
+	flag.IntVar(&o.importClients, "import-c", 4, "concurrent bulk import requests")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the campaign phase to `prefix`.{import,fanout,delivery}.pprof")
 	flag.Parse()
 	if o.clients < 1 || o.requests < 1 || o.warmup < 0 || o.duration <= 0 || o.workers < 1 {
 		fmt.Fprintln(os.Stderr, "mailroom-bench: -c, -n, -workers must be positive, -warmup non-negative, -duration positive")
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
-		os.Exit(1)
+	if o.campaign < 0 || o.campaignBatch < 1 || o.campaignTimeout <= 0 || o.deliveryWait < 0 || o.importClients < 1 {
+		fmt.Fprintln(os.Stderr, "mailroom-bench: -campaign non-negative, -campaign-batch, -import-c, -campaign-timeout positive, -delivery-wait non-negative")
+		os.Exit(2)
+	}
+	if o.http {
+		if err := run(o); err != nil {
+			fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
+			os.Exit(1)
+		}
+	}
+	if o.campaign > 0 {
+		if err := runCampaign(o); err != nil {
+			fmt.Fprintln(os.Stderr, "mailroom-bench: campaign:", err)
+			os.Exit(1)
+		}
 	}
 }
 

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -61,6 +61,57 @@ function ok(res) {
   assert.equal(res.error, null, `unexpected error ${JSON.stringify(res.error)}`);
   assert.notEqual(res.data, null);
   return res.data;
+}
+
+// decodeWords decodes RFC 2047 encoded words (=?UTF-8?Q?...?= and =?UTF-8?B?...?=) in a header.
+function decodeWords(value) {
+  return value
+    .replace(/\?=\s+=\?/g, '?==?') // whitespace between adjacent encoded words is not text
+    .replace(/=\?([^?]+)\?([QqBb])\?([^?]*)\?=/g, (_, charset, enc, text) => {
+      assert.match(charset, /^utf-8$/i, `charset of ${value}`);
+      if (enc.toUpperCase() === 'B') return Buffer.from(text, 'base64').toString('utf8');
+      return decodeQP(text.replace(/_/g, ' '));
+    });
+}
+
+// decodeQP decodes a quoted-printable text (soft line breaks, =XX bytes) as UTF-8.
+function decodeQP(text) {
+  const bytes = [];
+  const src = text.replace(/=\r?\n/g, '');
+  for (let i = 0; i < src.length; i++) {
+    if (src[i] === '=' && /^[0-9A-Fa-f]{2}$/.test(src.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(src.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else {
+      bytes.push(...Buffer.from(src[i], 'utf8'));
+    }
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+// parseEml splits a single-part message into its headers (unfolded; name → list of values, by
+// lower-cased name) and its body decoded by Content-Transfer-Encoding.
+function parseEml(raw) {
+  const at = raw.search(/\r?\n\r?\n/);
+  assert.ok(at > 0, 'a message has a header and a body');
+  const head = raw.slice(0, at).replace(/\r?\n(?=[ \t])/g, '');
+  const headers = new Map();
+  for (const line of head.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    assert.ok(colon > 0, `header line ${JSON.stringify(line)}`);
+    const name = line.slice(0, colon).toLowerCase();
+    headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()]);
+  }
+  const one = (name) => {
+    const values = headers.get(name.toLowerCase()) ?? [];
+    assert.equal(values.length, 1, `exactly one ${name} header, got ${JSON.stringify(values)}`);
+    return values[0];
+  };
+  let body = raw.slice(at).replace(/^\r?\n\r?\n/, '');
+  const cte = (headers.get('content-transfer-encoding') ?? ['7bit'])[0].toLowerCase();
+  if (cte === 'quoted-printable') body = decodeQP(body);
+  else if (cte === 'base64') body = Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8');
+  return { headers, one, body };
 }
 
 describe('usesend-js against the local Mailroom server', () => {
@@ -343,6 +394,365 @@ describe('usesend-js against the local Mailroom server', () => {
     assert.equal(typeof deleted.message, 'string');
     assert.equal(apiError(await us.domains.get(extra.id)).code, 'NOT_FOUND');
     assert.deepEqual(ok(await us.domains.list()).map((d) => d.id), [domain.id]);
+  });
+
+  // Campaigns and contact books: the acceptance scenario, through the SDK's contactBooks,
+  // contacts and campaigns modules (fetch only for the unsubscribe link, which a mail client
+  // follows, not the SDK).
+  describe('campaigns', () => {
+    const audience = [
+      // first name, email, company (a property), subscribed
+      { firstName: 'Ann', lastName: 'Lee', email: 'ann@campaign.example.org', company: 'Acme', subscribed: true },
+      { firstName: 'Bob', lastName: 'Ray', email: 'bob@campaign.example.org', company: undefined, subscribed: true },
+      { firstName: 'Zoë', lastName: 'Ng', email: 'zoe@campaign.example.org', company: 'Initech', subscribed: true },
+      { firstName: 'Dan', lastName: 'Ode', email: 'dan@campaign.example.org', company: 'Umbrella', subscribed: false },
+    ];
+    const subscribed = audience.filter((c) => c.subscribed);
+    const subjectTemplate = 'Hello {{firstName}}, news for {{company,fallback=friend}}';
+    const htmlTemplate =
+      '<p>Dear {{firstName}} at {{company,fallback=friend}},</p><p>Our news.</p>' +
+      '<p><a href="{{usesend_unsubscribe_url}}">Unsubscribe</a></p>';
+    const expectedSubject = (c) => `Hello ${c.firstName}, news for ${c.company ?? 'friend'}`;
+    const expectedGreeting = (c) => `Dear ${c.firstName} at ${c.company ?? 'friend'},`;
+    const counters = ['total', 'sent', 'delivered', 'opened', 'clicked', 'unsubscribed', 'bounced', 'hardBounced', 'complained'];
+
+    let book;
+    let campaign;
+    const contactIds = new Map(); // email → contact id
+    const messages = new Map(); // email → parsed outbox message of the campaign
+
+    // outboxTo reads every .eml of the outbox addressed to one of emails.
+    async function outboxTo(emails) {
+      const dir = join(dataDir, 'outbox');
+      const found = [];
+      for (const name of await readdir(dir)) {
+        if (!name.endsWith('.eml')) continue;
+        const msg = parseEml(await readFile(join(dir, name), 'utf8'));
+        const to = decodeWords(msg.one('To'));
+        const addr = emails.find((e) => to.includes(`<${e}>`) || to === e);
+        if (addr) found.push({ file: name, addr, to, ...msg });
+      }
+      return found;
+    }
+
+    async function getCampaign(id) {
+      return ok(await us.campaigns.get(id));
+    }
+
+    function assertCampaignShape(c) {
+      for (const k of counters) assert.equal(typeof c[k], 'number', `${k} in ${JSON.stringify(c)}`);
+      for (const k of ['replyTo', 'cc', 'bcc']) assert.ok(Array.isArray(c[k]), `${k} is an array`);
+      for (const k of ['createdAt', 'updatedAt']) assert.ok(Number.isFinite(Date.parse(c[k])), `${k} ${c[k]}`);
+      assert.equal(typeof c.batchSize, 'number');
+      assert.equal(typeof c.batchWindowMinutes, 'number');
+    }
+
+    it('creates a contact book and contacts, one of them unsubscribed', async () => {
+      book = ok(await us.contactBooks.create({ name: 'SDK newsletter', emoji: '📬', variables: ['company'] }));
+      assert.equal(typeof book.id, 'string');
+      assert.equal(book.name, 'SDK newsletter');
+      assert.equal(book.emoji, '📬');
+      assert.deepEqual(book.variables, ['company']);
+
+      // One at a time (contacts.create) and in bulk (contacts.bulkCreate).
+      const [ann, bob, zoe, dan] = audience;
+      const payload = (c) => ({
+        email: c.email,
+        firstName: c.firstName,
+        lastName: c.lastName,
+        ...(c.company ? { properties: { company: c.company } } : {}),
+        ...(c.subscribed ? {} : { subscribed: false }),
+      });
+      for (const c of [ann, dan]) {
+        const res = ok(await us.contacts.create(book.id, payload(c)));
+        assert.equal(typeof res.contactId, 'string');
+        contactIds.set(c.email, res.contactId);
+      }
+      const bulk = ok(await us.contacts.bulkCreate(book.id, [payload(bob), payload(zoe)]));
+      assert.equal(bulk.count, 2, JSON.stringify(bulk));
+      assert.equal(typeof bulk.message, 'string');
+
+      // The bulk answer has no ids: find them by email through the list route (no SDK method).
+      const listed = await api('GET', `/contactBooks/${book.id}/contacts?emails=${bob.email},${zoe.email}`);
+      assert.equal(listed.status, 200);
+      assert.equal(listed.body.length, 2);
+      for (const c of listed.body) contactIds.set(c.email, c.id);
+
+      for (const c of audience) {
+        const got = ok(await us.contacts.get(book.id, contactIds.get(c.email)));
+        assert.equal(got.id, contactIds.get(c.email));
+        assert.equal(got.email, c.email);
+        assert.equal(got.firstName, c.firstName);
+        assert.equal(got.lastName, c.lastName);
+        assert.equal(got.subscribed, c.subscribed, c.email);
+        assert.deepEqual(got.properties, c.company ? { company: c.company } : {});
+        assert.equal(got.contactBookId, book.id);
+      }
+
+      const again = ok(await us.contactBooks.get(book.id));
+      assert.equal(again.id, book.id);
+      assert.equal(again._count?.contacts, audience.length);
+      assert.ok(ok(await us.contactBooks.list()).some((b) => b.id === book.id));
+    });
+
+    it('refuses a campaign without the unsubscribe placeholder', async () => {
+      const err = apiError(
+        await us.campaigns.create({
+          name: 'No unsubscribe', from, subject: 'x', contactBookId: book.id, html: '<p>hi</p>', sendNow: true,
+        }),
+      );
+      assert.equal(err.code, 'BAD_REQUEST');
+      assert.match(err.message, /usesend_unsubscribe_url/);
+    });
+
+    it('sends a personalised campaign now, in batches of 2, to the subscribed contacts only', async () => {
+      campaign = ok(
+        await us.campaigns.create({
+          name: 'SDK launch',
+          from,
+          subject: subjectTemplate,
+          contactBookId: book.id,
+          html: htmlTemplate,
+          sendNow: true,
+          batchSize: 2,
+        }),
+      );
+      assertCampaignShape(campaign);
+      assert.equal(typeof campaign.id, 'string');
+      assert.equal(campaign.name, 'SDK launch');
+      assert.equal(campaign.from, from);
+      assert.equal(campaign.subject, subjectTemplate);
+      assert.equal(campaign.html, htmlTemplate);
+      assert.equal(campaign.contactBookId, book.id);
+      assert.equal(campaign.batchSize, 2);
+      assert.ok(['SCHEDULED', 'RUNNING', 'SENT'].includes(campaign.status), campaign.status);
+      assert.ok(campaign.scheduledAt === null || Number.isFinite(Date.parse(campaign.scheduledAt)));
+
+      const sent = await waitFor('campaign status SENT', async () => {
+        const c = await getCampaign(campaign.id);
+        return c.status === 'SENT' && c;
+      }, 30_000);
+      assertCampaignShape(sent);
+      assert.equal(sent.total, subscribed.length, JSON.stringify(sent));
+      assert.equal(sent.sent, subscribed.length, JSON.stringify(sent));
+      const delivered = await waitFor(`delivered = ${subscribed.length}`, async () => {
+        const c = await getCampaign(campaign.id);
+        return c.delivered === subscribed.length && c;
+      }, 30_000);
+      assert.equal(delivered.status, 'SENT');
+      assert.equal(delivered.total, subscribed.length);
+      assert.equal(delivered.sent, subscribed.length);
+      for (const k of ['opened', 'clicked', 'unsubscribed', 'bounced', 'hardBounced', 'complained']) {
+        assert.equal(delivered[k], 0, `${k} in ${JSON.stringify(delivered)}`);
+      }
+    });
+
+    it('writes exactly one personalised message per subscribed contact, with the unsubscribe headers', async () => {
+      const found = await outboxTo(audience.map((c) => c.email));
+      assert.deepEqual(
+        found.map((m) => m.addr).sort(),
+        subscribed.map((c) => c.email).sort(),
+        `one message per subscribed contact and none for ${audience.find((c) => !c.subscribed).email}: ${found.map((m) => m.file)}`,
+      );
+      for (const c of subscribed) {
+        const m = found.find((f) => f.addr === c.email);
+        messages.set(c.email, m);
+        assert.equal(decodeWords(m.one('Subject')), expectedSubject(c), m.file);
+        assert.ok(m.to.includes(c.firstName), `To ${m.to} names ${c.firstName}`);
+        assert.match(m.one('From'), /<hello@sdk-test\.example\.com>$/);
+        assert.match(m.one('Content-Type'), /^text\/html\b/i);
+        assert.ok(m.body.includes(expectedGreeting(c)), `body of ${m.file}: ${m.body}`);
+        assert.ok(!m.body.includes('{{'), `no placeholder left in ${m.body}`);
+
+        const unsub = m.one('List-Unsubscribe');
+        const url = /^<(https?:\/\/[^>\s]+)>$/.exec(unsub)?.[1];
+        assert.ok(url, `List-Unsubscribe ${unsub}`);
+        assert.ok(url.startsWith(`${baseURL}/unsubscribe/`), `${url} points at this server`);
+        assert.ok(m.body.includes(`href="${url}"`), `the body links the same unsubscribe URL: ${m.body}`);
+        assert.equal(m.one('List-Unsubscribe-Post'), 'List-Unsubscribe=One-Click');
+        assert.equal(m.one('Precedence'), 'bulk');
+        m.url = url;
+
+        // The message is an ordinary email of the team too.
+        const id = m.one('X-Usesend-Email-ID');
+        assert.equal(m.file, `${id}.eml`);
+        const email = ok(await us.emails.get(id));
+        assert.equal(email.subject, expectedSubject(c));
+        assert.equal(email.latestStatus, 'DELIVERED');
+      }
+      const urls = new Set([...messages.values()].map((m) => m.url));
+      assert.equal(urls.size, subscribed.length, 'every recipient has an own unsubscribe link');
+    });
+
+    it('unsubscribes a contact with the one-click POST of List-Unsubscribe', async () => {
+      const ann = subscribed[0];
+      const { url } = messages.get(ann.email);
+
+      // GET only shows a form (link scanners unsubscribe nobody).
+      const form = await fetch(url);
+      assert.equal(form.status, 200);
+      assert.match(form.headers.get('content-type'), /^text\/html/);
+      assert.match(await form.text(), /<form method="post"/i);
+      assert.equal(ok(await us.contacts.get(book.id, contactIds.get(ann.email))).subscribed, true);
+
+      const oneClick = () =>
+        fetch(url, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+          body: 'List-Unsubscribe=One-Click',
+        });
+      const res = await oneClick();
+      assert.equal(res.status, 200, await res.text());
+
+      const contact = ok(await us.contacts.get(book.id, contactIds.get(ann.email)));
+      assert.equal(contact.subscribed, false);
+      // Nobody else was unsubscribed.
+      for (const c of subscribed.slice(1)) {
+        assert.equal(ok(await us.contacts.get(book.id, contactIds.get(c.email))).subscribed, true, c.email);
+      }
+      const after1 = await waitFor('unsubscribed = 1', async () => {
+        const c = await getCampaign(campaign.id);
+        return c.unsubscribed === 1 && c;
+      });
+      assert.equal(after1.total, subscribed.length);
+
+      // A second click (or a client's retry) counts once.
+      const again = await oneClick();
+      assert.equal(again.status, 200, await again.text());
+      await sleep(200);
+      assert.equal((await getCampaign(campaign.id)).unsubscribed, 1);
+
+      // A forged link is refused and changes nothing.
+      const forged = await fetch(url.replace(/.$/, (ch) => (ch === 'A' ? 'B' : 'A')), {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: 'List-Unsubscribe=One-Click',
+      });
+      assert.equal(forged.status, 404);
+      await forged.text();
+
+      const list = ok(await us.campaigns.getAll());
+      assert.equal(typeof list.totalPage, 'number');
+      assert.ok(list.totalPage >= 1);
+      const item = list.campaigns.find((c) => c.id === campaign.id);
+      assert.ok(item, `campaign ${campaign.id} in ${JSON.stringify(list)}`);
+      assert.equal(item.status, 'SENT');
+      assert.equal(item.total, subscribed.length);
+      assert.equal(item.sent, subscribed.length);
+      assert.equal(item.delivered, subscribed.length);
+      assert.equal(item.unsubscribed, 1);
+    });
+
+    it('schedules a campaign for "tomorrow 9am" (UTC) and reschedules it', async () => {
+      const tomorrow9 = () => {
+        const now = new Date();
+        return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1, 9, 0, 0);
+      };
+      const before9 = tomorrow9();
+      const scheduled = ok(
+        await us.campaigns.create({
+          name: 'SDK tomorrow',
+          from,
+          subject: subjectTemplate,
+          contactBookId: book.id,
+          html: htmlTemplate,
+          scheduledAt: 'tomorrow 9am',
+        }),
+      );
+      const after9 = tomorrow9(); // differs from before9 only across midnight UTC
+      assertCampaignShape(scheduled);
+      assert.equal(scheduled.status, 'SCHEDULED');
+      assert.match(scheduled.scheduledAt ?? '', /T09:00:00(\.000)?Z$/, `scheduledAt ${scheduled.scheduledAt}`);
+      assert.ok(
+        [before9, after9].includes(Date.parse(scheduled.scheduledAt)),
+        `scheduledAt ${scheduled.scheduledAt}, want ${new Date(before9).toISOString()}`,
+      );
+      assert.equal(scheduled.total, 0);
+      assert.equal(scheduled.sent, 0);
+
+      const got = await getCampaign(scheduled.id);
+      assert.equal(got.status, 'SCHEDULED');
+      assert.equal(got.scheduledAt, scheduled.scheduledAt);
+
+      const later = new Date(Date.now() + 2 * 86_400_000);
+      later.setUTCHours(10, 30, 0, 0);
+      const res = ok(await us.campaigns.schedule(scheduled.id, { scheduledAt: later.toISOString().replace('.000', '') }));
+      assert.deepEqual(res, { success: true });
+      const moved = await getCampaign(scheduled.id);
+      assert.equal(moved.status, 'SCHEDULED');
+      assert.equal(Date.parse(moved.scheduledAt), later.getTime(), `scheduledAt ${moved.scheduledAt}`);
+
+      const list = ok(await us.campaigns.getAll({ status: 'SCHEDULED' }));
+      assert.deepEqual(list.campaigns.map((c) => c.id), [scheduled.id]);
+
+      const deleted = ok(await us.campaigns.delete(scheduled.id));
+      assert.equal(deleted.id, scheduled.id);
+      assert.equal(apiError(await us.campaigns.get(scheduled.id)).code, 'NOT_FOUND');
+      // Nothing was sent for it.
+      assert.equal((await getCampaign(campaign.id)).total, subscribed.length);
+    });
+
+    it('pauses and resumes a running campaign', async () => {
+      const slowBook = ok(await us.contactBooks.create({ name: 'SDK slow' }));
+      const people = Array.from({ length: 5 }, (_, i) => ({ email: `p${i + 1}@pause.example.org`, firstName: `P${i + 1}` }));
+      assert.equal(ok(await us.contacts.bulkCreate(slowBook.id, people)).count, people.length);
+
+      // One contact a minute: the campaign stays RUNNING between the steps below.
+      const slow = ok(
+        await us.campaigns.create({
+          name: 'SDK slow',
+          from,
+          subject: 'Hi {{firstName}}',
+          contactBookId: slowBook.id,
+          html: '<p>Hi {{firstName}}</p><a href="{{usesend_unsubscribe_url}}">Unsubscribe</a>',
+          sendNow: true,
+          batchSize: 1,
+          batchWindowMinutes: 1,
+        }),
+      );
+      assert.equal(slow.batchSize, 1);
+      assert.equal(slow.batchWindowMinutes, 1);
+      const first = await waitFor('the first batch', async () => {
+        const c = await getCampaign(slow.id);
+        return c.status === 'RUNNING' && c.total === 1 && c;
+      });
+      assert.equal(first.total, 1);
+
+      assert.deepEqual(ok(await us.campaigns.pause(slow.id)), { success: true });
+      const paused = await getCampaign(slow.id);
+      assert.equal(paused.status, 'PAUSED');
+      assert.equal(paused.total, 1);
+      assert.equal(apiError(await us.campaigns.pause(slow.id)).code, 'BAD_REQUEST');
+      assert.equal(
+        ok(await us.campaigns.getAll({ status: 'PAUSED' })).campaigns.some((c) => c.id === slow.id),
+        true,
+      );
+
+      assert.deepEqual(ok(await us.campaigns.resume(slow.id)), { success: true });
+      assert.equal((await getCampaign(slow.id)).status, 'RUNNING');
+      assert.equal(apiError(await us.campaigns.resume(slow.id)).code, 'BAD_REQUEST');
+      // Resume continues from the cursor at once: the second contact, and then the window.
+      const second = await waitFor('the second batch after resume', async () => {
+        const c = await getCampaign(slow.id);
+        return c.total === 2 && c;
+      });
+      assert.equal(second.status, 'RUNNING');
+      await sleep(1000);
+      const still = await getCampaign(slow.id);
+      assert.equal(still.total, 2, 'the next batch waits for the batch window');
+      assert.equal(still.status, 'RUNNING');
+
+      // Contacts go in email order: p1 before the pause, p2 after the resume, nobody else yet.
+      const found = await waitFor('the two messages of the slow campaign in the outbox', async () => {
+        const list = await outboxTo(people.map((p) => p.email));
+        return list.length >= 2 && list;
+      });
+      assert.deepEqual(found.map((m) => m.addr).sort(), [people[0].email, people[1].email]);
+      for (const m of found) {
+        const p = people.find((x) => x.email === m.addr);
+        assert.equal(decodeWords(m.one('Subject')), `Hi ${p.firstName}`);
+      }
+    });
   });
 
   it('shuts down cleanly on SIGTERM', async () => {
