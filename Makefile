@@ -57,10 +57,12 @@ cfn-lint:
 sdk-test:
 	test/sdk/run
 
-# bench: the Go benchmarks, then POST /api/v1/emails on the local server next to a bare
-# net/http handler, measured in one run (requests/s, p50/p90/p99, delivery rate).
+# bench: the Go benchmarks; the DynamoDB item writes and WCU per campaign recipient (against
+# moto); then POST /api/v1/emails on the local server next to a bare net/http handler measured
+# in one run, and a 100,000-contact campaign run to SENT (fan-out rate).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -count=1 -v -run '^TestCampaignWritesPerRecipient$$' ./pkg/store/dynamo | grep 'per campaign recipient'
 	$(GO) run ./cmd/mailroom-bench
 
 # build puts every function under bin/<kebab-name>/bootstrap.
