@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -241,4 +243,40 @@ func TestDomainTracking(t *testing.T) {
 	if r := e.do("PATCH", "/api/v1/domains/999", `{"clickTracking":true}`); r.status != 404 {
 		t.Errorf("unknown domain = %d", r.status)
 	}
+}
+
+// TestLostRescheduleHeals: the email says T2 but the only schedule left is for T1 (a
+// reschedule whose Put was lost, or two reschedules whose Puts crossed). When T1 fires, the
+// schedule for T2 is put back; at T2 the email is sent. Nothing stays SCHEDULED for ever.
+func TestLostRescheduleHeals(t *testing.T) {
+	e := newEnv(t)
+	t1 := e.clock.Now().Add(time.Hour).Truncate(time.Second)
+	id := e.send(scheduled(t1))
+	t2 := t1.Add(time.Hour)
+	if _, err := e.app.Store.UpdateEmail(context.Background(), id, func(x *store.Email) ([]store.Event, error) {
+		x.ScheduledAt = &t2 // the reschedule's write landed, its Put did not
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Hour + time.Second) // T1 fires
+	old, _ := jsonPayload(id, t1)
+	if err := e.app.Services.Emails.Fire(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.get(id); d.LatestStatus != "SCHEDULED" {
+		t.Fatalf("fired before its time: %s", d.LatestStatus)
+	}
+	type getter interface {
+		Get(context.Context, string) (schedule.Schedule, bool, error)
+	}
+	sc, ok, err := e.app.Scheduler.(getter).Get(context.Background(), email.ScheduleName(id))
+	if err != nil || !ok || !sc.At.Equal(t2) {
+		t.Fatalf("schedule after the early fire = %v %v %v, want one at %s", sc.At, ok, err, t2)
+	}
+	e.clock.Add(time.Hour) // T2 fires
+	if err := e.app.Services.Emails.Fire(context.Background(), sc.Payload); err != nil {
+		t.Fatal(err)
+	}
+	e.await(id, "DELIVERED")
 }

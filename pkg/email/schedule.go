@@ -23,9 +23,8 @@ type Scheduler interface {
 // cancelling deletes it without any lookup.
 func ScheduleName(emailID string) string { return "email-" + emailID }
 
-// FirePayload is what a scheduled email's schedule delivers to the scheduled-send target. The
-// time it was made for lets the target ignore a schedule that a reschedule replaced but that
-// fired anyway.
+// FirePayload is what a scheduled email's schedule delivers to the scheduled-send target (the
+// time is informative: Fire goes by the email's current scheduledAt).
 type FirePayload struct {
 	EmailID     string    `json:"emailId"`
 	ScheduledAt time.Time `json:"scheduledAt"`
@@ -125,10 +124,12 @@ func (s *Service) update(ctx context.Context, p auth.Principal, id string, fn fu
 	return e, err
 }
 
-// Fire is the scheduled-send target: it promotes the email SCHEDULED → QUEUED if it is still
-// scheduled for the time the schedule was made for. Late, repeated or replaced schedules find
-// nothing to do and return nil; an email not written yet (the schedule is made first) is an
-// error so the scheduler retries.
+// Fire is the scheduled-send target: it promotes the email SCHEDULED → QUEUED when the email's
+// own scheduledAt is due. It goes by the email, not by the time in the payload, so any schedule
+// of the email heals a lost or out-of-order one: a schedule that fires before the email's time
+// (a reschedule whose Put was lost, or two reschedules whose Puts crossed) puts the schedule
+// for the email's current time back. Cancelled or already sent emails are left alone; an email
+// not written yet (the schedule is made first) is an error so the scheduler retries.
 func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	var p FirePayload
 	if err := json.Unmarshal(payload, &p); err != nil || p.EmailID == "" {
@@ -136,23 +137,37 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 		return nil
 	}
 	now := s.Now().UTC()
-	_, err := s.Store.UpdateEmail(ctx, p.EmailID, func(e *store.Email) ([]store.Event, error) {
-		if e.Status != store.StatusScheduled || e.ScheduledAt == nil || !e.ScheduledAt.Equal(p.ScheduledAt) {
+	e, err := s.Store.UpdateEmail(ctx, p.EmailID, func(e *store.Email) ([]store.Event, error) {
+		switch {
+		case e.Status != store.StatusScheduled || e.ScheduledAt == nil:
 			return nil, errNothingToDo
+		case e.ScheduledAt.After(now.Add(time.Second)):
+			return nil, errNotDue
 		}
 		e.Status, e.LatestStatus, e.UpdatedAt = store.StatusQueued, Advance(e.LatestStatus, store.StatusQueued), now
-		return []store.Event{{ID: "fired-" + p.ScheduledAt.Format("20060102T150405"), EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now}}, nil
+		return []store.Event{{ID: "fired-" + e.ScheduledAt.Format("20060102T150405"), EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now}}, nil
 	})
 	switch {
 	case errors.Is(err, errNothingToDo), errors.Is(err, store.ErrDuplicateEvent):
 		return nil
+	case errors.Is(err, errNotDue):
+		cur, gerr := s.Store.GetEmail(ctx, p.EmailID)
+		if gerr != nil {
+			return fmt.Errorf("reschedule %s: %w", p.EmailID, gerr)
+		}
+		if cur.Status == store.StatusScheduled && cur.ScheduledAt != nil {
+			return s.Scheduler.Put(ctx, scheduleFor(cur))
+		}
+		return nil
 	case err != nil:
 		return fmt.Errorf("promote %s: %w", p.EmailID, err)
 	}
-	s.Log.Info("scheduled email queued", "emailId", p.EmailID)
-	s.dispatch(ctx, p.EmailID)
+	s.Log.Info("scheduled email queued", "emailId", e.ID)
+	s.dispatch(ctx, e.ID)
 	return nil
 }
+
+var errNotDue = errors.New("not due yet")
 
 var errNothingToDo = errors.New("nothing to do")
 
