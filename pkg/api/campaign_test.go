@@ -233,6 +233,7 @@ func TestCampaignPauseAndResume(t *testing.T) {
 	// One contact a batch, a minute between batches.
 	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Slow","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true,"batchSize":1,"batchWindowMinutes":1}`, &c)
 	c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Total == 1 })
+	awaitSteps(t, e, c.ID, 1)
 	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/pause", "", nil)
 	if got := e.campaign(c.ID); got.Status != "PAUSED" {
 		t.Fatalf("after pause: %s", got.Status)
@@ -247,15 +248,32 @@ func TestCampaignPauseAndResume(t *testing.T) {
 	}
 	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/resume", "", nil)
 	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Total == 2 && c.Status == "RUNNING" })
-	fire(t, e, c.ID, 2) // the window passed
-	fire(t, e, c.ID, 2) // a repeated schedule is a no-op
-	fire(t, e, c.ID, 3) // the last step finds no one left
+	awaitSteps(t, e, c.ID, 2) // the resumed step has moved the cursor
+	fire(t, e, c.ID, 2)       // the window passed: the last contact, and the book is done
+	fire(t, e, c.ID, 2)       // a repeated schedule is a no-op
 	got := e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" })
 	if got.Total != 3 {
 		t.Errorf("total %d, want 3", got.Total)
 	}
 	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/resume", ""); r.status != 400 {
 		t.Errorf("resume a sent campaign = %d", r.status)
+	}
+}
+
+// awaitSteps waits until the campaign has recorded n finished batch steps (its counters move
+// before its cursor does).
+func awaitSteps(t *testing.T, e *env, id string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := e.app.Store.GetCampaign(context.Background(), e.teamID, id)
+		if err == nil && c.BatchesDone >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("campaign %s: %d steps done, want %d (%v)", id, c.BatchesDone, n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -414,5 +432,46 @@ func TestContactsAPI(t *testing.T) {
 	}
 	if r := e.do("GET", "/api/v1/contactBooks/"+bookID, ""); r.status != 404 {
 		t.Errorf("deleted book = %d", r.status)
+	}
+}
+
+// TestUnsubscribeAfterReimport: a contact deleted and imported again has a new id; the link in
+// an email sent before must still unsubscribe it.
+func TestUnsubscribeAfterReimport(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"n","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &c)
+	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Sent == 1 })
+	link := regexp.MustCompile(`List-Unsubscribe: <([^>]+)>`).FindStringSubmatch(e.outboxFor("ann@example.org")[0])[1]
+	var list []struct{ ID string }
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts", "", &list)
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID+"/contacts/"+list[0].ID, "", nil)
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"ann@example.org"}`, nil)
+	resp, err := http.Post(link, "application/x-www-form-urlencoded", strings.NewReader("List-Unsubscribe=One-Click"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST link: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	var contacts []struct{ Subscribed bool }
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts?emails=ann@example.org", "", &contacts)
+	if len(contacts) != 1 || contacts[0].Subscribed {
+		t.Errorf("the re-imported contact is still subscribed: %+v", contacts)
+	}
+}
+
+// TestCampaignWhoseBookIsDeletedPauses: a step that cannot succeed pauses the campaign instead
+// of failing again at every retry.
+func TestCampaignWhoseBookIsDeletedPauses(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"a@example.org"}`, `{"email":"b@example.org"}`, `{"email":"c@example.org"}`)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"n","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true,"batchSize":1,"batchWindowMinutes":60}`, &c)
+	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Total == 1 })
+	awaitSteps(t, e, c.ID, 1)
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID, "", nil)
+	fire(t, e, c.ID, 1)
+	if got := e.campaign(c.ID); got.Status != "PAUSED" || got.Total != 1 {
+		t.Errorf("after its book was deleted: %s, total %d; want PAUSED", got.Status, got.Total)
 	}
 }

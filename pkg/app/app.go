@@ -193,8 +193,6 @@ func (a *App) useLocalScheduler() error {
 		return fmt.Errorf("open local scheduler: %w", err)
 	}
 	a.local, a.Scheduler, a.Campaigns = sch, sch, sch
-	// Stop firing before anything else closes.
-	a.closers = append([]func(context.Context) error{sch.Close}, a.closers...)
 	return nil
 }
 
@@ -339,6 +337,12 @@ func (a *App) Close(ctx context.Context) error {
 		a.stop()
 		a.loops.Wait()
 	}
+	var first error
+	// Stop firing first: a schedule that fires now would be acknowledged and then find its
+	// campaign run cancelled. What is not fired stays in the schedule file for the next start.
+	if a.local != nil {
+		first = a.local.Close(ctx)
+	}
 	if a.cancelRuns != nil {
 		a.cancelRuns()
 	}
@@ -346,7 +350,6 @@ func (a *App) Close(ctx context.Context) error {
 	if a.Pool != nil {
 		a.Pool.Close(ctx)
 	}
-	var first error
 	for _, c := range a.closers {
 		if err := c(ctx); err != nil && first == nil {
 			first = err

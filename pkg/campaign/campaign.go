@@ -299,6 +299,10 @@ func (s *Service) Fire(ctx context.Context, raw []byte) error {
 func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int, bool, error) {
 	start := time.Now()
 	c, err := s.Store.GetCampaign(ctx, teamID, id)
+	if err == nil && c.Status == store.CampaignScheduled && n == 0 && notStarted(c, s.Now().UTC().Add(time.Second)) {
+		// A start that fires before the campaign's (moved) time puts the start back.
+		return 0, false, s.put(ctx, c, *c.ScheduledAt, 0)
+	}
 	if err == nil && c.Status == store.CampaignScheduled && n == 0 {
 		c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
 			if c.Status == store.CampaignScheduled {
@@ -320,6 +324,17 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 		return 0, false, errors.New("UNSUBSCRIBE_SECRET is not configured: campaign emails need signed unsubscribe links")
 	}
 	written, last, done, err := s.writeBatch(ctx, c)
+	if errors.Is(err, errCannotSend) {
+		// Retrying cannot help until someone fixes it: pause, so resume continues from here.
+		s.Log.Warn("campaign paused: it cannot send", "campaignId", id, "teamId", teamID, "reason", err.Error())
+		_, perr := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+			if c.Status == store.CampaignRunning {
+				c.Status, c.UpdatedAt = store.CampaignPaused, s.Now().UTC()
+			}
+			return nil
+		})
+		return 0, false, perr
+	}
 	if err != nil {
 		return 0, false, fmt.Errorf("campaign %s step %d: %w", id, n, err)
 	}
@@ -352,6 +367,9 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 
 var errStepRan = errors.New("step already ran")
 
+// errCannotSend marks a step that cannot succeed until someone acts (book or domain gone).
+var errCannotSend = errors.New("campaign cannot send")
+
 // oneLine keeps a personalised subject on one header line.
 var oneLine = strings.NewReplacer("\r", " ", "\n", " ")
 
@@ -359,13 +377,19 @@ var oneLine = strings.NewReplacer("\r", " ", "\n", " ")
 // many it wrote, the last contact it looked at, and whether the book is exhausted.
 func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string, bool, error) {
 	dom, err := s.Store.GetDomain(ctx, c.TeamID, c.DomainID)
-	if err != nil || dom.Status != store.DomainSuccess {
-		return 0, "", false, fmt.Errorf("sending domain unavailable: %w", errors.Join(err, errors.New("not verified")))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && dom.Status != store.DomainSuccess) {
+		return 0, "", false, fmt.Errorf("%w: the sending domain is gone or not verified", errCannotSend)
+	}
+	if err != nil {
+		return 0, "", false, err
 	}
 	cursor, written, looked := c.Cursor, 0, 0
 	for looked < c.BatchSize {
 		want := min(pageSize, c.BatchSize-looked)
 		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, want)
+		if errors.Is(err, store.ErrNotFound) {
+			return written, c.Cursor, false, fmt.Errorf("%w: the contact book was deleted", errCannotSend)
+		}
 		if err != nil {
 			return written, c.Cursor, false, err
 		}
@@ -384,7 +408,10 @@ func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string
 			return written, cursor, true, nil
 		}
 	}
-	return written, cursor, false, nil
+	// A full batch: look one contact ahead, so a book that ends exactly here is done now and
+	// not one batch window later.
+	next, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, 1)
+	return written, cursor, err == nil && len(next) == 0, nil
 }
 
 // writeContacts writes the emails of the subscribed, non-suppressed contacts of one page.
@@ -438,7 +465,7 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 // email builds the personalised email of one contact.
 func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store.Email {
 	id := EmailID(c.ID, ct.ID)
-	link := s.Signer.URL(Link{TeamID: c.TeamID, BookID: ct.BookID, ContactID: ct.ID, EmailID: id, CampaignID: c.ID})
+	link := s.Signer.URL(Link{TeamID: c.TeamID, BookID: ct.BookID, ContactID: ct.ID, EmailID: id, CampaignID: c.ID, Email: ct.Email})
 	values := vars(ct, link)
 	body := c.HTML
 	if body == "" {
@@ -465,8 +492,9 @@ func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store
 }
 
 // RecoverRunning reschedules the next step of every RUNNING campaign that has not moved for
-// stale: a process that died mid-campaign, a lost schedule. Steps are numbered, so a step that
-// was merely slow and runs anyway makes the rescheduled one a no-op.
+// stale (a process that died mid-campaign, a lost schedule) and the start of every SCHEDULED
+// campaign overdue by stale (a start that was acknowledged and then failed). Steps are
+// numbered, so a step that was merely slow and runs anyway makes the rescheduled one a no-op.
 func (s *Service) RecoverRunning(ctx context.Context, stale time.Duration) (int, error) {
 	teams, err := s.Store.ListTeams(ctx)
 	if err != nil {
@@ -475,25 +503,34 @@ func (s *Service) RecoverRunning(ctx context.Context, stale time.Duration) (int,
 	now := s.Now().UTC()
 	n := 0
 	for _, t := range teams {
-		for offset := 0; ; offset += 100 {
-			list, total, err := s.Store.ListCampaigns(ctx, t.ID, store.CampaignFilter{Status: store.CampaignRunning, Offset: offset, Limit: 100})
-			if err != nil {
-				return n, err
-			}
-			for _, c := range list {
-				window := time.Duration(c.BatchWindowMinutes) * time.Minute
-				if now.Sub(c.UpdatedAt) < stale+window {
-					continue
-				}
-				if err := s.put(ctx, c, now, c.BatchesDone); err != nil {
+		for _, status := range []string{store.CampaignRunning, store.CampaignScheduled} {
+			for offset := 0; ; offset += 100 {
+				list, total, err := s.Store.ListCampaigns(ctx, t.ID, store.CampaignFilter{Status: status, Offset: offset, Limit: 100})
+				if err != nil {
 					return n, err
 				}
-				n++
-			}
-			if offset+100 >= total {
-				break
+				for _, c := range list {
+					if !stalled(c, now, stale) {
+						continue
+					}
+					if err := s.put(ctx, c, now, c.BatchesDone); err != nil {
+						return n, err
+					}
+					n++
+				}
+				if offset+100 >= total {
+					break
+				}
 			}
 		}
 	}
 	return n, nil
+}
+
+func stalled(c store.Campaign, now time.Time, stale time.Duration) bool {
+	if c.Status == store.CampaignScheduled {
+		return c.ScheduledAt != nil && now.Sub(*c.ScheduledAt) >= stale && (stale > 0 || c.ScheduledAt.Before(now))
+	}
+	window := time.Duration(c.BatchWindowMinutes) * time.Minute
+	return now.Sub(c.UpdatedAt) >= stale+window
 }

@@ -20,6 +20,7 @@ type Link struct {
 	ContactID  string `json:"c"`
 	EmailID    string `json:"e"`
 	CampaignID string `json:"p"`
+	Email      string `json:"m"` // finds the contact if it was deleted and imported again
 }
 
 // Signer makes and checks unsubscribe URLs. The token is the link's JSON and an HMAC-SHA256 of
@@ -74,7 +75,7 @@ func (s Signer) Verify(token string) (Link, error) {
 
 // Unsubscriber marks a contact unsubscribed (contact.Service).
 type Unsubscriber interface {
-	Unsubscribe(ctx context.Context, teamID int64, bookID, id string) (bool, error)
+	Unsubscribe(ctx context.Context, teamID int64, bookID, id, email string) (bool, error)
 }
 
 // Unsubscribe acts on a one-click link: the contact is unsubscribed and the campaign's
@@ -85,7 +86,7 @@ func (s *Service) Unsubscribe(ctx context.Context, token string) (Link, error) {
 	if err != nil {
 		return Link{}, err
 	}
-	if _, err := s.Contacts.Unsubscribe(ctx, l.TeamID, l.BookID, l.ContactID); err != nil {
+	if _, err := s.Contacts.Unsubscribe(ctx, l.TeamID, l.BookID, l.ContactID, l.Email); err != nil {
 		return Link{}, err
 	}
 	if l.EmailID != "" {

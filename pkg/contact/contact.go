@@ -385,16 +385,27 @@ func (s *Service) Delete(ctx context.Context, teamID int64, bookID string, ids [
 	return s.Store.DeleteContacts(ctx, teamID, bookID, ids)
 }
 
-// Unsubscribe marks a contact unsubscribed (the one-click link); it reports whether it
-// changed anything.
-func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id string) (bool, error) {
+// Unsubscribe marks a contact unsubscribed (the one-click link) and reports whether it changed
+// anything. The link names the contact by id and email: a contact deleted and imported again
+// has a new id, and its old links must still unsubscribe it.
+func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, addr string) (bool, error) {
 	changed := false
-	_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
-		changed = c.Subscribed
-		c.Subscribed = false
-		c.UpdatedAt = s.Now().UTC()
-		return nil
-	})
+	unsubscribe := func(id string) error {
+		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
+			changed = c.Subscribed
+			c.Subscribed = false
+			c.UpdatedAt = s.Now().UTC()
+			return nil
+		})
+		return err
+	}
+	err := unsubscribe(id)
+	if errors.Is(err, store.ErrNotFound) && addr != "" {
+		found, _, lerr := s.Store.ListContacts(ctx, teamID, bookID, store.ContactFilter{Emails: []string{strings.ToLower(addr)}, Limit: 1})
+		if lerr == nil && len(found) == 1 {
+			err = unsubscribe(found[0].ID)
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return false, errContactNotFound
 	}
