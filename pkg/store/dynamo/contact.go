@@ -59,13 +59,9 @@ func (st *Store) ListContactBooks(ctx context.Context, teamID int64) ([]store.Co
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.ContactBook, 0, len(items))
-	for _, m := range items {
-		var it bookItem
-		if err := unmarshal(m, &it); err != nil {
-			return nil, err
-		}
-		out = append(out, it.ContactBook)
+	out, err := decodeAll(items, func(it bookItem) store.ContactBook { return it.ContactBook })
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(out, func(a, b store.ContactBook) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
@@ -464,15 +460,7 @@ func (st *Store) ListContacts(ctx context.Context, teamID int64, bookID string, 
 }
 
 func decodeContacts(items []map[string]types.AttributeValue) ([]store.Contact, error) {
-	out := make([]store.Contact, 0, len(items))
-	for _, m := range items {
-		var it contactItem
-		if err := unmarshal(m, &it); err != nil {
-			return nil, err
-		}
-		out = append(out, it.Contact)
-	}
-	return out, nil
+	return decodeAll(items, func(it contactItem) store.Contact { return it.Contact })
 }
 
 // ContactsAfter is a GetItem of the book (a deleted book has no contacts) and one

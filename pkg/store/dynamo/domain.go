@@ -81,15 +81,7 @@ func (st *Store) ListDomains(ctx context.Context, teamID int64) ([]store.Domain,
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.Domain, 0, len(items))
-	for _, m := range items {
-		var it domainItem
-		if err := unmarshal(m, &it); err != nil {
-			return nil, err
-		}
-		out = append(out, it.Domain)
-	}
-	return out, nil
+	return decodeAll(items, func(it domainItem) store.Domain { return it.Domain })
 }
 
 // UpdateDomain writes back with the condition Version = the version read, and re-reads on a
@@ -208,13 +200,9 @@ func (st *Store) ListTemplates(ctx context.Context, teamID int64) ([]store.Templ
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.Template, 0, len(items))
-	for _, m := range items {
-		var it templateItem
-		if err := unmarshal(m, &it); err != nil {
-			return nil, err
-		}
-		out = append(out, it.Template)
+	out, err := decodeAll(items, func(it templateItem) store.Template { return it.Template })
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(out, func(a, b store.Template) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))

@@ -318,15 +318,7 @@ func (st *Store) ListTeams(ctx context.Context) ([]store.Team, error) {
 	if err != nil {
 		return nil, err
 	}
-	teams := make([]store.Team, 0, len(items))
-	for _, m := range items {
-		var it teamItem
-		if err := unmarshal(m, &it); err != nil {
-			return nil, err
-		}
-		teams = append(teams, it.Team)
-	}
-	return teams, nil
+	return decodeAll(items, func(it teamItem) store.Team { return it.Team })
 }
 
 // API keys.
@@ -365,15 +357,7 @@ func (st *Store) ListAPIKeys(ctx context.Context, teamID int64) ([]store.APIKey,
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.APIKey, 0, len(items))
-	for _, m := range items {
-		var it apiKeyItem
-		if err := unmarshal(m, &it); err != nil {
-			return nil, err
-		}
-		out = append(out, it.APIKey)
-	}
-	return out, nil
+	return decodeAll(items, func(it apiKeyItem) store.APIKey { return it.APIKey })
 }
 
 // DeleteAPIKey deletes the key only if it belongs to the team; another team's key is not found.
@@ -456,3 +440,17 @@ func setAll(m map[string]types.AttributeValue, skip ...string) (string, map[stri
 }
 
 func (k keys) key() key { return key{k.PK, k.SK} }
+
+// decodeAll unmarshals the items of a query into their item type and returns the records they
+// carry.
+func decodeAll[I, T any](items []map[string]types.AttributeValue, record func(I) T) ([]T, error) {
+	out := make([]T, 0, len(items))
+	for _, m := range items {
+		var it I
+		if err := unmarshal(m, &it); err != nil {
+			return nil, err
+		}
+		out = append(out, record(it))
+	}
+	return out, nil
+}
