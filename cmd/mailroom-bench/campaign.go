@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,9 +18,6 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
-
-	"github.com/mailroom/mailroom/pkg/app"
-	"github.com/mailroom/mailroom/pkg/server"
 )
 
 // The campaign phase: a fresh local server (its own temporary DATA_DIR), one contact book of N
@@ -77,27 +73,11 @@ func runCampaign(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.campaignTimeout)
 	defer cancel()
 
-	dataDir, err := os.MkdirTemp("", "mailroom-bench-campaign-")
+	srv, key, removeData, err := startServer(ctx, o, "mailroom-bench-campaign-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dataDir)
-	key, err := newAPIKey()
-	if err != nil {
-		return err
-	}
-	cfg := app.Config{
-		Backend:         app.BackendEmbedded,
-		DataDir:         dataDir,
-		Workers:         o.workers,
-		AuthCacheTTL:    time.Minute,
-		LogLevel:        slog.LevelWarn,
-		BootstrapAPIKey: key,
-	}
-	srv, err := server.Start(ctx, cfg, "127.0.0.1:0", nil)
-	if err != nil {
-		return fmt.Errorf("start server: %w", err)
-	}
+	defer removeData()
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -106,9 +86,6 @@ func runCampaign(o options) error {
 		fmt.Printf("server shutdown with %d emails still queued for delivery: %s (err %v)\n",
 			queued, time.Since(t0).Round(10*time.Millisecond), err)
 	}()
-	if err := createDomain(ctx, srv.URL, key); err != nil {
-		return err
-	}
 	c := &apiClient{base: srv.URL + "/api/v1", key: key, http: &http.Client{
 		Timeout:   5 * time.Minute, // a bulk request of 1000 contacts may take a while
 		Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, DisableCompression: true},

@@ -19,8 +19,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,6 +37,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/server"
 )
 
@@ -106,36 +105,16 @@ func run(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
 
-	dataDir, err := os.MkdirTemp("", "mailroom-bench-")
+	srv, key, removeData, err := startServer(ctx, o, "mailroom-bench-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dataDir)
-
-	key, err := newAPIKey()
-	if err != nil {
-		return err
-	}
-	cfg := app.Config{
-		Backend:         app.BackendEmbedded,
-		DataDir:         dataDir,
-		Workers:         o.workers,
-		AuthCacheTTL:    time.Minute,
-		LogLevel:        slog.LevelWarn,
-		BootstrapAPIKey: key,
-	}
-	srv, err := server.Start(ctx, cfg, "127.0.0.1:0", nil)
-	if err != nil {
-		return fmt.Errorf("start server: %w", err)
-	}
+	defer removeData()
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := createDomain(ctx, srv.URL, key); err != nil {
-		return err
-	}
 
 	bare, err := startBare()
 	if err != nil {
@@ -387,18 +366,37 @@ func startBare() (*bareServer, error) {
 
 func (s *bareServer) Close() { _ = s.http.Close() }
 
-// newAPIKey makes a random key of the form us_<10 [0-9a-z]>_<32 hex>.
-func newAPIKey() (string, error) {
-	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, 26)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
+// startServer runs the real local server in process on a fresh data directory (named with
+// prefix), with a bootstrap FULL key and the verified domain example.com. The caller shuts the
+// server down, then calls removeData.
+func startServer(ctx context.Context, o options, prefix string) (srv *server.Server, key string, removeData func(), err error) {
+	dataDir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	id := make([]byte, 10)
-	for i := range id {
-		id[i] = alphabet[int(b[i])%len(alphabet)]
+	removeData = func() { os.RemoveAll(dataDir) }
+	if key, _, err = auth.Generate(); err != nil {
+		removeData()
+		return nil, "", nil, err
 	}
-	return "us_" + string(id) + "_" + hex.EncodeToString(b[10:]), nil
+	cfg := app.Config{
+		Backend:         app.BackendEmbedded,
+		DataDir:         dataDir,
+		Workers:         o.workers,
+		AuthCacheTTL:    time.Minute,
+		LogLevel:        slog.LevelWarn,
+		BootstrapAPIKey: key,
+	}
+	if srv, err = server.Start(ctx, cfg, "127.0.0.1:0", nil); err != nil {
+		removeData()
+		return nil, "", nil, fmt.Errorf("start server: %w", err)
+	}
+	if err := createDomain(ctx, srv.URL, key); err != nil {
+		_ = srv.Shutdown(context.Background())
+		removeData()
+		return nil, "", nil, err
+	}
+	return srv, key, removeData, nil
 }
 
 // ms formats a duration in milliseconds with two decimals.
