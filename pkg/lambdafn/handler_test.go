@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 
 	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
@@ -126,12 +128,17 @@ func (f *fakeDeliverer) Deliver(_ context.Context, id string) error {
 	return nil
 }
 
-func record(eventID, name, pk, sk string) events.DynamoDBEventRecord {
+// record is a stream record as Lambda delivers it: an event id (a hex string, not what a failure
+// is reported by) and a sequence number (the stream's own position, which is).
+func record(seq, name, pk, sk string) events.DynamoDBEventRecord {
 	return events.DynamoDBEventRecord{
-		EventID: eventID, EventName: name,
-		Change: events.DynamoDBStreamRecord{Keys: map[string]events.DynamoDBAttributeValue{
-			"PK": events.NewStringAttribute(pk), "SK": events.NewStringAttribute(sk),
-		}},
+		EventID: fmt.Sprintf("%032x", seq), EventName: name,
+		Change: events.DynamoDBStreamRecord{
+			SequenceNumber: "1117000000000000000000" + seq,
+			Keys: map[string]events.DynamoDBAttributeValue{
+				"PK": events.NewStringAttribute(pk), "SK": events.NewStringAttribute(sk),
+			},
+		},
 	}
 }
 
@@ -140,13 +147,13 @@ func TestSendWorker(t *testing.T) {
 	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
 		record("1", "INSERT", "EMAIL#em1", "EMAIL"),
 		record("2", "INSERT", "EMAIL#em2", "EMAIL"),
-		record("3", "INSERT", "EMAIL#em3", "EVENT#x"),        // an event of an email
-		record("4", "REMOVE", "EMAIL#em4", "EMAIL"),          // a deleted email
-		record("5", "MODIFY", "EMAIL#em5", "EMAIL"),          // e.g. SCHEDULED → QUEUED
-		record("6", "INSERT", "TEAM#1", "DOMAIN#1"),          // not an email
-		record("7", "INSERT", "EMAIL#", "EMAIL"),             // no id
-		{EventID: "8", EventName: "INSERT"},                  // no keys
-		record("9", "INSERT", "EMAIL#em9", "CONTENT#r#0001"), // a content chunk
+		record("3", "INSERT", "EMAIL#em3", "EVENT#x"), // an event of an email
+		record("4", "REMOVE", "EMAIL#em4", "EMAIL"),   // a deleted email
+		record("5", "MODIFY", "EMAIL#em5", "EMAIL"),   // e.g. SCHEDULED → QUEUED
+		record("6", "INSERT", "TEAM#1", "DOMAIN#1"),   // not an email
+		record("7", "INSERT", "EMAIL#", "EMAIL"),      // no id
+		{EventID: "8", EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "11170000000000000000008"}}, // no keys
+		record("9", "INSERT", "EMAIL#em9", "CONTENT#r#0001"),                                                                // a content chunk
 	}}
 	resp, err := lambdafn.SendWorker(f, nil)(context.Background(), ev)
 	if err != nil {
@@ -160,8 +167,45 @@ func TestSendWorker(t *testing.T) {
 	for _, b := range resp.BatchItemFailures {
 		failed = append(failed, b.ItemIdentifier)
 	}
-	if want := []string{"2", "5"}; !slices.Equal(failed, want) {
-		t.Errorf("batch item failures %v, want %v (in batch order)", failed, want)
+	// Reported by sequence number (Lambda's contract for streams), in batch order.
+	want := []string{ev.Records[1].Change.SequenceNumber, ev.Records[4].Change.SequenceNumber}
+	if !slices.Equal(failed, want) {
+		t.Errorf("batch item failures %v, want %v (the records' sequence numbers, in batch order)", failed, want)
+	}
+	// The response is what AWS documents for partial batch responses:
+	// {"batchItemFailures":[{"itemIdentifier":"<SequenceNumber>"}]}.
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON := `{"batchItemFailures":[{"itemIdentifier":"` + want[0] + `"},{"itemIdentifier":"` + want[1] + `"}]}`
+	if string(raw) != wantJSON {
+		t.Errorf("response %s, want %s", raw, wantJSON)
+	}
+}
+
+// TestSendWorkerSample: one failing record of the sample batch is reported by that record's
+// sequence number as the sample (events/send-worker.json, AWS's shape) carries it.
+func TestSendWorkerSample(t *testing.T) {
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal(readSample(t, "send-worker"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	id, ok := lambdafn.EmailID(ev.Records[0])
+	if !ok {
+		t.Fatal("the sample's first record is not an email")
+	}
+	seq := ev.Records[0].Change.SequenceNumber
+	if seq == "" || seq == ev.Records[0].EventID {
+		t.Fatalf("sample sequence number %q (event id %q): the sample must carry both", seq, ev.Records[0].EventID)
+	}
+	out, err := lambda.NewHandler(lambdafn.SendWorker(&fakeDeliverer{fail: map[string]bool{id: true}}, nil)).
+		Invoke(context.Background(), readSample(t, "send-worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"batchItemFailures":[{"itemIdentifier":"` + seq + `"}]}`; string(out) != want {
+		t.Errorf("response %s, want %s", out, want)
 	}
 }
 

@@ -313,8 +313,9 @@ const workerConcurrency = 8
 // PK "EMAIL#<id>", SK "EMAIL") is delivered; every other record (events, content chunks,
 // counters, removals) is ignored. The function is configured with ReportBatchItemFailures: an
 // email that could not be delivered, or whose outcome could not be recorded, is reported by its
-// record's event id so that Lambda retries from it, and the error is never returned (that
-// would retry the whole batch, sends included).
+// record's SequenceNumber, which is what Lambda expects for a stream (it restarts the batch from
+// the lowest one reported, and treats an identifier that matches no record as a failure of the
+// whole batch); the error is never returned (that would retry the whole batch, sends included).
 func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	log = orDiscard(log)
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
@@ -336,7 +337,7 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 				if err := w.Deliver(ctx, id); err != nil {
 					failed[i] = true
 					log.ErrorContext(ctx, "deliver failed", "requestId", requestID, "emailId", id,
-						"eventId", rec.EventID, "err", err.Error())
+						"sequenceNumber", rec.Change.SequenceNumber, "err", err.Error())
 				}
 			}()
 		}
@@ -345,7 +346,7 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 		for i, f := range failed {
 			if f {
 				resp.BatchItemFailures = append(resp.BatchItemFailures,
-					events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].EventID})
+					events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
 			}
 		}
 		log.InfoContext(ctx, "stream batch", "requestId", requestID, "records", len(ev.Records),
