@@ -45,7 +45,9 @@ type Route struct {
 	// Manage marks routes a SENDING key may not call.
 	Manage bool
 	// Public routes take no API key (the unsubscribe link in a recipient's mailbox).
-	Public  bool
+	Public bool
+	// Summary says what the route does (its function's description in template.yaml).
+	Summary string
 	handler func(*Services, http.ResponseWriter, *http.Request) error
 }
 
@@ -54,51 +56,51 @@ func (r Route) Pattern() string { return r.Method + " " + r.Path }
 
 // Routes is the route table.
 var Routes = []Route{
-	{Method: "POST", Path: "/api/v1/emails", Function: "SendEmail", handler: (*Services).sendEmail},
-	{Method: "POST", Path: "/api/v1/emails/batch", Function: "SendBatch", handler: (*Services).sendBatch},
-	{Method: "GET", Path: "/api/v1/emails", Function: "ListEmails", handler: (*Services).listEmails},
-	{Method: "GET", Path: "/api/v1/emails/{emailId}", Function: "GetEmail", handler: (*Services).getEmail},
-	{Method: "PATCH", Path: "/api/v1/emails/{emailId}", Function: "UpdateEmail", handler: (*Services).rescheduleEmail},
-	{Method: "POST", Path: "/api/v1/emails/{emailId}/cancel", Function: "CancelEmail", handler: (*Services).cancelEmail},
-	{Method: "GET", Path: "/api/v1/domains", Function: "ListDomains", Manage: true, handler: (*Services).listDomains},
-	{Method: "POST", Path: "/api/v1/domains", Function: "CreateDomain", Manage: true, handler: (*Services).createDomain},
-	{Method: "GET", Path: "/api/v1/domains/{id}", Function: "GetDomain", Manage: true, handler: (*Services).getDomain},
-	{Method: "PATCH", Path: "/api/v1/domains/{id}", Function: "UpdateDomain", Manage: true, handler: (*Services).updateDomain},
-	{Method: "PUT", Path: "/api/v1/domains/{id}/verify", Function: "VerifyDomain", Manage: true, handler: (*Services).verifyDomain},
-	{Method: "DELETE", Path: "/api/v1/domains/{id}", Function: "DeleteDomain", Manage: true, handler: (*Services).deleteDomain},
-	{Method: "POST", Path: "/api/v1/templates", Function: "CreateTemplate", Manage: true, handler: (*Services).createTemplate},
-	{Method: "GET", Path: "/api/v1/templates", Function: "ListTemplates", Manage: true, handler: (*Services).listTemplates},
-	{Method: "GET", Path: "/api/v1/templates/{id}", Function: "GetTemplate", Manage: true, handler: (*Services).getTemplate},
-	{Method: "PATCH", Path: "/api/v1/templates/{id}", Function: "UpdateTemplate", Manage: true, handler: (*Services).updateTemplate},
-	{Method: "DELETE", Path: "/api/v1/templates/{id}", Function: "DeleteTemplate", Manage: true, handler: (*Services).deleteTemplate},
-	{Method: "GET", Path: "/api/v1/suppressions", Function: "ListSuppressions", Manage: true, handler: (*Services).listSuppressions},
-	{Method: "POST", Path: "/api/v1/suppressions", Function: "CreateSuppression", Manage: true, handler: (*Services).createSuppression},
-	{Method: "DELETE", Path: "/api/v1/suppressions/{email}", Function: "DeleteSuppression", Manage: true, handler: (*Services).deleteSuppression},
+	{Method: "POST", Path: "/api/v1/emails", Function: "SendEmail", Summary: "Queues one email", handler: (*Services).sendEmail},
+	{Method: "POST", Path: "/api/v1/emails/batch", Function: "SendBatch", Summary: "Queues a batch of emails", handler: (*Services).sendBatch},
+	{Method: "GET", Path: "/api/v1/emails", Function: "ListEmails", Summary: "Lists the team's emails", handler: (*Services).listEmails},
+	{Method: "GET", Path: "/api/v1/emails/{emailId}", Function: "GetEmail", Summary: "Reads one email and its events", handler: (*Services).getEmail},
+	{Method: "PATCH", Path: "/api/v1/emails/{emailId}", Function: "UpdateEmail", Summary: "Reschedules a scheduled email", handler: (*Services).rescheduleEmail},
+	{Method: "POST", Path: "/api/v1/emails/{emailId}/cancel", Function: "CancelEmail", Summary: "Cancels a scheduled email", handler: (*Services).cancelEmail},
+	{Method: "GET", Path: "/api/v1/domains", Function: "ListDomains", Summary: "Lists the team's domains", Manage: true, handler: (*Services).listDomains},
+	{Method: "POST", Path: "/api/v1/domains", Function: "CreateDomain", Summary: "Registers a sending domain at SES", Manage: true, handler: (*Services).createDomain},
+	{Method: "GET", Path: "/api/v1/domains/{id}", Function: "GetDomain", Summary: "Reads one domain", Manage: true, handler: (*Services).getDomain},
+	{Method: "PATCH", Path: "/api/v1/domains/{id}", Function: "UpdateDomain", Summary: "Turns a domain's open and click tracking on or off", Manage: true, handler: (*Services).updateDomain},
+	{Method: "PUT", Path: "/api/v1/domains/{id}/verify", Function: "VerifyDomain", Summary: "Refreshes a domain's SES verification status", Manage: true, handler: (*Services).verifyDomain},
+	{Method: "DELETE", Path: "/api/v1/domains/{id}", Function: "DeleteDomain", Summary: "Removes a domain and its SES identity", Manage: true, handler: (*Services).deleteDomain},
+	{Method: "POST", Path: "/api/v1/templates", Function: "CreateTemplate", Summary: "Creates a template", Manage: true, handler: (*Services).createTemplate},
+	{Method: "GET", Path: "/api/v1/templates", Function: "ListTemplates", Summary: "Lists the team's templates", Manage: true, handler: (*Services).listTemplates},
+	{Method: "GET", Path: "/api/v1/templates/{id}", Function: "GetTemplate", Summary: "Reads one template", Manage: true, handler: (*Services).getTemplate},
+	{Method: "PATCH", Path: "/api/v1/templates/{id}", Function: "UpdateTemplate", Summary: "Changes a template", Manage: true, handler: (*Services).updateTemplate},
+	{Method: "DELETE", Path: "/api/v1/templates/{id}", Function: "DeleteTemplate", Summary: "Deletes a template", Manage: true, handler: (*Services).deleteTemplate},
+	{Method: "GET", Path: "/api/v1/suppressions", Function: "ListSuppressions", Summary: "Lists the team's suppressed addresses", Manage: true, handler: (*Services).listSuppressions},
+	{Method: "POST", Path: "/api/v1/suppressions", Function: "CreateSuppression", Summary: "Puts an address on the suppression list", Manage: true, handler: (*Services).createSuppression},
+	{Method: "DELETE", Path: "/api/v1/suppressions/{email}", Function: "DeleteSuppression", Summary: "Takes an address off the suppression list", Manage: true, handler: (*Services).deleteSuppression},
 
-	{Method: "GET", Path: "/api/v1/contactBooks", Function: "ListContactBooks", Manage: true, handler: (*Services).listContactBooks},
-	{Method: "POST", Path: "/api/v1/contactBooks", Function: "CreateContactBook", Manage: true, handler: (*Services).createContactBook},
-	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}", Function: "GetContactBook", Manage: true, handler: (*Services).getContactBook},
-	{Method: "PATCH", Path: "/api/v1/contactBooks/{contactBookId}", Function: "UpdateContactBook", Manage: true, handler: (*Services).updateContactBook},
-	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}", Function: "DeleteContactBook", Manage: true, handler: (*Services).deleteContactBook},
-	{Method: "POST", Path: "/api/v1/contactBooks/{contactBookId}/contacts", Function: "CreateContact", Manage: true, handler: (*Services).upsertContact},
-	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}/contacts", Function: "ListContacts", Manage: true, handler: (*Services).listContacts},
-	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "GetContact", Manage: true, handler: (*Services).getContact},
-	{Method: "PATCH", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "UpdateContact", Manage: true, handler: (*Services).updateContact},
-	{Method: "PUT", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "UpsertContact", Manage: true, handler: (*Services).upsertContact},
-	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "DeleteContact", Manage: true, handler: (*Services).deleteContact},
-	{Method: "POST", Path: "/api/v1/contactBooks/{contactBookId}/contacts/bulk", Function: "BulkCreateContacts", Manage: true, handler: (*Services).bulkCreateContacts},
-	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}/contacts/bulk", Function: "BulkDeleteContacts", Manage: true, handler: (*Services).bulkDeleteContacts},
+	{Method: "GET", Path: "/api/v1/contactBooks", Function: "ListContactBooks", Summary: "Lists the team's contact books", Manage: true, handler: (*Services).listContactBooks},
+	{Method: "POST", Path: "/api/v1/contactBooks", Function: "CreateContactBook", Summary: "Creates a contact book", Manage: true, handler: (*Services).createContactBook},
+	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}", Function: "GetContactBook", Summary: "Reads one contact book", Manage: true, handler: (*Services).getContactBook},
+	{Method: "PATCH", Path: "/api/v1/contactBooks/{contactBookId}", Function: "UpdateContactBook", Summary: "Changes a contact book", Manage: true, handler: (*Services).updateContactBook},
+	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}", Function: "DeleteContactBook", Summary: "Deletes a contact book (its contacts go in the background)", Manage: true, handler: (*Services).deleteContactBook},
+	{Method: "POST", Path: "/api/v1/contactBooks/{contactBookId}/contacts", Function: "CreateContact", Summary: "Adds or updates a contact by email", Manage: true, handler: (*Services).upsertContact},
+	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}/contacts", Function: "ListContacts", Summary: "Lists a book's contacts", Manage: true, handler: (*Services).listContacts},
+	{Method: "GET", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "GetContact", Summary: "Reads one contact", Manage: true, handler: (*Services).getContact},
+	{Method: "PATCH", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "UpdateContact", Summary: "Changes a contact", Manage: true, handler: (*Services).updateContact},
+	{Method: "PUT", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "UpsertContact", Summary: "Creates or replaces a contact by email", Manage: true, handler: (*Services).upsertContact},
+	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}/contacts/{contactId}", Function: "DeleteContact", Summary: "Deletes a contact", Manage: true, handler: (*Services).deleteContact},
+	{Method: "POST", Path: "/api/v1/contactBooks/{contactBookId}/contacts/bulk", Function: "BulkCreateContacts", Summary: "Adds or updates up to 1000 contacts", Manage: true, handler: (*Services).bulkCreateContacts},
+	{Method: "DELETE", Path: "/api/v1/contactBooks/{contactBookId}/contacts/bulk", Function: "BulkDeleteContacts", Summary: "Deletes contacts by id", Manage: true, handler: (*Services).bulkDeleteContacts},
 
-	{Method: "POST", Path: "/api/v1/campaigns", Function: "CreateCampaign", Manage: true, handler: (*Services).createCampaign},
-	{Method: "GET", Path: "/api/v1/campaigns", Function: "ListCampaigns", Manage: true, handler: (*Services).listCampaigns},
-	{Method: "GET", Path: "/api/v1/campaigns/{campaignId}", Function: "GetCampaign", Manage: true, handler: (*Services).getCampaign},
-	{Method: "DELETE", Path: "/api/v1/campaigns/{campaignId}", Function: "DeleteCampaign", Manage: true, handler: (*Services).deleteCampaign},
-	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/schedule", Function: "ScheduleCampaign", Manage: true, handler: (*Services).scheduleCampaign},
-	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/pause", Function: "PauseCampaign", Manage: true, handler: (*Services).pauseCampaign},
-	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/resume", Function: "ResumeCampaign", Manage: true, handler: (*Services).resumeCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns", Function: "CreateCampaign", Summary: "Creates a campaign, a draft or started", Manage: true, handler: (*Services).createCampaign},
+	{Method: "GET", Path: "/api/v1/campaigns", Function: "ListCampaigns", Summary: "Lists the team's campaigns", Manage: true, handler: (*Services).listCampaigns},
+	{Method: "GET", Path: "/api/v1/campaigns/{campaignId}", Function: "GetCampaign", Summary: "Reads one campaign and its counters", Manage: true, handler: (*Services).getCampaign},
+	{Method: "DELETE", Path: "/api/v1/campaigns/{campaignId}", Function: "DeleteCampaign", Summary: "Deletes a campaign and its schedule", Manage: true, handler: (*Services).deleteCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/schedule", Function: "ScheduleCampaign", Summary: "Starts a campaign now or at a time", Manage: true, handler: (*Services).scheduleCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/pause", Function: "PauseCampaign", Summary: "Pauses a campaign between batches", Manage: true, handler: (*Services).pauseCampaign},
+	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/resume", Function: "ResumeCampaign", Summary: "Resumes a paused campaign from its cursor", Manage: true, handler: (*Services).resumeCampaign},
 
-	{Method: "GET", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Public: true, handler: (*Services).unsubscribeForm},
-	{Method: "POST", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Public: true, handler: (*Services).unsubscribe},
+	{Method: "GET", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribeForm},
+	{Method: "POST", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribe},
 }
 
 // Handler serves every route (the local server).

@@ -79,6 +79,10 @@ type Options struct {
 	Local bool
 	// Now is the clock (time.Now unless set).
 	Now func() time.Time
+	// Ports limits the AWS backend to what one Lambda function uses (nil: everything, as the
+	// local server and the admin CLI need). Every AWS call outside them fails with
+	// ErrNotGranted.
+	Ports *Ports
 }
 
 // New builds the app for cfg; the AWS backend reads the SDK's standard configuration
@@ -109,7 +113,7 @@ func build(ctx context.Context, cfg Config, awsCfg *aws.Config, opts Options) (*
 	a.Ingester = &events.Ingester{Log: a.Log, Now: now}
 	var err error
 	if awsCfg != nil {
-		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local)
+		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local, opts.Ports)
 	} else {
 		err = a.useEmbedded()
 	}
@@ -196,8 +200,20 @@ func (a *App) useLocalScheduler() error {
 	return nil
 }
 
-func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventBridge bool) error {
-	db := dynamodb.NewFromConfig(awsCfg)
+func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventBridge bool, ports *Ports) error {
+	all := func(string, any) bool { return true }
+	table, ses, identities, emailSched, campaignSched := all, all, all, all, all
+	if ports != nil {
+		table = tableGrant(ports.Table)
+		ses = opsGrant()
+		if ports.Send {
+			ses = opsGrant("SendEmail")
+		}
+		identities = opsGrant(ports.Identities...)
+		emailSched = scheduleGrant(email.ScheduleName(""), ports.EmailSchedules)
+		campaignSched = scheduleGrant(campaign.ScheduleName(""), ports.CampaignSchedules)
+	}
+	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, Grant(table)) })
 	if createTable {
 		if err := dynamo.EnsureTable(ctx, db, a.Config.TableName); err != nil {
 			return fmt.Errorf("ensure table %s: %w", a.Config.TableName, err)
@@ -205,19 +221,25 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	}
 	a.Store = dynamo.New(db, a.Config.TableName)
 	a.regions = []string{awsCfg.Region}
-	ses := sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
-		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
-			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
-		}
-	})
-	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
-	a.Identities = idses.New(ses, a.Log)
+	sesClient := func(grant func(string, any) bool) *sesv2.Client {
+		return sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
+			if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
+				o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
+			}
+			o.APIOptions = append(o.APIOptions, Grant(grant))
+		})
+	}
+	a.Mailer = mailses.New(sesClient(ses), a.Config.ConfigurationSet)
+	a.Identities = idses.New(sesClient(identities), a.Log)
+	schedClient := func(grant func(string, any) bool) *scheduler.Client {
+		return scheduler.NewFromConfig(awsCfg, func(o *scheduler.Options) { o.APIOptions = append(o.APIOptions, Grant(grant)) })
+	}
 	if eventBridge {
-		a.Scheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
+		a.Scheduler = eventbridge.New(schedClient(emailSched), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.ScheduleTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})
-		a.Campaigns = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
+		a.Campaigns = eventbridge.New(schedClient(campaignSched), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.CampaignTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})

@@ -47,6 +47,10 @@ type Config struct {
 	// PublicURL is the base of links in emails (one-click unsubscribe): PUBLIC_URL; the local
 	// server uses its own address when unset.
 	PublicURL string
+	// StackName is the CloudFormation stack a Lambda function belongs to (STACK_NAME): the
+	// Stack dimension of the metrics it writes. Unset (the local server), no metrics are written.
+	StackName string
+
 	// UnsubscribeSecret signs unsubscribe links: UNSUBSCRIBE_SECRET; locally a random one is
 	// kept in DATA_DIR/unsubscribe.key when unset.
 	UnsubscribeSecret string
@@ -71,6 +75,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		ScheduleDLQARN:    getenv("SCHEDULE_DLQ_ARN"),
 		CampaignTargetARN: getenv("CAMPAIGN_TARGET_ARN"),
 		PublicURL:         getenv("PUBLIC_URL"),
+		StackName:         getenv("STACK_NAME"),
 		UnsubscribeSecret: getenv("UNSUBSCRIBE_SECRET"),
 	}
 	var err error

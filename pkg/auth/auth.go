@@ -115,8 +115,12 @@ func (a *Authenticator) Forget(id string) {
 	a.mu.Unlock()
 }
 
-// Authenticate checks an Authorization header value.
+// Authenticate checks an Authorization header value; a request an authorizer already
+// authenticated (WithVerdict) gets that verdict without a look-up.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (Principal, error) {
+	if v, ok := verdictFrom(ctx); ok {
+		return v.p, v.err
+	}
 	token, ok := strings.CutPrefix(strings.TrimSpace(header), "Bearer ")
 	token = strings.TrimSpace(token)
 	if header == "" || !ok || token == "" {

@@ -33,21 +33,25 @@ var sesEventTypes = map[string]string{
 	sesevent.TypeOpen: "open", sesevent.TypeClick: "click",
 }
 
-// defaultStage is what the samples assume (the Stage parameter's default).
-const defaultStage = "prod"
+// defaultStack is the stack the samples assume (samconfig.toml's stack_name).
+const defaultStack = "mailroom"
 
-// setName resolves a configuration set's Name for the default stage.
+// setName resolves a configuration set's Name for the default stack.
 func setName(t *testing.T, tpl map[string]any, id string) string {
 	t.Helper()
 	cs, ok := resources(t, tpl, "AWS::SES::ConfigurationSet")[id]
 	if !ok {
 		t.Fatalf("no configuration set %s", id)
 	}
-	sub, ok := path(t, cs, "Properties", "Name").(map[string]any)["Fn::Sub"].(string)
-	if !ok {
-		t.Fatalf("%s: Name is not a !Sub", id)
+	name := path(t, cs, "Properties", "Name").(map[string]any)
+	if reflect.DeepEqual(name, ref("AWS::StackName")) {
+		return defaultStack
 	}
-	sub = strings.ReplaceAll(sub, "${Stage}", defaultStage)
+	sub, ok := name["Fn::Sub"].(string)
+	if !ok {
+		t.Fatalf("%s: Name is neither the stack's name nor a !Sub", id)
+	}
+	sub = strings.ReplaceAll(sub, "${AWS::StackName}", defaultStack)
 	if strings.Contains(sub, "${ConfigurationSet}") {
 		sub = strings.ReplaceAll(sub, "${ConfigurationSet}", setName(t, tpl, "ConfigurationSet"))
 	}
@@ -70,7 +74,7 @@ func TestConfigurationSets(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("configuration sets %v, want %v", ids, want)
 	}
-	if got := setName(t, tpl, "ConfigurationSet"); got != "mailroom-"+defaultStage {
+	if got := setName(t, tpl, "ConfigurationSet"); got != defaultStack {
 		t.Errorf("base configuration set name %q", got)
 	}
 	for _, id := range configurationSetIDs[1:] {
@@ -349,10 +353,10 @@ func TestScheduledSends(t *testing.T) {
 			got[st["Action"].(string)] = append(got[st["Action"].(string)], res...)
 		}
 	}
-	// The two schedule targets: the scheduled-send function, and the campaign batch function
-	// by the ARN of its fixed name (it refers to the role, so the role cannot refer to it).
+	// The two schedule targets, by the ARNs of their fixed names (they refer to the role, so
+	// the role cannot refer to them).
 	want := map[string][]any{
-		"lambda:InvokeFunction": {getAtt("ScheduledSendFunction", "Arn"), campaignBatchARN},
+		"lambda:InvokeFunction": {functionARN("ScheduledSend"), functionARN("CampaignBatch")},
 		"sqs:SendMessage":       {getAtt("ScheduleDeadLetterQueue", "Arn")},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -377,8 +381,11 @@ func TestScheduledSends(t *testing.T) {
 	if props["Timeout"] != 900 || props["MemorySize"] != 1024 {
 		t.Errorf("CampaignBatchFunction: Timeout %v, MemorySize %v; want 900, 1024", props["Timeout"], props["MemorySize"])
 	}
-	if !reflect.DeepEqual(props["FunctionName"], campaignBatchName) {
-		t.Errorf("CampaignBatchFunction: FunctionName %v, want %v", props["FunctionName"], campaignBatchName)
+	for _, n := range []string{"ScheduledSend", "CampaignBatch"} {
+		name := path(t, fns[n+"Function"], "Properties", "FunctionName")
+		if want := functionName(n); !reflect.DeepEqual(name, want) {
+			t.Errorf("%sFunction: FunctionName %v, want %v", n, name, want)
+		}
 	}
 }
 

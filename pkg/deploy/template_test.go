@@ -23,6 +23,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mailroom/mailroom/pkg/api"
+	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 )
@@ -151,6 +153,22 @@ func functionIDs() []string {
 	return ids
 }
 
+// TestTemplateIsRendered: template.yaml is what `make template` writes (pkg/deploy.Render),
+// so that no hand edit drifts from the functions' ports.
+func TestTemplateIsRendered(t *testing.T) {
+	want, err := deploy.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("template.yaml differs from what pkg/deploy renders: run `make template` (edit pkg/deploy/template.yaml.tmpl, not template.yaml)")
+	}
+}
+
 func TestFunctionsMatchNames(t *testing.T) {
 	tpl := loadTemplate(t)
 	fns := resources(t, tpl, "AWS::Serverless::Function")
@@ -235,37 +253,51 @@ func ref(id string) map[string]any { return map[string]any{"Ref": id} }
 
 func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
 
-// sendingFunctions send through SES: the send worker and the reconciler (which delivers what
-// the worker left).
-var sendingFunctions = []string{"SendWorkerFunction", "ReconcilerFunction"}
-
-// schedulingFunctions create, change or delete scheduled emails' schedules, with the actions
-// each needs (pkg/email: Send and Reschedule put, Reschedule and Cancel delete).
-var schedulingFunctions = map[string][]string{
-	"SendEmailFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"SendBatchFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"UpdateEmailFunction": {"scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule"},
-	"CancelEmailFunction": {"scheduler:DeleteSchedule"},
+// functionName is a function's FunctionName as the template writes it: <stack>-<dir>.
+func functionName(name string) map[string]any {
+	return map[string]any{"Fn::Sub": "${AWS::StackName}-" + lambdafn.Dir(name)}
 }
 
-// campaignSchedulingFunctions put or delete campaigns' schedules (pkg/campaign: create with
-// sendNow or scheduledAt, schedule, resume, each batch step and the periodic recovery of
-// stalled campaigns put; delete deletes).
-var campaignSchedulingFunctions = map[string][]string{
-	"CreateCampaignFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"ScheduleCampaignFunction": {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"ResumeCampaignFunction":   {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"CampaignBatchFunction":    {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"ReconcilerFunction":       {"scheduler:CreateSchedule", "scheduler:UpdateSchedule"},
-	"DeleteCampaignFunction":   {"scheduler:DeleteSchedule"},
+// functionARN is a function's ARN from its fixed name (how the functions that schedule, and
+// the scheduler's role, name the schedule targets without referring to them).
+func functionARN(name string) map[string]any {
+	return map[string]any{"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(name)}
 }
 
-// campaignBatchName is CampaignBatchFunction's FunctionName, and campaignBatchARN its ARN as
-// the template writes it (the function cannot be referred to: see template.yaml).
-var (
-	campaignBatchName = map[string]any{"Fn::Sub": "mailroom-${Stage}-campaign-batch"}
-	campaignBatchARN  = map[string]any{"Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:mailroom-${Stage}-campaign-batch"}
-)
+// wantEnv is, for each variable a port can read, the stack's resource it must come from.
+var wantEnv = map[string]any{
+	app.EnvConfigurationSet:  ref("ConfigurationSet"),
+	app.EnvScheduleGroup:     ref("ScheduleGroup"),
+	app.EnvScheduleRole:      getAtt("SchedulerRole", "Arn"),
+	app.EnvScheduleDLQ:       getAtt("ScheduleDeadLetterQueue", "Arn"),
+	app.EnvScheduleTarget:    functionARN(lambdafn.ScheduledSendFunction),
+	app.EnvCampaignTarget:    functionARN(lambdafn.CampaignBatchFunction),
+	app.EnvUnsubscribeSecret: unsubscribeSecretRef,
+	app.EnvPublicURL: map[string]any{"Fn::If": []any{"HasCustomDomain",
+		map[string]any{"Fn::Sub": "https://${DomainName}"},
+		map[string]any{"Fn::Sub": "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}"}}},
+}
+
+// wantResources is, for each IAM resource kind of app.Statement, the ARNs it must name.
+func wantResources(kind string) []any {
+	arn := func(s string) any { return map[string]any{"Fn::Sub": s} }
+	switch kind {
+	case "identity":
+		return []any{arn("arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*")}
+	case "configuration-set":
+		var out []any
+		for _, cs := range configurationSetIDs {
+			out = append(out, arn("arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${"+cs+"}"))
+		}
+		return out
+	case "schedule/email", "schedule/campaign":
+		return []any{arn("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/" +
+			strings.TrimPrefix(kind, "schedule/") + "-*")}
+	case "scheduler-role":
+		return []any{getAtt("SchedulerRole", "Arn")}
+	}
+	return nil
+}
 
 // unsubscribeSecretRef is how functions get the unsubscribe secret: a dynamic reference that
 // CloudFormation resolves at deploy time.
@@ -278,120 +310,109 @@ func envOf(fn map[string]any) map[string]any {
 	return v
 }
 
-// statements returns a function's inline policy statements.
-func statements(t *testing.T, fn map[string]any) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	pols, _ := path(t, fn, "Properties").(map[string]any)["Policies"].([]any)
-	for _, p := range pols {
-		if pm, ok := p.(map[string]any); ok {
-			if st, ok := pm["Statement"].([]any); ok {
-				for _, s := range st {
-					out = append(out, s.(map[string]any))
-				}
-			}
-		}
-	}
-	return out
-}
-
-// TestSendingFunctions: the functions that send get the configuration sets' base name and may
-// send through the four sets (the worker picks one by the domain's tracking flags) and the
-// account's identities, nothing else of SES.
-func TestSendingFunctions(t *testing.T) {
+// TestFunctionsGetWhatTheirPortsUse: each function's environment and IAM policy are exactly
+// what the ports its wiring builds read and call (lambdafn.Ports: the same value Main builds
+// the function from, and against which every AWS call is checked at run time, so TestSamples
+// fails for a call the function is not given here). Nothing more: no variable, table access or
+// action a function's ports do not use.
+func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 	tpl := loadTemplate(t)
 	fns := resources(t, tpl, "AWS::Serverless::Function")
-	wantRes := []any{map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"}}
-	for _, cs := range configurationSetIDs {
-		wantRes = append(wantRes, map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${" + cs + "}"})
+	global := path(t, tpl, "Globals", "Function", "Environment", "Variables").(map[string]any)
+	if got := slices.Sorted(maps.Keys(global)); !slices.Equal(got, app.GlobalEnv) {
+		t.Errorf("global variables %v, want app.GlobalEnv %v", got, app.GlobalEnv)
 	}
-	for id, fn := range fns {
-		env := envOf(fn)
-		sends := slices.Contains(sendingFunctions, id)
-		if got, ok := env["SES_CONFIGURATION_SET"]; ok != sends || (sends && !reflect.DeepEqual(got, ref("ConfigurationSet"))) {
-			t.Errorf("%s: SES_CONFIGURATION_SET = %v, want !Ref ConfigurationSet only on %v", id, got, sendingFunctions)
+	for _, n := range lambdafn.Names() {
+		id := n + "Function"
+		fn, ok := fns[id]
+		if !ok {
+			t.Errorf("no %s", id)
+			continue
 		}
-		for _, st := range statements(t, fn) {
-			if slices.Contains(st["Action"].([]any), any("ses:SendRawEmail")) && !reflect.DeepEqual(st["Resource"], wantRes) {
-				t.Errorf("%s: sends on %v, want %v", id, st["Resource"], wantRes)
-			}
-		}
-	}
-}
-
-// TestSchedulingFunctions: the functions that schedule get the schedule settings from the
-// stack (the target of their kind of schedule only), may manage their kind's schedules
-// (email-* or campaign-*) in the group only, and pass only the scheduler's role, only to the
-// scheduler.
-func TestSchedulingFunctions(t *testing.T) {
-	tpl := loadTemplate(t)
-	common := map[string]any{
-		"SCHEDULE_GROUP":    ref("ScheduleGroup"),
-		"SCHEDULE_ROLE_ARN": getAtt("SchedulerRole", "Arn"),
-		"SCHEDULE_DLQ_ARN":  getAtt("ScheduleDeadLetterQueue", "Arn"),
-	}
-	schedule := func(kind string) map[string]any {
-		return map[string]any{"Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/" + kind + "-*"}
-	}
-	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
-		env := envOf(fn)
-		_, emails := schedulingFunctions[id]
-		_, campaigns := campaignSchedulingFunctions[id]
+		ports := lambdafn.Ports(n)
 		want := map[string]any{}
-		if emails || campaigns {
-			maps.Copy(want, common)
+		for _, k := range ports.Env() {
+			want[k] = wantEnv[k]
 		}
-		if emails {
-			want["SCHEDULE_TARGET_ARN"] = getAtt("ScheduledSendFunction", "Arn")
+		if got := envOf(fn); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Errorf("%s: environment %v, want %v", id, got, want)
 		}
-		if campaigns {
-			want["CAMPAIGN_TARGET_ARN"] = campaignBatchARN
-		}
-		for _, k := range []string{"SCHEDULE_GROUP", "SCHEDULE_ROLE_ARN", "SCHEDULE_DLQ_ARN", "SCHEDULE_TARGET_ARN", "CAMPAIGN_TARGET_ARN"} {
-			got, ok := env[k]
-			if w, should := want[k]; ok != should || (ok && !reflect.DeepEqual(got, w)) {
-				t.Errorf("%s: %s = %v (set: %v), want %v (set: %v)", id, k, got, ok, w, should)
+
+		wantTable := map[app.Access]string{app.Read: "DynamoDBReadPolicy", app.Write: "DynamoDBCrudPolicy"}[ports.Table]
+		var table []string
+		var stmts []map[string]any
+		for _, p := range path(t, fn, "Properties", "Policies").([]any) {
+			pm, ok := p.(map[string]any)
+			if !ok {
+				t.Errorf("%s: policy %v is not a mapping (managed policies are too broad)", id, p)
+				continue
 			}
-		}
-		for _, st := range statements(t, fn) {
-			for _, a := range st["Action"].([]any) {
-				switch {
-				case strings.HasPrefix(a.(string), "scheduler:"):
-					var res []any
-					if emails {
-						res = append(res, schedule("email"))
+			for name, v := range pm {
+				switch name {
+				case "DynamoDBReadPolicy", "DynamoDBCrudPolicy":
+					table = append(table, name)
+					if !reflect.DeepEqual(v, map[string]any{"TableName": ref("Table")}) {
+						t.Errorf("%s: %s on %v, want the Table only", id, name, v)
 					}
-					if campaigns {
-						res = append(res, schedule("campaign"))
+				case "Statement":
+					for _, s := range v.([]any) {
+						stmts = append(stmts, s.(map[string]any))
 					}
-					if !slices.ContainsFunc(res, func(r any) bool { return reflect.DeepEqual(st["Resource"], r) }) {
-						t.Errorf("%s: %s on %v, want one of %v", id, a, st["Resource"], res)
-					}
-				case a == "iam:PassRole":
-					if !reflect.DeepEqual(st["Resource"], getAtt("SchedulerRole", "Arn")) ||
-						!reflect.DeepEqual(st["Condition"], map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}}) {
-						t.Errorf("%s: iam:PassRole on %v if %v, want SchedulerRole to scheduler.amazonaws.com", id, st["Resource"], st["Condition"])
-					}
+				default:
+					t.Errorf("%s: unexpected policy %s", id, name)
 				}
 			}
 		}
-	}
-	// The ARN the schedules target is CampaignBatchFunction's.
-	fn := resources(t, tpl, "AWS::Serverless::Function")["CampaignBatchFunction"]
-	if fn == nil {
-		t.Fatal("no CampaignBatchFunction")
-	}
-	name := path(t, fn, "Properties", "FunctionName")
-	if !reflect.DeepEqual(name, campaignBatchName) ||
-		!strings.HasSuffix(campaignBatchARN["Fn::Sub"].(string), ":function:"+name.(map[string]any)["Fn::Sub"].(string)) {
-		t.Errorf("CampaignBatchFunction is named %v; CAMPAIGN_TARGET_ARN is %v", name, campaignBatchARN)
+		if !slices.Equal(table, []string{wantTable}) {
+			t.Errorf("%s: table policies %v, want %s", id, table, wantTable)
+		}
+		var wantStmts []map[string]any
+		for _, s := range ports.IAM() {
+			var actions, res []any
+			for _, a := range s.Actions {
+				actions = append(actions, a)
+			}
+			for _, k := range s.Resource {
+				res = append(res, wantResources(k)...)
+			}
+			st := map[string]any{"Effect": "Allow", "Action": actions, "Resource": res}
+			if slices.Contains(s.Actions, "iam:PassRole") {
+				st["Condition"] = map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}}
+			}
+			wantStmts = append(wantStmts, st)
+		}
+		if !reflect.DeepEqual(stmts, wantStmts) {
+			t.Errorf("%s: statements\n got %v\nwant %v", id, stmts, wantStmts)
+		}
 	}
 }
 
-// TestUnsubscribeLinks: the functions that sign (CampaignBatch) or check (Unsubscribe)
-// unsubscribe links get the secret, a generated one kept with the stack's data, through a
-// dynamic reference (never a plain parameter or a literal); only the signer gets PUBLIC_URL,
-// the API's URL; the unsubscribe routes are the API's.
+// TestPortsFollowWhatFunctionsDo pins the ports of the functions whose handlers call AWS
+// beyond the table, so that a change to one is a decision: the send worker and the
+// reconciler send; the scheduled-send target re-arms an early schedule; a campaign step signs
+// links and schedules the next step; the domain routes call SES's identities.
+func TestPortsFollowWhatFunctionsDo(t *testing.T) {
+	for name, want := range map[string]app.Ports{
+		"SendWorker":     {Table: app.Write, Send: true},
+		"ScheduledSend":  {Table: app.Write, EmailSchedules: app.SchedulePut},
+		"CampaignBatch":  {Table: app.Write, CampaignSchedules: app.SchedulePut, Unsubscribe: app.Write},
+		"Reconciler":     {Table: app.Write, Send: true, CampaignSchedules: app.SchedulePut},
+		"Authorizer":     {Table: app.Read},
+		"CancelEmail":    {Table: app.Write, EmailSchedules: app.ScheduleDelete},
+		"ListEmails":     {Table: app.Read},
+		"Unsubscribe":    {Table: app.Write, Unsubscribe: app.Read},
+		"DeleteCampaign": {Table: app.Write, CampaignSchedules: app.ScheduleDelete},
+	} {
+		if got := lambdafn.Ports(name); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: ports %+v, want %+v", name, got, want)
+		}
+	}
+}
+
+// TestUnsubscribeLinks: the unsubscribe secret is generated and kept with the stack's data,
+// reaches functions only through a dynamic reference (never a parameter or a literal), and the
+// public routes are the API's, without the authorizer (the signed token is the credential);
+// every other route uses the API's default authorizer.
 func TestUnsubscribeLinks(t *testing.T) {
 	tpl := loadTemplate(t)
 	secrets := resources(t, tpl, "AWS::SecretsManager::Secret")
@@ -409,20 +430,8 @@ func TestUnsubscribeLinks(t *testing.T) {
 	if sec["DeletionPolicy"] != "Retain" || sec["UpdateReplacePolicy"] != "Retain" {
 		t.Error("UnsubscribeSecret must be retained: links in mailboxes outlive the stack")
 	}
-	apiURL := path(t, tpl, "Outputs", "ApiUrl", "Value")
-	users := map[string]map[string]any{
-		"CampaignBatchFunction": {"UNSUBSCRIBE_SECRET": unsubscribeSecretRef, "PUBLIC_URL": apiURL},
-		"UnsubscribeFunction":   {"UNSUBSCRIBE_SECRET": unsubscribeSecretRef},
-	}
-	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
-		env := envOf(fn)
-		for _, k := range []string{"UNSUBSCRIBE_SECRET", "PUBLIC_URL"} {
-			got, ok := env[k]
-			want, should := users[id][k]
-			if ok != should || (ok && !reflect.DeepEqual(got, want)) {
-				t.Errorf("%s: %s = %v (set: %v), want %v (set: %v)", id, k, got, ok, want, should)
-			}
-		}
+	if got := path(t, tpl, "Outputs", "ApiUrl", "Value"); !reflect.DeepEqual(got, wantEnv[app.EnvPublicURL]) {
+		t.Errorf("ApiUrl %v, want what PUBLIC_URL is (%v)", got, wantEnv[app.EnvPublicURL])
 	}
 	params, _ := tpl["Parameters"].(map[string]any)
 	for name := range params {
@@ -430,7 +439,6 @@ func TestUnsubscribeLinks(t *testing.T) {
 			t.Errorf("parameter %s: the secret is a resource, not a parameter", name)
 		}
 	}
-	// The public routes are on the API, with no authorizer: the token is the credential.
 	var public []string
 	for _, r := range api.Routes {
 		if r.Public {
@@ -444,78 +452,18 @@ func TestUnsubscribeLinks(t *testing.T) {
 	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
 		evs, _ := path(t, fn, "Properties").(map[string]any)["Events"].(map[string]any)
 		for name, e := range evs {
-			if p, ok := e.(map[string]any)["Properties"].(map[string]any); ok {
-				if _, auth := p["Auth"]; auth {
-					t.Errorf("%s.%s has an Auth setting; the API authenticates in the function", id, name)
-				}
-			}
-		}
-	}
-}
-
-// TestLeastPrivilege: a function that only reads (all its routes are GETs) gets read access to
-// the table and nothing else; no function gets access to another table, or to SES, EventBridge
-// Scheduler or IAM beyond the calls it makes.
-func TestLeastPrivilege(t *testing.T) {
-	tpl := loadTemplate(t)
-	readOnly := map[string]bool{}
-	for _, r := range api.Routes {
-		id := r.Function + "Function"
-		if _, seen := readOnly[id]; !seen {
-			readOnly[id] = true
-		}
-		readOnly[id] = readOnly[id] && r.Method == "GET"
-	}
-	sesAllowed := map[string][]string{
-		"CreateDomainFunction": {"ses:CreateEmailIdentity", "ses:GetEmailIdentity", "ses:PutEmailIdentityMailFromAttributes"},
-		"VerifyDomainFunction": {"ses:GetEmailIdentity"},
-		"DeleteDomainFunction": {"ses:DeleteEmailIdentity"},
-		"DomainCheckFunction":  {"ses:GetEmailIdentity"},
-	}
-	for _, id := range sendingFunctions {
-		sesAllowed[id] = []string{"ses:SendEmail", "ses:SendRawEmail"}
-	}
-	for _, m := range []map[string][]string{schedulingFunctions, campaignSchedulingFunctions} {
-		for id, actions := range m {
-			sesAllowed[id] = append(sesAllowed[id], actions...)
-			if slices.Contains(actions, "scheduler:CreateSchedule") {
-				sesAllowed[id] = append(sesAllowed[id], "iam:PassRole")
-			}
-			slices.Sort(sesAllowed[id])
-		}
-	}
-	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
-		pols, _ := path(t, fn, "Properties").(map[string]any)["Policies"].([]any)
-		var sesActions []string
-		for _, p := range pols {
-			pm, ok := p.(map[string]any)
-			if !ok {
-				t.Errorf("%s: policy %v is not a mapping (managed policies are too broad)", id, p)
+			p, ok := e.(map[string]any)["Properties"].(map[string]any)
+			if !ok || e.(map[string]any)["Type"] != "HttpApi" {
 				continue
 			}
-			for name, v := range pm {
-				switch name {
-				case "DynamoDBReadPolicy", "DynamoDBCrudPolicy":
-					if !reflect.DeepEqual(v, map[string]any{"TableName": map[string]any{"Ref": "Table"}}) {
-						t.Errorf("%s: %s on %v, want the Table only", id, name, v)
-					}
-					if name == "DynamoDBCrudPolicy" && readOnly[id] {
-						t.Errorf("%s only serves GETs but has %s", id, name)
-					}
-				case "Statement":
-					for _, s := range v.([]any) {
-						for _, a := range s.(map[string]any)["Action"].([]any) {
-							sesActions = append(sesActions, a.(string))
-						}
-					}
-				default:
-					t.Errorf("%s: unexpected policy %s", id, name)
-				}
+			isPublic := slices.Contains(public, fmt.Sprint(p["Method"], " ", p["Path"]))
+			auth, has := p["Auth"]
+			switch {
+			case isPublic && !reflect.DeepEqual(auth, map[string]any{"Authorizer": "NONE"}):
+				t.Errorf("%s.%s is public: Auth %v, want Authorizer NONE", id, name, auth)
+			case !isPublic && has:
+				t.Errorf("%s.%s: Auth %v, want the API's default authorizer", id, name, auth)
 			}
-		}
-		slices.Sort(sesActions)
-		if want := sesAllowed[id]; !slices.Equal(sesActions, want) {
-			t.Errorf("%s: statement actions %v, want %v", id, sesActions, want)
 		}
 	}
 }
@@ -840,7 +788,8 @@ func TestDeadLetterQueuesAlarmed(t *testing.T) {
 		alarmed := false
 		for _, a := range resources(t, tpl, "AWS::CloudWatch::Alarm") {
 			p := path(t, a, "Properties").(map[string]any)
-			for _, d := range p["Dimensions"].([]any) {
+			dims, _ := p["Dimensions"].([]any)
+			for _, d := range dims {
 				if reflect.DeepEqual(d.(map[string]any)["Value"], getAtt(id, "QueueName")) {
 					alarmed = p["MetricName"] == "ApproximateNumberOfMessagesVisible" && p["Threshold"] == 0
 				}

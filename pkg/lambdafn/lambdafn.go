@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/auth"
 	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
@@ -45,12 +47,15 @@ const (
 	ReconcilerFunction = "Reconciler"
 	// DomainCheckFunction refreshes every domain's verification status.
 	DomainCheckFunction = "DomainCheck"
+	// AuthorizerFunction is the HTTP API's Lambda authorizer: it authenticates the API key
+	// once per key and cache period, for every route but the public ones.
+	AuthorizerFunction = "Authorizer"
 )
 
 // Background lists the functions that are not HTTP routes, in the order Names ends with them.
 func Background() []string {
 	return []string{SendWorkerFunction, ScheduledSendFunction, CampaignBatchFunction, SESEventsFunction,
-		ReconcilerFunction, DomainCheckFunction}
+		ReconcilerFunction, DomainCheckFunction, AuthorizerFunction}
 }
 
 // Names lists every Lambda function: the functions of api.Routes in table order, then the
@@ -66,6 +71,61 @@ func Names() []string {
 		}
 	}
 	return append(names, Background()...)
+}
+
+// uses is what each function's handler calls beyond the table, the one place that says it: the
+// wiring (Main) builds exactly these ports, every AWS call outside them fails, and the
+// deployment (pkg/deploy renders template.yaml) gives each function exactly the variables and
+// IAM actions that follow from them (app.Ports.Env, app.Ports.IAM).
+var uses = map[string]app.Ports{
+	// Emails: a send with scheduledAt puts a schedule; a reschedule puts one, or deletes it when
+	// the new time has passed; a cancel deletes it.
+	"SendEmail":   {EmailSchedules: app.SchedulePut},
+	"SendBatch":   {EmailSchedules: app.SchedulePut},
+	"UpdateEmail": {EmailSchedules: app.SchedulePutDel},
+	"CancelEmail": {EmailSchedules: app.ScheduleDelete},
+	// Domains: registration at SES (BYODKIM, then MAIL FROM), status refresh, removal.
+	"CreateDomain": {Identities: []string{"CreateEmailIdentity", "GetEmailIdentity", "PutEmailIdentityMailFromAttributes"}},
+	"VerifyDomain": {Identities: []string{"GetEmailIdentity"}},
+	"DeleteDomain": {Identities: []string{"DeleteEmailIdentity"}},
+	// Campaigns: starting one (now or later) and resuming put its schedule; delete removes it.
+	"CreateCampaign":   {CampaignSchedules: app.SchedulePut},
+	"ScheduleCampaign": {CampaignSchedules: app.SchedulePut},
+	"ResumeCampaign":   {CampaignSchedules: app.SchedulePut},
+	"DeleteCampaign":   {CampaignSchedules: app.ScheduleDelete},
+	"Unsubscribe":      {Unsubscribe: app.Read},
+	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
+	// email's time. A batch step signs unsubscribe links and schedules the next step. The
+	// reconciler delivers what the worker left and restarts stalled campaigns.
+	SendWorkerFunction:    {Send: true},
+	ScheduledSendFunction: {EmailSchedules: app.SchedulePut},
+	CampaignBatchFunction: {CampaignSchedules: app.SchedulePut, Unsubscribe: app.Write},
+	ReconcilerFunction:    {Send: true, CampaignSchedules: app.SchedulePut},
+	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity"}},
+	// The authorizer only reads API keys.
+	AuthorizerFunction: {Table: app.Read},
+}
+
+// Ports returns what the named function builds: its uses, with table access Read for an HTTP
+// function whose routes are all GETs, Write for one with another method, and Write for a
+// background function unless its uses say otherwise.
+func Ports(function string) app.Ports {
+	p := uses[function]
+	routes := 0
+	for _, r := range api.Routes {
+		if r.Function == function {
+			if routes++; routes == 1 {
+				p.Table = app.Read
+			}
+			if r.Method != http.MethodGet {
+				p.Table = app.Write
+			}
+		}
+	}
+	if p.Table == app.None {
+		p.Table = app.Write
+	}
+	return p
 }
 
 // Dir is the kebab-case directory name of a function: SendEmail → send-email, SESEvents →
@@ -89,21 +149,41 @@ func Dir(name string) string {
 // says), builds the app once for this execution environment and hands the handler to the
 // Lambda runtime. A configuration or wiring error fails the cold start with one log line.
 func Main(function string) {
-	getenv := func(k string) string {
-		if k == "BACKEND" {
-			return app.BackendAWS
-		}
-		return os.Getenv(k)
-	}
-	cfg, err := app.ConfigFromEnv(getenv)
+	ports := Ports(function)
+	cfg, err := Config(function, os.Getenv)
 	if err != nil {
 		fail(cfg, function, "config", err)
 	}
-	a, err := app.New(context.Background(), cfg, app.Options{})
+	a, err := app.New(context.Background(), cfg, app.Options{Ports: &ports})
 	if err != nil {
 		fail(cfg, function, "build app", err)
 	}
 	lambda.Start(Handler(a, function))
+}
+
+// Config reads the named function's configuration as its cold start does: the AWS backend,
+// whatever BACKEND says, and only the variables its ports read (app.GlobalEnv and
+// Ports(function).Env()), each of which must be set.
+func Config(function string, getenv func(string) string) (app.Config, error) {
+	ports := Ports(function)
+	visible := map[string]bool{}
+	for _, k := range slices.Concat(app.GlobalEnv, ports.Env()) {
+		visible[k] = true
+	}
+	own := func(k string) string {
+		switch {
+		case k == "BACKEND":
+			return app.BackendAWS
+		case visible[k]:
+			return getenv(k)
+		}
+		return ""
+	}
+	cfg, err := app.ConfigFromEnv(own)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, ports.RequireEnv(own)
 }
 
 func fail(cfg app.Config, function, step string, err error) {
@@ -132,6 +212,8 @@ func Handler(a *app.App, function string) lambda.Handler {
 		return lambda.NewHandler(Periodic("domain check", func(ctx context.Context) (int, error) {
 			return a.Services.Domains.RefreshAll(ctx, a.Store)
 		}, a.Log))
+	case AuthorizerFunction:
+		return lambda.NewHandler(Authorizer(a.Services.Auth.Authenticate, a.Log))
 	}
 	return lambda.NewHandler(HTTP(a.Services.FunctionHandler(function)))
 }
@@ -250,6 +332,33 @@ func Periodic(job string, run func(context.Context) (int, error), log *slog.Logg
 	}
 }
 
+// Authorizer is the HTTP API's Lambda authorizer (payload 2.0, simple responses; API Gateway
+// caches its answer per Authorization header for the template's AuthCacheSeconds). It admits
+// every request and passes the verdict in its context, a rejection included (auth.VerdictContext):
+// the function behind the route answers a bad key in the API's error envelope. Only an error that
+// is not a verdict (the table unavailable) fails the authorizer, which API Gateway answers with a
+// 500 and does not cache.
+func Authorizer(authenticate func(context.Context, string) (auth.Principal, error), log *slog.Logger) func(context.Context, events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	log = orDiscard(log)
+	return func(ctx context.Context, req events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+		var header string
+		for k, v := range req.Headers {
+			if strings.EqualFold(k, "Authorization") {
+				header = v
+			}
+		}
+		p, err := authenticate(ctx, header)
+		verdict, err := auth.VerdictContext(p, err)
+		if err != nil {
+			log.ErrorContext(ctx, "authorizer failed", "requestId", requestID(ctx), "route", req.RouteKey, "err", err.Error())
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
+		}
+		log.DebugContext(ctx, "authorized", "requestId", requestID(ctx), "route", req.RouteKey, "teamId", p.TeamID,
+			"rejected", verdict["status"] != nil)
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: true, Context: verdict}, nil
+	}
+}
+
 // HTTP serves an API Gateway HTTP API (payload 2.0) event with h. It never returns a Go error:
 // API Gateway turns one into a bare 502, so an event that cannot be converted becomes a JSON 500
 // in the API's error envelope instead.
@@ -257,7 +366,8 @@ func Periodic(job string, run func(context.Context) (int, error), log *slog.Logg
 // Two details of the conversion are corrected: API Gateway's request id becomes X-Request-Id
 // when the caller sent none (so the request log line carries the id API Gateway logs), and
 // header values are passed as received, one value each; the adapter would split every value on
-// commas, which breaks an Idempotency-Key that contains one.
+// commas, which breaks an Idempotency-Key that contains one. The Lambda authorizer's verdict,
+// when the route has one, goes to the handler in the request's context (auth.WithVerdict).
 func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	adapter := httpadapter.NewV2(rawHeaders(h))
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -272,7 +382,11 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 			headers["X-Request-Id"] = req.RequestContext.RequestID
 		}
 		req.Headers = headers
-		resp, err := adapter.ProxyWithContext(context.WithValue(ctx, headersKey{}, headers), req)
+		ctx = context.WithValue(ctx, headersKey{}, headers)
+		if a := req.RequestContext.Authorizer; a != nil && a.Lambda != nil {
+			ctx = auth.WithVerdict(ctx, a.Lambda)
+		}
+		resp, err := adapter.ProxyWithContext(ctx, req)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{
 				StatusCode: http.StatusInternalServerError,

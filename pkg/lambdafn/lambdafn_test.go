@@ -215,6 +215,10 @@ var emailSteps = []step{
 	{function: "SendEmail", prepare: scheduleAt(time.Hour), check: func(e *env, b map[string]any) {
 		e.firedID = e.fixture.checkScheduled(e, b)
 	}},
+	// It fires early (EventBridge Scheduler fires within the minute; a crossed reschedule
+	// fires at an old time): the function re-arms the schedule, as the service deleted the one
+	// that fired. Then it fires on time.
+	{function: lambdafn.ScheduledSendFunction, prepare: earlyFire, after: checkRearmed},
 	{function: lambdafn.ScheduledSendFunction, prepare: firePayload, after: checkScheduledSend},
 	// An email whose worker died after claiming it, found by the reconciler.
 	{function: "SendEmail", check: func(e *env, b map[string]any) {
@@ -250,6 +254,7 @@ var emailSteps = []step{
 
 // finalSteps check every domain and delete the domain, after everything that sends from it.
 var finalSteps = []step{
+	{function: lambdafn.AuthorizerFunction, after: checkAuthorizer},
 	{function: lambdafn.DomainCheckFunction,
 		prepare: func(e *env, raw []byte) []byte {
 			if d := e.fixture.domain(e); d.LastCheckedTime != nil {
@@ -413,6 +418,97 @@ func firePayload(e *env, raw []byte) []byte {
 		e.t.Fatal(err)
 	}
 	return []byte(aws.ToString(sch.Target.Input))
+}
+
+// checkAuthorizer: the authorizer admits the sample key with its team, and the route's function
+// answers from that verdict alone; a wrong key is admitted with a rejection that the function
+// answers in the API's error envelope.
+func checkAuthorizer(e *env, out []byte) {
+	ctx := context.Background()
+	var resp events.APIGatewayV2CustomAuthorizerSimpleResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		e.t.Fatalf("response %s: %v", out, err)
+	}
+	if !resp.IsAuthorized || resp.Context["teamId"] != fmt.Sprint(e.teamID) || resp.Context["permission"] != "FULL" {
+		e.t.Fatalf("authorizer answered %s, want the sample key's team %d, FULL", out, e.teamID)
+	}
+	// API Gateway passes the context to the route's function: ListDomains with the verdict
+	// and a header that would not authenticate by itself answers the team's domains.
+	listDomains := lambdafn.Handler(e.fixture.newApp(e.t, "ListDomains"), "ListDomains")
+	withVerdict := func(verdict map[string]any, header string) events.APIGatewayV2HTTPResponse {
+		var req events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(readSample(e.t, "ListDomains"), &req); err != nil {
+			e.t.Fatal(err)
+		}
+		req.Headers["authorization"] = header
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: verdict}
+		raw, _ := json.Marshal(req)
+		out, err := listDomains.Invoke(ctx, raw)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			e.t.Fatal(err)
+		}
+		return resp
+	}
+	if r := withVerdict(resp.Context, "Bearer not-checked-again"); r.StatusCode != 200 || !strings.Contains(r.Body, `"example.com"`) {
+		e.t.Errorf("ListDomains with the verdict: %d %s", r.StatusCode, r.Body)
+	}
+	// A wrong key: admitted with a 403 verdict, answered by the function in the envelope.
+	var req events.APIGatewayV2CustomAuthorizerV2Request
+	if err := json.Unmarshal(readSample(e.t, lambdafn.AuthorizerFunction), &req); err != nil {
+		e.t.Fatal(err)
+	}
+	req.Headers["authorization"] = "Bearer us_samplekey0_ffffffffffffffffffffffffffffffff"
+	raw, _ := json.Marshal(req)
+	out, err := e.handler.Invoke(ctx, raw)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp = events.APIGatewayV2CustomAuthorizerSimpleResponse{}
+	if err := json.Unmarshal(out, &resp); err != nil || !resp.IsAuthorized || resp.Context["status"] != "403" {
+		e.t.Fatalf("wrong key: authorizer answered %s, want admitted with a 403 verdict", out)
+	}
+	if r := withVerdict(resp.Context, req.Headers["authorization"]); r.StatusCode != 403 ||
+		!strings.Contains(r.Body, `{"error":{"code":"FORBIDDEN","message":"Invalid API token"}}`) {
+		e.t.Errorf("ListDomains with a 403 verdict: %d %s", r.StatusCode, r.Body)
+	}
+	// A verdict that is not the authorizer's shape is refused, never trusted.
+	if r := withVerdict(map[string]any{"teamId": "x"}, "Bearer "+sampleKey); r.StatusCode != 500 {
+		e.t.Errorf("malformed verdict: %d %s, want 500", r.StatusCode, r.Body)
+	}
+}
+
+// earlyFire is the schedule's payload as it fires before the email's time; the service has
+// deleted the schedule (ActionAfterCompletion: DELETE).
+func earlyFire(e *env, _ []byte) []byte {
+	sch, err := e.fixture.schedule(e, e.firedID)
+	if err != nil {
+		e.t.Fatalf("schedule of %s: %v", e.firedID, err)
+	}
+	_, err = scheduler.NewFromConfig(e.fixture.awsCfg).DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{
+		Name: sch.Name, GroupName: sch.GroupName,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return []byte(aws.ToString(sch.Target.Input))
+}
+
+// checkRearmed: the early fire left the email SCHEDULED and put its schedule back in the
+// stack's group, for the email's time, with its target, role and dead-letter queue, using only
+// what the function's ports give it.
+func checkRearmed(e *env, out []byte) {
+	if string(out) != "null" {
+		e.t.Errorf("output %s", out)
+	}
+	em := e.fixture.email(e, e.firedID)
+	if em.Status != store.StatusScheduled {
+		e.t.Fatalf("early-fired email is %s, want SCHEDULED", em.Status)
+	}
+	e.fixture.checkSchedule(e, em)
 }
 
 func checkScheduledSend(e *env, out []byte) {
@@ -592,6 +688,7 @@ type fixture struct {
 	cfg    app.Config
 	db     *dynamodb.Client
 	admin  *app.App // for setup and for reading results, not for invocations
+	vars   map[string]string
 }
 
 var tableSeq atomic.Int64
@@ -630,19 +727,30 @@ func newFixture(t *testing.T) *fixture {
 		"PUBLIC_URL":          "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com",
 		"UNSUBSCRIBE_SECRET":  "0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f",
 	}
+	f.vars = vars
 	cfg, err := app.ConfigFromEnv(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.cfg = cfg
-	f.admin = f.newApp(t)
+	f.admin, err = app.NewWithAWS(ctx, f.cfg, f.awsCfg, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.admin.Close(context.Background()) })
 	return f
 }
 
-// newApp builds the app as a function's cold start does.
-func (f *fixture) newApp(t *testing.T) *app.App {
+// newApp builds the app as the function's cold start does: from the variables its ports read
+// only (lambdafn.Config), with every AWS call outside its ports refused.
+func (f *fixture) newApp(t *testing.T, function string) *app.App {
 	t.Helper()
-	a, err := app.NewWithAWS(context.Background(), f.cfg, f.awsCfg, app.Options{})
+	cfg, err := lambdafn.Config(function, func(k string) string { return f.vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := lambdafn.Ports(function)
+	a, err := app.NewWithAWS(context.Background(), cfg, f.awsCfg, app.Options{Ports: &ports})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -822,7 +930,7 @@ func TestSamples(t *testing.T) {
 	for _, s := range steps {
 		ok := t.Run(s.function+"/"+s.sampleName(), func(t *testing.T) {
 			e.t = t
-			h := lambdafn.Handler(f.newApp(t), s.function)
+			h := lambdafn.Handler(f.newApp(t, s.function), s.function)
 			e.handler = h
 			raw := readSample(t, s.sampleName())
 			if s.prepare != nil {

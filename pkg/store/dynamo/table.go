@@ -92,7 +92,7 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 		BillingMode:            types.BillingModePayPerRequest,
 		StreamSpecification: &types.StreamSpecification{
 			StreamEnabled:  aws.Bool(true),
-			StreamViewType: types.StreamViewTypeNewAndOldImages,
+			StreamViewType: types.StreamViewTypeNewImage,
 		},
 	}
 }

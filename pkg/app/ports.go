@@ -1,0 +1,205 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Access is how much of a resource a process may use.
+type Access int
+
+// Access levels.
+const (
+	None Access = iota
+	Read
+	Write // read and write
+)
+
+// Ports says what one process builds: which adapters, and for each AWS one the operations it
+// may call. A Lambda function builds the ports its handler uses (lambdafn's table); the
+// deployment gives it exactly the environment variables (Env) and IAM actions (IAM) that follow
+// from them, and nothing else (pkg/deploy renders template.yaml from this). On AWS every call
+// is checked against the ports in the SDK client itself (Grant), so a function that calls an
+// operation its ports do not name fails the same way in a test as it would at AWS, where the
+// template gives it no permission for it.
+//
+// The local server and the admin CLI build everything (a nil *Ports).
+type Ports struct {
+	// Table is the DynamoDB table: Read (GetItem, Query, BatchGetItem, TransactGetItems) or
+	// Write (every item operation).
+	Table Access
+	// Send is the SES mailer: SendEmail through the configuration sets.
+	Send bool
+	// Identities are the SES identity operations the domain service calls (CreateEmailIdentity,
+	// GetEmailIdentity, PutEmailIdentityMailFromAttributes, DeleteEmailIdentity).
+	Identities []string
+	// EmailSchedules and CampaignSchedules are the EventBridge Scheduler operations on
+	// scheduled emails' schedules (email-*) and campaigns' (campaign-*): CreateSchedule,
+	// UpdateSchedule (a Put does both), DeleteSchedule.
+	EmailSchedules    []string
+	CampaignSchedules []string
+	// Unsubscribe is the unsubscribe secret: Read checks links, Write also signs them (and so
+	// needs the public URL they point at).
+	Unsubscribe Access
+}
+
+// Scheduler operation sets.
+var (
+	SchedulePut    = []string{"CreateSchedule", "UpdateSchedule"}
+	ScheduleDelete = []string{"DeleteSchedule"}
+	SchedulePutDel = []string{"CreateSchedule", "DeleteSchedule", "UpdateSchedule"}
+)
+
+// Environment variables of the ports (GlobalEnv are every function's).
+const (
+	EnvConfigurationSet  = "SES_CONFIGURATION_SET"
+	EnvScheduleGroup     = "SCHEDULE_GROUP"
+	EnvScheduleRole      = "SCHEDULE_ROLE_ARN"
+	EnvScheduleDLQ       = "SCHEDULE_DLQ_ARN"
+	EnvScheduleTarget    = "SCHEDULE_TARGET_ARN"
+	EnvCampaignTarget    = "CAMPAIGN_TARGET_ARN"
+	EnvUnsubscribeSecret = "UNSUBSCRIBE_SECRET"
+	EnvPublicURL         = "PUBLIC_URL"
+)
+
+// GlobalEnv are the variables every deployed function reads (the template's Globals).
+var GlobalEnv = []string{"AUTH_CACHE_TTL", "BACKEND", "LOG_LEVEL", "STACK_NAME", "TABLE_NAME"}
+
+// Env lists, sorted, the variables the ports read beyond GlobalEnv; each is required.
+func (p Ports) Env() []string {
+	var env []string
+	if p.Send {
+		env = append(env, EnvConfigurationSet)
+	}
+	if len(p.EmailSchedules) > 0 || len(p.CampaignSchedules) > 0 {
+		env = append(env, EnvScheduleGroup)
+	}
+	if slices.Contains(p.EmailSchedules, "CreateSchedule") || slices.Contains(p.CampaignSchedules, "CreateSchedule") {
+		// What a created schedule carries: the role the service assumes and the dead letters.
+		env = append(env, EnvScheduleRole, EnvScheduleDLQ)
+	}
+	if slices.Contains(p.EmailSchedules, "CreateSchedule") {
+		env = append(env, EnvScheduleTarget)
+	}
+	if slices.Contains(p.CampaignSchedules, "CreateSchedule") {
+		env = append(env, EnvCampaignTarget)
+	}
+	if p.Unsubscribe >= Read {
+		env = append(env, EnvUnsubscribeSecret)
+	}
+	if p.Unsubscribe == Write {
+		env = append(env, EnvPublicURL)
+	}
+	slices.Sort(env)
+	return env
+}
+
+// Statement is one IAM permission: actions on a kind of resource.
+type Statement struct {
+	// Resource names the kind of resource, for the template to spell as an ARN: "identity",
+	// "configuration-set", "schedule/email", "schedule/campaign", "scheduler-role".
+	Resource []string
+	Actions  []string
+}
+
+// IAM lists the permissions the ports use, beyond the table's (Table says read or write).
+func (p Ports) IAM() []Statement {
+	var out []Statement
+	if p.Send {
+		// SES v2 SendEmail is authorised as ses:SendEmail, and with raw content (what the
+		// mailer sends) as ses:SendRawEmail too; AWS's own grant for sending gives both.
+		out = append(out, Statement{Resource: []string{"identity", "configuration-set"},
+			Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}})
+	}
+	if len(p.Identities) > 0 {
+		out = append(out, Statement{Resource: []string{"identity"}, Actions: prefixed("ses:", p.Identities)})
+	}
+	if len(p.EmailSchedules) > 0 {
+		out = append(out, Statement{Resource: []string{"schedule/email"}, Actions: prefixed("scheduler:", p.EmailSchedules)})
+	}
+	if len(p.CampaignSchedules) > 0 {
+		out = append(out, Statement{Resource: []string{"schedule/campaign"}, Actions: prefixed("scheduler:", p.CampaignSchedules)})
+	}
+	if slices.Contains(p.EmailSchedules, "CreateSchedule") || slices.Contains(p.CampaignSchedules, "CreateSchedule") {
+		out = append(out, Statement{Resource: []string{"scheduler-role"}, Actions: []string{"iam:PassRole"}})
+	}
+	return out
+}
+
+func prefixed(prefix string, ops []string) []string {
+	out := make([]string, len(ops))
+	for i, o := range ops {
+		out[i] = prefix + o
+	}
+	slices.Sort(out)
+	return out
+}
+
+// RequireEnv fails when a variable the ports read is empty: a deployment that does not
+// configure a port its function builds fails at cold start, not at the first call.
+func (p Ports) RequireEnv(getenv func(string) string) error {
+	var missing []string
+	for _, k := range p.Env() {
+		if getenv(k) == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing environment variables %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// tableOps are the DynamoDB operations that only read.
+var tableReads = []string{"BatchGetItem", "DescribeTable", "GetItem", "Query", "TransactGetItems"}
+
+// ErrNotGranted is the error of an AWS call outside a process's ports.
+var ErrNotGranted = fmt.Errorf("operation not granted to this function")
+
+// Grant returns an SDK client option that refuses, before anything is sent, every operation
+// allowed does not return true for (input is the operation's input, to check names against
+// the IAM resource).
+func Grant(allowed func(op string, input any) bool) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("MailroomGrant",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				op := strings.TrimSuffix(reflect.TypeOf(in.Parameters).Elem().Name(), "Input")
+				if !allowed(op, in.Parameters) {
+					return middleware.InitializeOutput{}, middleware.Metadata{}, fmt.Errorf("%s: %w", op, ErrNotGranted)
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
+}
+
+// tableGrant allows the table operations of an access level.
+func tableGrant(a Access) func(string, any) bool {
+	return func(op string, _ any) bool {
+		return a == Write || (a == Read && slices.Contains(tableReads, op))
+	}
+}
+
+// opsGrant allows a list of operations.
+func opsGrant(ops ...string) func(string, any) bool {
+	return func(op string, _ any) bool { return slices.Contains(ops, op) }
+}
+
+// scheduleGrant allows ops on the schedules whose names start with prefix (email- or
+// campaign-), as the IAM resource schedule/<group>/<prefix>* does.
+func scheduleGrant(prefix string, ops []string) func(string, any) bool {
+	return func(op string, in any) bool {
+		if !slices.Contains(ops, op) {
+			return false
+		}
+		name := reflect.ValueOf(in).Elem().FieldByName("Name")
+		if !name.IsValid() || name.Kind() != reflect.Pointer || name.IsNil() {
+			return false
+		}
+		return strings.HasPrefix(name.Elem().String(), prefix)
+	}
+}

@@ -1,0 +1,215 @@
+// Package deploy describes Mailroom's AWS deployment and renders template.yaml from it: every
+// Lambda function of lambdafn.Names(), with the environment variables and IAM permissions that
+// follow from the ports its wiring builds (lambdafn.Ports, app.Ports.Env and app.Ports.IAM),
+// its log group, its alarms and its place on the dashboard. template.yaml is this package's
+// output, checked in so that `sam build` and `sam deploy` work on a clone; `make template`
+// writes it again, and a test fails when the two differ.
+package deploy
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/mailroom/mailroom/pkg/api"
+	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/metric"
+)
+
+//go:embed template.yaml.tmpl
+var templateText string
+
+// Function is one Lambda function of the stack.
+type Function struct {
+	Name        string // SendEmail
+	LogicalID   string // SendEmailFunction
+	Dir         string // send-email: functions/<Dir>, events/<Dir>.json, the function's name suffix
+	Description string
+	Ports       app.Ports
+	Routes      []api.Route // its HTTP API routes; none for the background functions
+}
+
+// background describes the functions that serve no route.
+var background = map[string]string{
+	lambdafn.SendWorkerFunction:    "Delivers QUEUED emails from the table stream through SES",
+	lambdafn.ScheduledSendFunction: "Queues a scheduled email when its EventBridge Scheduler schedule fires",
+	lambdafn.CampaignBatchFunction: "Writes a campaign's emails, a batch step at a time (EventBridge Scheduler)",
+	lambdafn.SESEventsFunction:     "Records the SES events of Mailroom's configuration sets (EventBridge)",
+	lambdafn.ReconcilerFunction:    "Re-queues stuck and overdue emails, restarts stalled campaigns, purges deleted books (every 5 minutes)",
+	lambdafn.DomainCheckFunction:   "Refreshes every domain's SES verification status (hourly)",
+	lambdafn.AuthorizerFunction:    "Authenticates API keys for the HTTP API (Lambda authorizer)",
+}
+
+// Functions lists every function, in lambdafn.Names() order.
+func Functions() []Function {
+	var fns []Function
+	for _, n := range lambdafn.Names() {
+		f := Function{Name: n, LogicalID: n + "Function", Dir: lambdafn.Dir(n), Ports: lambdafn.Ports(n),
+			Description: background[n]}
+		var patterns []string
+		for _, r := range api.Routes {
+			if r.Function == n {
+				f.Routes = append(f.Routes, r)
+				f.Description = r.Summary
+				patterns = append(patterns, r.Method)
+			}
+		}
+		if len(f.Routes) > 0 {
+			f.Description += " (" + strings.Join(patterns, " and ") + " " + f.Routes[0].Path + ")"
+		}
+		fns = append(fns, f)
+	}
+	return fns
+}
+
+// FunctionNameSuffix is what follows the stack name in a function's name: <stack>-<dir>. A
+// function name has at most 64 characters, so a stack name has at most 64 - 1 - the longest
+// suffix (MaxStackName).
+func (f Function) FunctionNameSuffix() string { return "-" + f.Dir }
+
+// MaxStackName is the longest stack name whose function names fit in 64 characters.
+func MaxStackName() int {
+	longest := 0
+	for _, f := range Functions() {
+		longest = max(longest, len(f.FunctionNameSuffix()))
+	}
+	return 64 - longest
+}
+
+// EnvValue is how the template spells the value of each variable a port reads: a reference to
+// the stack's own resource, never a literal.
+var EnvValue = map[string]string{
+	app.EnvConfigurationSet:  "!Ref ConfigurationSet",
+	app.EnvScheduleGroup:     "!Ref ScheduleGroup",
+	app.EnvScheduleRole:      "!GetAtt SchedulerRole.Arn",
+	app.EnvScheduleDLQ:       "!GetAtt ScheduleDeadLetterQueue.Arn",
+	app.EnvScheduleTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.ScheduledSendFunction),
+	app.EnvCampaignTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.CampaignBatchFunction),
+	app.EnvUnsubscribeSecret: `!Sub "{{resolve:secretsmanager:${UnsubscribeSecret}:SecretString}}"`,
+	app.EnvPublicURL:         "!If [HasCustomDomain, !Sub \"https://${DomainName}\", !Sub \"https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}\"]",
+}
+
+// resourceARNs spells the IAM resource kinds of app.Statement.
+var resourceARNs = map[string][]string{
+	"identity": {"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"},
+	"configuration-set": {
+		"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSet}",
+		"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetOpen}",
+		"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetClick}",
+		"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetOpenClick}",
+	},
+	"schedule/email":    {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"},
+	"schedule/campaign": {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/campaign-*"},
+	"scheduler-role":    {"!GetAtt SchedulerRole.Arn"},
+}
+
+// ResourceARNs returns the template's spelling of a resource kind of app.Statement.
+func ResourceARNs(kind string) []string { return resourceARNs[kind] }
+
+// indent prefixes every line of s with n spaces.
+func indent(n int, s string) string {
+	pad := strings.Repeat(" ", n)
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = pad + l
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// environment is a function's Environment block (nothing when its ports read no variable
+// beyond the globals).
+func environment(f Function) string {
+	env := f.Ports.Env()
+	if len(env) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Environment:\n  Variables:\n")
+	for _, k := range env {
+		fmt.Fprintf(&b, "    %s: %s\n", k, EnvValue[k])
+	}
+	return indent(6, b.String())
+}
+
+// policies is a function's Policies block: the table's SAM policy template, then one
+// statement per app.Statement.
+func policies(f Function) string {
+	var b strings.Builder
+	b.WriteString("Policies:\n")
+	switch f.Ports.Table {
+	case app.Read:
+		b.WriteString("  - DynamoDBReadPolicy:\n      TableName: !Ref Table\n")
+	case app.Write:
+		b.WriteString("  - DynamoDBCrudPolicy:\n      TableName: !Ref Table\n")
+	}
+	stmts := f.Ports.IAM()
+	if len(stmts) > 0 {
+		b.WriteString("  - Statement:\n")
+	}
+	for _, s := range stmts {
+		b.WriteString("      - Effect: Allow\n        Action:\n")
+		for _, a := range s.Actions {
+			fmt.Fprintf(&b, "          - %s\n", a)
+		}
+		b.WriteString("        Resource:\n")
+		for _, kind := range s.Resource {
+			for _, arn := range resourceARNs[kind] {
+				fmt.Fprintf(&b, "          - %s\n", arn)
+			}
+		}
+		if slices.Contains(s.Actions, "iam:PassRole") {
+			b.WriteString("        Condition:\n          StringEquals:\n            iam:PassedToService: scheduler.amazonaws.com\n")
+		}
+	}
+	return indent(6, b.String())
+}
+
+// eventName names a route's event in its function: Api for a function's only route, else by
+// method (Get, Post).
+func eventName(f Function, r api.Route) string {
+	if len(f.Routes) == 1 {
+		return "Api"
+	}
+	return strings.ToUpper(r.Method[:1]) + strings.ToLower(r.Method[1:])
+}
+
+// Render returns template.yaml.
+func Render() ([]byte, error) {
+	fns := Functions()
+	byName := map[string]Function{}
+	var http []Function
+	for _, f := range fns {
+		byName[f.Name] = f
+		if len(f.Routes) > 0 {
+			http = append(http, f)
+		}
+	}
+	funcs := template.FuncMap{
+		"fn": func(name string) (Function, error) {
+			f, ok := byName[name]
+			if !ok {
+				return f, fmt.Errorf("no function %s", name)
+			}
+			return f, nil
+		},
+		"environment": environment,
+		"policies":    policies,
+		"eventName":   eventName,
+		"maxStack":    MaxStackName,
+		"last":        func(i int, s []Function) bool { return i == len(s)-1 },
+	}
+	t, err := template.New("template.yaml").Funcs(funcs).Option("missingkey=error").Parse(templateText)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	err = t.Execute(&out, map[string]any{"Functions": fns, "HTTP": http, "EnvValue": EnvValue,
+		"EmailMetrics": metric.Emails})
+	return out.Bytes(), err
+}
