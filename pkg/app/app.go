@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -309,7 +310,7 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			case <-loopCtx.Done():
 				return
 			case <-t.C:
-				a.Periodic(loopCtx)
+				_ = a.Periodic(loopCtx) // logged part by part; the next tick retries
 			}
 		}
 	}()
@@ -317,19 +318,29 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 }
 
 // Periodic is the background housekeeping: emails stuck QUEUED or SENDING go back through
-// delivery, running campaigns that stopped moving get their next step again, and the contacts
-// of deleted books are removed. Locally it runs on a timer; on AWS the Reconciler function
-// calls it.
-func (a *App) Periodic(ctx context.Context) {
-	if n, err := a.Worker.Reconcile(ctx, a.Store, 2*time.Minute); n > 0 || err != nil {
-		a.Log.Info("reconciled stuck emails", "count", n, "err", err)
+// delivery, SCHEDULED emails whose schedule never fired are queued, running campaigns that
+// stopped moving get their next step again, and the contacts of deleted books are removed.
+// Locally it runs on a timer; on AWS the Reconciler function calls it. Every part runs; the
+// error joins the parts that failed (the Reconciler then fails, which its Errors alarm shows).
+func (a *App) Periodic(ctx context.Context) error {
+	var errs []error
+	part := func(what string, n int, err error) {
+		if n > 0 || err != nil {
+			a.Log.Info(what, "count", n, "err", err)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
 	}
-	if n, err := a.Services.Campaigns.RecoverRunning(ctx, 5*time.Minute); n > 0 || err != nil {
-		a.Log.Info("resumed stalled campaigns", "count", n, "err", err)
-	}
-	if n, err := a.Services.Contacts.PurgeDeletedBooks(ctx); n > 0 || err != nil {
-		a.Log.Info("removed contacts of deleted books", "count", n, "err", err)
-	}
+	n, err := a.Worker.Reconcile(ctx, a.Store, 2*time.Minute)
+	part("reconciled stuck emails", n, err)
+	n, err = a.Services.Emails.PromoteOverdue(ctx, email.OverdueGrace)
+	part("queued overdue scheduled emails", n, err)
+	n, err = a.Services.Campaigns.RecoverRunning(ctx, 5*time.Minute)
+	part("resumed stalled campaigns", n, err)
+	n, err = a.Services.Contacts.PurgeDeletedBooks(ctx)
+	part("removed contacts of deleted books", n, err)
+	return errors.Join(errs...)
 }
 
 // fireLocal routes a local schedule to its target. A campaign runs apart from the scheduler's

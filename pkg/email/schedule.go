@@ -136,17 +136,7 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 		s.Log.Error("scheduled send: malformed payload dropped")
 		return nil
 	}
-	now := s.Now().UTC()
-	e, err := s.Store.UpdateEmail(ctx, p.EmailID, func(e *store.Email) ([]store.Event, error) {
-		switch {
-		case e.Status != store.StatusScheduled || e.ScheduledAt == nil:
-			return nil, errNothingToDo
-		case e.ScheduledAt.After(now.Add(time.Second)):
-			return nil, errNotDue
-		}
-		e.Status, e.LatestStatus, e.UpdatedAt = store.StatusQueued, Advance(e.LatestStatus, store.StatusQueued), now
-		return []store.Event{{ID: "fired-" + e.ScheduledAt.Format("20060102T150405"), EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now}}, nil
-	})
+	e, err := s.promote(ctx, p.EmailID, "fired-", nil)
 	switch {
 	case errors.Is(err, errNothingToDo), errors.Is(err, store.ErrDuplicateEvent):
 		return nil
@@ -165,6 +155,59 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	s.Log.Info("scheduled email queued", "emailId", e.ID)
 	s.dispatch(ctx, e.ID)
 	return nil
+}
+
+// OverdueGrace is how long after its time a SCHEDULED email is taken for one whose schedule
+// was lost: EventBridge Scheduler fires within the minute and retries for a while.
+const OverdueGrace = 5 * time.Minute
+
+// PromoteOverdue is the backstop for a schedule that never fires (dead-lettered, deleted, never
+// created): every SCHEDULED email whose time passed more than grace ago is queued through the
+// same conditional update as Fire, once, with an event saying why. It returns how many it
+// queued; a late schedule that fires afterwards finds the email QUEUED and does nothing.
+func (s *Service) PromoteOverdue(ctx context.Context, grace time.Duration) (int, error) {
+	ids, err := s.Store.OverdueScheduled(ctx, s.Now().UTC().Add(-grace), 1000)
+	if err != nil {
+		return 0, fmt.Errorf("overdue scheduled emails: %w", err)
+	}
+	why, _ := json.Marshal(map[string]string{"reason": "The schedule did not fire: queued by the reconciler"})
+	n := 0
+	var errs []error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		_, err := s.promote(ctx, id, "overdue-", why)
+		switch {
+		case errors.Is(err, errNothingToDo), errors.Is(err, errNotDue), errors.Is(err, store.ErrDuplicateEvent):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("promote %s: %w", id, err))
+			continue
+		}
+		n++
+		s.Log.Warn("overdue scheduled email queued", "emailId", id)
+		s.dispatch(ctx, id)
+	}
+	return n, errors.Join(errs...)
+}
+
+// promote moves a due SCHEDULED email to QUEUED with an event whose id is prefix and the time
+// it was scheduled for (so each time is promoted once); errNothingToDo when it is no longer
+// SCHEDULED, errNotDue when its time is more than a second away.
+func (s *Service) promote(ctx context.Context, id, prefix string, data json.RawMessage) (store.Email, error) {
+	now := s.Now().UTC()
+	return s.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+		switch {
+		case e.Status != store.StatusScheduled || e.ScheduledAt == nil:
+			return nil, errNothingToDo
+		case e.ScheduledAt.After(now.Add(time.Second)):
+			return nil, errNotDue
+		}
+		e.Status, e.LatestStatus, e.UpdatedAt = store.StatusQueued, Advance(e.LatestStatus, store.StatusQueued), now
+		return []store.Event{{ID: prefix + e.ScheduledAt.Format("20060102T150405"), EmailID: e.ID,
+			Status: store.StatusQueued, CreatedAt: now, Data: data}}, nil
+	})
 }
 
 var errNotDue = errors.New("not due yet")

@@ -31,6 +31,7 @@ type Store interface {
 	ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error)
 	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
 	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
+	OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error)
 }
 
 // Domains finds the team's domain of a From address (see domain.Directory).

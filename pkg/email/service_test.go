@@ -3,7 +3,11 @@ package email
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,4 +85,83 @@ func mustNonce(t *testing.T, b *bolt.Store) string {
 		t.Fatal(err)
 	}
 	return rec.Nonce
+}
+
+// recordingDispatcher counts what is handed to delivery.
+type recordingDispatcher struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (d *recordingDispatcher) Dispatch(_ context.Context, ids ...string) {
+	d.mu.Lock()
+	d.ids = append(d.ids, ids...)
+	d.mu.Unlock()
+}
+
+// TestPromoteOverdueQueuesAStrandedEmailOnce: a SCHEDULED email whose schedule never fired is
+// queued by the reconciler's backstop once its time is more than the grace period past, with
+// an event saying why, exactly once however many reconcilers run at once; one not yet past the
+// grace period, or cancelled, is left alone.
+func TestPromoteOverdueQueuesAStrandedEmailOnce(t *testing.T) {
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
+	mk := func(id string, due *time.Time, status string) store.Email {
+		return store.Email{ID: id, TeamID: 1, DomainID: 1, Status: status, LatestStatus: status, ScheduledAt: due,
+			CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour)}
+	}
+	stranded := mk("em-stranded", at(-10*time.Minute), store.StatusScheduled)
+	recent := mk("em-recent", at(-2*time.Minute), store.StatusScheduled) // its schedule may still fire
+	cancelled := mk("em-cancelled", at(-time.Hour), store.StatusCancelled)
+	if err := b.CreateEmails(ctx, []store.Email{stranded, recent, cancelled}, nil); err != nil {
+		t.Fatal(err)
+	}
+	d := &recordingDispatcher{}
+	svc := &Service{Store: b, Dispatcher: d, Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
+
+	var wg sync.WaitGroup
+	var total atomic.Int64
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := svc.PromoteOverdue(ctx, OverdueGrace)
+			if err != nil {
+				t.Error(err)
+			}
+			total.Add(int64(n))
+		}()
+	}
+	wg.Wait()
+	if total.Load() != 1 || len(d.ids) != 1 || d.ids[0] != stranded.ID {
+		t.Fatalf("queued %d, dispatched %v; want the stranded email once", total.Load(), d.ids)
+	}
+	e, events, err := b.GetEmailDetail(ctx, stranded.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != store.StatusQueued {
+		t.Errorf("stranded email is %s, want QUEUED", e.Status)
+	}
+	if len(events) != 1 || events[0].Status != store.StatusQueued || !strings.Contains(string(events[0].Data), "did not fire") {
+		t.Errorf("events %+v, want one QUEUED event saying the schedule did not fire", events)
+	}
+	for _, id := range []string{recent.ID, cancelled.ID} {
+		if e, _ := b.GetEmail(ctx, id); e.Status == store.StatusQueued {
+			t.Errorf("%s was queued", id)
+		}
+	}
+	// A schedule that fires late afterwards finds the email queued: nothing more.
+	if err := svc.Fire(ctx, []byte(`{"emailId":"em-stranded","scheduledAt":"2026-03-02T09:50:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, events, _ := b.GetEmailDetail(ctx, stranded.ID); len(events) != 1 || len(d.ids) != 1 {
+		t.Errorf("after a late fire: %d events, %d dispatches; want 1 and 1", len(events), len(d.ids))
+	}
 }

@@ -284,9 +284,14 @@ func TestCampaignBatch(t *testing.T) {
 }
 
 func TestHousekeeping(t *testing.T) {
-	n := 0
-	h := lambdafn.Housekeeping(func(context.Context) { n++ }, nil)
+	n, ret := 0, error(nil)
+	h := lambdafn.Housekeeping(func(context.Context) error { n++; return ret }, nil)
 	if err := h(context.Background(), events.CloudWatchEvent{DetailType: "Scheduled Event"}); err != nil || n != 1 {
 		t.Errorf("runs %d, err %v", n, err)
+	}
+	// A failed part fails the invocation (the function's Errors metric, its alarm).
+	ret = errors.New("pending emails: table unavailable")
+	if err := h(context.Background(), events.CloudWatchEvent{}); !errors.Is(err, ret) || n != 2 {
+		t.Errorf("runs %d, err %v; want the housekeeping's error", n, err)
 	}
 }

@@ -267,13 +267,20 @@ func CampaignBatch(fire func(ctx context.Context, payload []byte) error, log *sl
 	}
 }
 
-// Housekeeping runs work that reports its own outcome (app.Periodic logs what it did and what
-// failed) on each scheduled event; a failure shows in the logs and the next run retries it.
-func Housekeeping(run func(context.Context), log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
+// Housekeeping runs the periodic housekeeping (app.Periodic, which logs each part) on each
+// scheduled event. A part that failed fails the invocation: it counts in the function's Errors
+// metric, which an alarm watches; the next run retries it (the template turns off async
+// retries).
+func Housekeeping(run func(context.Context) error, log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
 	log = orDiscard(log)
 	return func(ctx context.Context, ev events.CloudWatchEvent) error {
 		start := time.Now()
-		run(ctx)
+		err := run(ctx)
+		if err != nil {
+			log.ErrorContext(ctx, "periodic housekeeping failed", "requestId", requestID(ctx), "eventTime", ev.Time,
+				"ms", time.Since(start).Milliseconds(), "err", err.Error())
+			return err
+		}
 		log.InfoContext(ctx, "periodic housekeeping", "requestId", requestID(ctx), "eventTime", ev.Time,
 			"ms", time.Since(start).Milliseconds())
 		return nil

@@ -57,6 +57,8 @@ type env struct {
 	// scheduledID is the scheduled email rescheduled then cancelled, firedID the one the
 	// schedule fires, stuckID the one the reconciler finds stuck.
 	scheduledID, firedID, stuckID string
+	// strandedID is a scheduled email whose schedule was lost, its time long past.
+	strandedID string
 	// lastChecked is the domain's lastCheckedTime before the domain check.
 	lastChecked time.Time
 
@@ -220,17 +222,17 @@ var emailSteps = []step{
 	// that fired. Then it fires on time.
 	{function: lambdafn.ScheduledSendFunction, prepare: earlyFire, after: checkRearmed},
 	{function: lambdafn.ScheduledSendFunction, prepare: firePayload, after: checkScheduledSend},
-	// An email whose worker died after claiming it, found by the reconciler.
+	// An email whose worker died after claiming it, and a scheduled one whose schedule was
+	// lost, both found by the reconciler.
 	{function: "SendEmail", check: func(e *env, b map[string]any) {
 		e.stuckID, _ = b["emailId"].(string)
 		e.fixture.makeStuck(e, e.stuckID)
 	}},
-	{function: lambdafn.ReconcilerFunction, after: func(e *env, out []byte) {
-		em := e.fixture.email(e, e.stuckID)
-		if em.Status != store.StatusSent || em.MessageID == "" {
-			e.t.Errorf("stuck email is %s (message id %q), want SENT", em.Status, em.MessageID)
-		}
+	{function: "SendEmail", prepare: scheduleAt(time.Hour), check: func(e *env, b map[string]any) {
+		e.strandedID = e.fixture.checkScheduled(e, b)
+		e.fixture.strand(e, e.strandedID)
 	}},
+	{function: lambdafn.ReconcilerFunction, after: checkReconciler},
 	{function: "CreateTemplate", check: func(e *env, b map[string]any) {
 		e.template, _ = b["id"].(string)
 		if !strings.HasPrefix(e.template, "tpl_") {
@@ -478,6 +480,49 @@ func checkAuthorizer(e *env, out []byte) {
 	// A verdict that is not the authorizer's shape is refused, never trusted.
 	if r := withVerdict(map[string]any{"teamId": "x"}, "Bearer "+sampleKey); r.StatusCode != 500 {
 		e.t.Errorf("malformed verdict: %d %s, want 500", r.StatusCode, r.Body)
+	}
+}
+
+// strand leaves a scheduled email as a lost schedule would: its time passed 10 minutes ago and
+// no schedule will fire for it.
+func (f *fixture) strand(e *env, id string) {
+	if _, err := scheduler.NewFromConfig(f.awsCfg).DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{
+		Name: aws.String(email.ScheduleName(id)), GroupName: aws.String(f.cfg.ScheduleGroup),
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	past := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Second)
+	if _, err := f.admin.Store.UpdateEmail(context.Background(), id, func(x *store.Email) ([]store.Event, error) {
+		x.ScheduledAt = &past
+		return nil, nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// checkReconciler: the stuck email was sent; the stranded scheduled one was queued once, with
+// an event saying why, and a second run changes nothing.
+func checkReconciler(e *env, out []byte) {
+	if string(out) != "null" {
+		e.t.Errorf("output %s", out)
+	}
+	em := e.fixture.email(e, e.stuckID)
+	if em.Status != store.StatusSent || em.MessageID == "" {
+		e.t.Errorf("stuck email is %s (message id %q), want SENT", em.Status, em.MessageID)
+	}
+	st := e.fixture.email(e, e.strandedID)
+	if st.Status != store.StatusQueued {
+		e.t.Fatalf("stranded email is %s, want QUEUED", st.Status)
+	}
+	e.fixture.checkQueuedItem(e, e.strandedID) // the stream record the worker is fed by
+	if n := e.fixture.historyCount(e, e.strandedID, store.StatusQueued); n != 1 {
+		e.t.Errorf("stranded email has %d QUEUED events, want 1", n)
+	}
+	if _, err := e.handler.Invoke(context.Background(), readSample(e.t, lambdafn.ReconcilerFunction)); err != nil {
+		e.t.Fatalf("second run: %v", err)
+	}
+	if n := e.fixture.historyCount(e, e.strandedID, store.StatusQueued); n != 1 {
+		e.t.Errorf("after a second run the stranded email has %d QUEUED events, want 1", n)
 	}
 }
 

@@ -393,6 +393,9 @@ type Store interface {
 	FindEmailByMessageID(ctx context.Context, messageID string) (Email, error)
 	// PendingEmails lists ids of emails in QUEUED or SENDING, oldest first, at most limit.
 	PendingEmails(ctx context.Context, limit int) ([]string, error)
+	// OverdueScheduled lists ids of SCHEDULED emails whose scheduledAt is before t, earliest
+	// first, at most limit (the backstop for a schedule that never fired).
+	OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error)
 
 	// ClaimIdempotency creates a PENDING record, or takes over an expired record or a stale
 	// PENDING one. claimed reports whether the caller now owns the record; rec is the record as

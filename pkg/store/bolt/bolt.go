@@ -51,6 +51,7 @@ var (
 	bucketEmDomTime = []byte("emails_by_team_domain_time") // team|domain|time|email id → ""
 	bucketMsgID     = []byte("emails_by_message_id")       // message id → email id
 	bucketPending   = []byte("emails_pending")             // time|email id → "" (QUEUED and SENDING only)
+	bucketSchedAt   = []byte("emails_scheduled")           // scheduledAt|email id → "" (SCHEDULED only)
 	bucketIdem      = []byte("idempotency")                // team|key → Idempotency
 	bucketSupp      = []byte("suppressions")               // team|lower(email) → Suppression
 	bucketSuppTime  = []byte("suppressions_by_team_time")  // team|time|lower(email) → reason
@@ -67,7 +68,7 @@ func allBuckets() [][]byte {
 	return [][]byte{
 		bucketSeq, bucketTeams, bucketKeys, bucketKeysTeam, bucketDomains, bucketDomName,
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
-		bucketMsgID, bucketPending, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
+		bucketMsgID, bucketPending, bucketSchedAt, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
 		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
 		bucketCampCount,
 	}
@@ -94,10 +95,14 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
+		backfill := tx.Bucket(bucketSchedAt) == nil && tx.Bucket(bucketEmails) != nil
 		for _, name := range allBuckets() {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
+		}
+		if backfill { // a database from before the index: index its scheduled emails once
+			return indexScheduled(tx)
 		}
 		return nil
 	})
@@ -574,7 +579,25 @@ func emailIndexes(e store.Email) []indexEntry {
 	if isPending(e.Status) {
 		out = append(out, indexEntry{bucketPending, join(tk, []byte(e.ID)), nil})
 	}
+	if e.Status == store.StatusScheduled && e.ScheduledAt != nil {
+		out = append(out, indexEntry{bucketSchedAt, join(timeKey(*e.ScheduledAt), []byte(e.ID)), nil})
+	}
 	return out
+}
+
+// indexScheduled adds every SCHEDULED email to the scheduled index.
+func indexScheduled(tx *bbolt.Tx) error {
+	idx := tx.Bucket(bucketSchedAt)
+	return tx.Bucket(bucketEmails).ForEach(func(k, v []byte) error {
+		var e store.Email
+		if err := json.Unmarshal(v, &e); err != nil {
+			return err
+		}
+		if e.Status != store.StatusScheduled || e.ScheduledAt == nil {
+			return nil
+		}
+		return idx.Put(join(timeKey(*e.ScheduledAt), k), nil)
+	})
 }
 
 // writeEmail stores the metadata and the heavy content apart: index maintenance and version
@@ -927,6 +950,21 @@ func (s *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) 
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
 		for k, _ := c.First(); k != nil && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
+			ids = append(ids, string(k[12:]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// OverdueScheduled reads the scheduled index, which holds exactly the SCHEDULED emails keyed
+// by their scheduledAt, up to before.
+func (s *Store) OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	var ids []string
+	end := timeKey(before)
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketSchedAt).Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:12], end) < 0 && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
 			ids = append(ids, string(k[12:]))
 		}
 		return nil

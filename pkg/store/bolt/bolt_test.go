@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 	"github.com/mailroom/mailroom/pkg/store/storetest"
@@ -217,5 +219,46 @@ func TestOpenLockedFileFailsClearly(t *testing.T) {
 	defer s.Close()
 	if _, err := bolt.Open(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second Open = %v", err)
+	}
+}
+
+// TestScheduledIndexBackfill: a database written before the scheduled index existed gets its
+// SCHEDULED emails indexed when it is opened, so the reconciler's backstop covers them.
+func TestScheduledIndexBackfill(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "mailroom.db")
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	due := created.Add(time.Hour)
+	e := store.Email{ID: "em-sched", TeamID: 1, DomainID: 1, Status: store.StatusScheduled, ScheduledAt: &due,
+		CreatedAt: created, UpdatedAt: created}
+	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The database as an older version left it: no scheduled index.
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("emails_scheduled")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids, err := s.OverdueScheduled(ctx, due.Add(time.Minute), 10)
+	if err != nil || len(ids) != 1 || ids[0] != e.ID {
+		t.Fatalf("OverdueScheduled after reopen = %v, %v; want [%s]", ids, err, e.ID)
 	}
 }

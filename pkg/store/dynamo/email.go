@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -143,6 +144,9 @@ func emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, erro
 	}
 	if pending(e.Status) {
 		it.GSI4PK, it.GSI4SK = pendingIndexKey, sortKey
+	}
+	if e.Status == store.StatusScheduled && e.ScheduledAt != nil {
+		it.GSI4PK, it.GSI4SK = scheduledIndexKey, emailSort(*e.ScheduledAt, e.ID)
 	}
 	it.ContentGz, it.ContentRef, it.ContentChunks = c.inline, c.ref, len(c.chunks)
 	m, err := marshal(it)
@@ -703,13 +707,28 @@ func (st *Store) FindEmailByMessageID(ctx context.Context, messageID string) (st
 
 // PendingEmails reads the sparse GSI4 oldest first, projecting the ids only.
 func (st *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) {
-	in := &dynamodb.QueryInput{
-		IndexName:                 aws.String(IndexGSI4),
+	return st.workIDs(ctx, &dynamodb.QueryInput{
 		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pendingIndexKey)},
-		ProjectionExpression:      aws.String("#id"),
-		ExpressionAttributeNames:  map[string]string{"#id": "ID"},
-	}
+	}, limit)
+}
+
+// OverdueScheduled reads GSI4's SCHEDULED partition up to before (it is sorted by
+// scheduledAt), projecting the ids only.
+func (st *Store) OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	return st.workIDs(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression: aws.String("GSI4PK = :pk AND GSI4SK < :before"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": avS(scheduledIndexKey), ":before": avS(before.UTC().Format(sortTime)),
+		},
+	}, limit)
+}
+
+// workIDs runs a query of GSI4 (the work index) for email ids, at most limit.
+func (st *Store) workIDs(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]string, error) {
+	in.IndexName = aws.String(IndexGSI4)
+	in.ProjectionExpression = aws.String("#id")
+	in.ExpressionAttributeNames = map[string]string{"#id": "ID"}
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(min(limit, 1000)))
 	}

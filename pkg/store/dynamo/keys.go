@@ -109,6 +109,10 @@ func messageIDIndexKey(messageID string) string { return "MSG#" + messageID }
 // first by emailSort. It is sparse: a finished email has no GSI4 attributes.
 const pendingIndexKey = "PENDING"
 
+// scheduledIndexKey is the GSI4 partition holding SCHEDULED emails sorted by their
+// scheduledAt (emailSort), so the reconciler finds one whose schedule never fired.
+const scheduledIndexKey = "SCHEDULED"
+
 // idempotencyKey hashes the caller's key (up to 256 chars of anything) into a fixed-size one.
 func idempotencyKey(teamID int64, k string) key {
 	sum := sha256.Sum256([]byte(k))

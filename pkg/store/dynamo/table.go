@@ -38,8 +38,9 @@ const (
 //     campaigns by team (newest first), and all teams (admin).
 //   - GSI2: emails by team, domain and day; suppressions by team and reason.
 //   - GSI3: emails by provider message id (sparse: only sent emails).
-//   - GSI4: emails waiting for the sender, QUEUED or SENDING (sparse: the attributes are removed
-//     when the email leaves those states).
+//   - GSI4: the work index (sparse: the attributes are removed when the email leaves those
+//     states): emails waiting for the sender, QUEUED or SENDING, oldest first; and SCHEDULED
+//     emails by their scheduledAt.
 const (
 	IndexGSI1 = "GSI1"
 	IndexGSI2 = "GSI2"

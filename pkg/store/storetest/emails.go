@@ -292,6 +292,69 @@ func testFindEmailByMessageID(t *testing.T, s store.Store) {
 	checkContent(t, "FindEmailByMessageID content", got.Content, e.Content)
 }
 
+// testOverdueScheduled: SCHEDULED emails due before a time, earliest first; an email leaves
+// the list when it leaves SCHEDULED and moves in it when rescheduled. Its times are in 1991 so
+// that, in a shared store, they are the earliest.
+func testOverdueScheduled(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team := newTeam(t, s)
+	at := func(d int) *time.Time { x := time.Date(1991, 1, d, 9, 0, 0, 0, time.UTC); return &x }
+	mk := func(created int, due *time.Time, status string) store.Email {
+		e := newEmail(team, 1, *at(created), status)
+		e.ScheduledAt = due
+		return e
+	}
+	late := mk(1, at(10), store.StatusScheduled)   // due on the 10th, created first
+	early := mk(2, at(5), store.StatusScheduled)   // due on the 5th
+	future := mk(3, at(20), store.StatusScheduled) // not yet due on the 15th
+	queued := mk(1, at(4), store.StatusQueued)     // was scheduled, already queued
+	cancelled := mk(1, at(4), store.StatusCancelled)
+	createEmails(t, s, late, early, future, queued, cancelled)
+	mine := map[string]bool{late.ID: true, early.ID: true, future.ID: true, queued.ID: true, cancelled.ID: true}
+	overdue := func(before time.Time) []string {
+		t.Helper()
+		ids, err := s.OverdueScheduled(ctx, before, 10000)
+		noErr(t, "OverdueScheduled", err)
+		var out []string
+		for _, id := range ids {
+			if mine[id] {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	if got, want := overdue(*at(15)), []string{early.ID, late.ID}; !equalStrings(got, want) {
+		t.Fatalf("OverdueScheduled(15th) = %v, want %v (SCHEDULED, due first)", got, want)
+	}
+	if got := overdue(*at(5)); len(got) != 0 {
+		t.Fatalf("OverdueScheduled(5th 09:00) = %v, want none (due at that instant is not before it)", got)
+	}
+	ids, err := s.OverdueScheduled(ctx, *at(15), 1)
+	noErr(t, "OverdueScheduled(limit 1)", err)
+	if len(ids) != 1 || ids[0] != early.ID {
+		t.Fatalf("OverdueScheduled(limit 1) = %v, want [%s]", ids, early.ID)
+	}
+	// Rescheduled later, queued: out of the list; rescheduled earlier: in it.
+	_, err = s.UpdateEmail(ctx, early.ID, func(e *store.Email) ([]store.Event, error) {
+		e.ScheduledAt = at(25)
+		return nil, nil
+	})
+	noErr(t, "UpdateEmail(reschedule)", err)
+	_, err = s.UpdateEmail(ctx, late.ID, func(e *store.Email) ([]store.Event, error) {
+		e.Status = store.StatusQueued
+		return nil, nil
+	})
+	noErr(t, "UpdateEmail(queue)", err)
+	_, err = s.UpdateEmail(ctx, future.ID, func(e *store.Email) ([]store.Event, error) {
+		e.ScheduledAt = at(6)
+		return nil, nil
+	})
+	noErr(t, "UpdateEmail(reschedule earlier)", err)
+	if got, want := overdue(*at(15)), []string{future.ID}; !equalStrings(got, want) {
+		t.Fatalf("after the changes OverdueScheduled(15th) = %v, want %v", got, want)
+	}
+}
+
 // testPendingEmails dates its emails in 1990 so that, in a shared store, they are still the
 // oldest pending ones.
 func testPendingEmails(t *testing.T, s store.Store) {

@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{name: "UpdateEmailDuplicateEvent", fn: testUpdateEmailDuplicateEvent},
 		{name: "FindEmailByMessageID", fn: testFindEmailByMessageID},
 		{name: "PendingEmails", fn: testPendingEmails},
+		{name: "OverdueScheduled", fn: testOverdueScheduled},
 		{name: "LargeContent", fn: testLargeContent},
 		{name: "ListEmails", fn: testListEmails},
 		{name: "Idempotency", fn: testIdempotency},
