@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -35,6 +36,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	mailses "github.com/mailroom/mailroom/pkg/mail/ses"
+	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	schedlocal "github.com/mailroom/mailroom/pkg/schedule/local"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -54,6 +56,8 @@ type App struct {
 	Services   *api.Services
 	Worker     *deliver.Worker
 	Ingester   *events.Ingester
+	// Metrics counts emails by outcome (nil outside a deployed function).
+	Metrics metric.Counter
 	// Pool is the in-process delivery pool (local server only; nil in Lambda).
 	Pool *deliver.Pool
 	// Scheduler fires scheduled emails: in process with Options.Local, else EventBridge
@@ -80,6 +84,8 @@ type Options struct {
 	Local bool
 	// Now is the clock (time.Now unless set).
 	Now func() time.Time
+	// MetricsOut is where a deployed function's metric lines go (os.Stdout unless set).
+	MetricsOut io.Writer
 	// Ports limits the AWS backend to what one Lambda function uses (nil: everything, as the
 	// local server and the admin CLI need). Every AWS call outside them fails with
 	// ErrNotGranted.
@@ -111,7 +117,14 @@ func build(ctx context.Context, cfg Config, awsCfg *aws.Config, opts Options) (*
 	if now == nil {
 		now = time.Now
 	}
-	a.Ingester = &events.Ingester{Log: a.Log, Now: now}
+	if cfg.StackName != "" { // a deployed function: CloudWatch metrics through its log
+		out := opts.MetricsOut
+		if out == nil {
+			out = os.Stdout
+		}
+		a.Metrics = &metric.EMF{W: out, Stack: cfg.StackName, Now: now}
+	}
+	a.Ingester = &events.Ingester{Log: a.Log, Now: now, Metrics: a.Metrics}
 	var err error
 	if awsCfg != nil {
 		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local, opts.Ports)
@@ -253,7 +266,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 	authn := auth.NewAuthenticator(a.Store, a.Config.AuthCacheTTL)
 	a.Worker = &deliver.Worker{
 		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
-		ConfigurationSet: a.Config.ConfigurationSet,
+		ConfigurationSet: a.Config.ConfigurationSet, Metrics: a.Metrics,
 	}
 	if a.OutboxDir == "" { // SES replaces the Message-ID header with its own
 		// SES's Message-ID domain: email.amazonses.com in us-east-1, <region>.amazonses.com elsewhere.
@@ -264,7 +277,8 @@ func (a *App) wire(now func() time.Time, local bool) {
 		a.Worker.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@" + host + ">" }
 	}
 	contacts := &contact.Service{Store: a.Store, Now: now, Log: a.Log}
-	emails := &email.Service{Store: a.Store, Domains: dir, Scheduler: a.Scheduler, Now: now, Log: a.Log}
+	emails := &email.Service{Store: a.Store, Domains: dir, Scheduler: a.Scheduler, Now: now, Log: a.Log,
+		Metrics: a.Metrics}
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
 		emails.Dispatcher = a.Pool
@@ -278,7 +292,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Suppressions: &suppression.Service{Store: a.Store, Now: now},
 		Contacts:     contacts,
 		Campaigns: &campaign.Service{Store: a.Store, Domains: dir, Scheduler: a.Campaigns,
-			Dispatcher: emails.Dispatcher, Contacts: contacts, Now: now, Log: a.Log,
+			Dispatcher: emails.Dispatcher, Contacts: contacts, Now: now, Log: a.Log, Metrics: a.Metrics,
 			Signer: campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL}},
 		Log: a.Log,
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -71,6 +72,8 @@ type Service struct {
 	Contacts   Unsubscriber
 	Now        func() time.Time
 	Log        *slog.Logger
+	// Metrics counts the emails a step writes (nil: none).
+	Metrics metric.Counter
 }
 
 // Payload is what a campaign's schedule delivers to the batch target.
@@ -434,6 +437,7 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 		if err := s.Store.CreateEmails(ctx, emails, events); err != nil {
 			return err
 		}
+		metric.Add(ctx, s.Metrics, metric.EmailsAccepted, len(emails))
 		if s.Dispatcher != nil {
 			ids := make([]string, len(emails))
 			for i, e := range emails {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -35,6 +36,8 @@ type Worker struct {
 	Mailer mail.Mailer
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Metrics counts the emails sent and failed (nil: none).
+	Metrics metric.Counter
 	// Attempts is how many times a throttled or transient send is tried (default 5).
 	Attempts int
 	// Backoff is the wait before retry n (1-based); default exponential from 200 ms, jittered.
@@ -278,6 +281,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 			w.log().Warn("claim lost before the outcome was recorded", "emailId", id, "status", status)
 			return nil
 		}
+		if err == nil {
+			metric.Add(ctx, w.Metrics, outcomeMetric[status], 1)
+		}
 		if err == nil || errors.Is(err, store.ErrDuplicateEvent) {
 			return nil
 		}
@@ -285,6 +291,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 	}
 	return fmt.Errorf("record %s for %s: %w", status, id, err)
 }
+
+// outcomeMetric is the metric each recorded outcome counts in.
+var outcomeMetric = map[string]string{store.StatusSent: metric.EmailsSent, store.StatusFailed: metric.EmailsFailed}
 
 // release puts a claimed email back to QUEUED after a failure that was not the email's fault.
 func (w *Worker) release(ctx context.Context, id string, claimedAt time.Time, cause error) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/template"
 )
@@ -59,6 +60,8 @@ type Service struct {
 	Scheduler  Scheduler
 	Now        func() time.Time
 	Log        *slog.Logger
+	// Metrics counts the emails accepted (nil: none).
+	Metrics metric.Counter
 }
 
 // SendResult is what a send returns; Body is the exact JSON response (stored for replays).
@@ -189,6 +192,7 @@ func (s *Service) commit(ctx context.Context, emails []store.Email, events []sto
 	if err := s.Store.CreateEmails(ctx, emails, events); err != nil {
 		return SendResult{}, fmt.Errorf("create emails: %w", err)
 	}
+	metric.Add(ctx, s.Metrics, metric.EmailsAccepted, len(emails))
 	ids := make([]string, len(emails))
 	var queued []string
 	for i, e := range emails {

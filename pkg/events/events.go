@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -52,6 +53,14 @@ type Ingester struct {
 	Store Store
 	Log   *slog.Logger
 	Now   func() time.Time
+	// Metrics counts the emails delivered, bounced and complained about (nil: none).
+	Metrics metric.Counter
+}
+
+// eventMetric is the metric each recorded status counts in (once per event recorded: a
+// redelivered event is not recorded again).
+var eventMetric = map[string]string{
+	"DELIVERED": metric.EmailsDelivered, "BOUNCED": metric.EmailsBounced, "COMPLAINED": metric.EmailsComplained,
 }
 
 // Publish records one event; it implements the outbox mailer's sink.
@@ -102,6 +111,9 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 		return fmt.Errorf("record %s for %s: %w", status, e.ID, err)
 	}
 	in.Log.Info("email event", "emailId", e.ID, "teamId", e.TeamID, "status", status)
+	if name, ok := eventMetric[status]; ok {
+		metric.Add(ctx, in.Metrics, name, 1)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package lambdafn_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -734,6 +736,29 @@ type fixture struct {
 	db     *dynamodb.Client
 	admin  *app.App // for setup and for reading results, not for invocations
 	vars   map[string]string
+	// metrics holds the metric lines the functions wrote (their standard output on Lambda).
+	metrics syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writers of a function's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// take returns what was written since the last take.
+func (b *syncBuffer) take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	b.buf.Reset()
+	return s
 }
 
 var tableSeq atomic.Int64
@@ -764,6 +789,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	vars := map[string]string{
 		"BACKEND": "aws", "TABLE_NAME": table, "SES_CONFIGURATION_SET": confSet, "LOG_LEVEL": "warn",
+		"STACK_NAME": "mailroom-test",
 		"SCHEDULE_GROUP":      group,
 		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-ScheduledSendFunction-8XK2QH4M1ZP7",
 		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/mailroom-SchedulerRole-3JQ9W6T2RB5N",
@@ -795,7 +821,7 @@ func (f *fixture) newApp(t *testing.T, function string) *app.App {
 		t.Fatal(err)
 	}
 	ports := lambdafn.Ports(function)
-	a, err := app.NewWithAWS(context.Background(), cfg, f.awsCfg, app.Options{Ports: &ports})
+	a, err := app.NewWithAWS(context.Background(), cfg, f.awsCfg, app.Options{Ports: &ports, MetricsOut: &f.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1054,6 +1080,10 @@ func checkSendWorker(e *env, out []byte) {
 	}
 	if em.Status != store.StatusSent || em.MessageID == "" {
 		t.Errorf("email %s is %s (message id %q), want SENT with a message id", em.ID, em.Status, em.MessageID)
+	}
+	// The send counted in the dashboard's metric, for this stack.
+	if m := f.metrics.take(); !strings.Contains(m, `"EmailsSent":1`) || !strings.Contains(m, `"Stack":"mailroom-test"`) {
+		t.Errorf("metric lines %q, want EmailsSent 1 for the stack", m)
 	}
 }
 

@@ -35,6 +35,13 @@ type Counter interface {
 	Count(ctx context.Context, name string, n int)
 }
 
+// Add counts n on c; a nil c counts nothing.
+func Add(ctx context.Context, c Counter, name string, n int) {
+	if c != nil {
+		c.Count(ctx, name, n)
+	}
+}
+
 // Discard counts nothing.
 type Discard struct{}
 
