@@ -789,7 +789,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	vars := map[string]string{
 		"BACKEND": "aws", "TABLE_NAME": table, "SES_CONFIGURATION_SET": confSet, "LOG_LEVEL": "warn",
-		"STACK_NAME": "mailroom-test",
+		"STACK_NAME":          "mailroom-test",
 		"SCHEDULE_GROUP":      group,
 		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-ScheduledSendFunction-8XK2QH4M1ZP7",
 		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/mailroom-SchedulerRole-3JQ9W6T2RB5N",
