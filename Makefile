@@ -28,7 +28,7 @@ LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
 FUNCTION_DIRS := $(shell printf '%s\n' $(FUNCTIONS) | sed -E 'h; s/([A-Z]+)([A-Z][a-z])/\1-\2/g; s/([a-z0-9])([A-Z])/\1-\2/g; y/ABCDEFGHIJKLMNOPQRSTUVWXYZ/abcdefghijklmnopqrstuvwxyz/; H; x; s/\n/:/')
 kebab = $(patsubst $(1):%,%,$(filter $(1):%,$(FUNCTION_DIRS)))
 
-.PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench build clean template
+.PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench build clean template sam-local
 
 all: build
 
@@ -45,10 +45,17 @@ test: vet fmt-check
 
 lint: fmt-check vet cfn-lint
 
-# template writes template.yaml from pkg/deploy/template.yaml.tmpl and the functions' ports
-# (pkg/deploy's tests fail while the checked-in file differs from what this writes).
+# sam-local runs the API under `sam local start-api` on port 3000 (Docker and the SAM CLI
+# needed): moto on the host stands in for DynamoDB, SES and EventBridge Scheduler, so nothing
+# reaches an AWS account and no mail is sent (README: Testing with sam local).
+sam-local:
+	$(GO) run ./cmd/mailroom-deploy sam-local
+
+# template writes template.yaml from pkg/deploy/template.yaml.tmpl and the functions' ports,
+# and the README's list of functions (pkg/deploy's tests fail while either differs).
 template:
 	$(GO) run ./cmd/mailroom-deploy template > template.yaml.new && mv template.yaml.new template.yaml
+	$(GO) run ./cmd/mailroom-deploy readme
 
 vet:
 	$(GO) vet ./...

@@ -1,23 +1,62 @@
-// Command mailroom-deploy writes the deployment's generated files: `mailroom-deploy template`
-// prints template.yaml (pkg/deploy.Render; `make template` writes it to the repository root).
+// Command mailroom-deploy writes and runs the deployment's generated parts:
+//
+//	mailroom-deploy template    prints template.yaml (pkg/deploy.Render; `make template`)
+//	mailroom-deploy readme      rewrites the README's generated list of functions
+//	mailroom-deploy sam-local   moto on the host, the table and a key in it, the --env-vars
+//	                            file, then sam local start-api on port 3000 (`make sam-local`)
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
 
 	"github.com/mailroom/mailroom/pkg/deploy"
 )
 
 func main() {
-	if len(os.Args) != 2 || os.Args[1] != "template" {
-		fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template > template.yaml")
-		os.Exit(2)
+	if len(os.Args) != 2 {
+		usage()
 	}
-	b, err := deploy.Render()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mailroom-deploy:", err)
-		os.Exit(1)
+	switch os.Args[1] {
+	case "template":
+		b, err := deploy.Render()
+		if err != nil {
+			fail(err)
+		}
+		_, _ = os.Stdout.Write(b)
+	case "readme":
+		b, err := os.ReadFile("README.md")
+		if err != nil {
+			fail(err)
+		}
+		if b, err = deploy.UpdateREADME(b); err != nil {
+			fail(err)
+		}
+		if err := os.WriteFile("README.md", b, 0o644); err != nil {
+			fail(err)
+		}
+	case "sam-local":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		l := deploy.DefaultLocal(runtime.GOOS)
+		if err := l.Run(ctx, os.Stdout); err != nil && ctx.Err() == nil {
+			fail(err)
+		}
+	default:
+		usage()
 	}
-	_, _ = os.Stdout.Write(b)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | sam-local")
+	os.Exit(2)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mailroom-deploy:", err)
+	os.Exit(1)
 }

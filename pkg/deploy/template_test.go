@@ -833,3 +833,27 @@ func TestCFNLint(t *testing.T) {
 		t.Errorf("cfn-lint template.yaml: %v\n%s", err, out.String())
 	}
 }
+
+// TestREADMEListsTheFunctions: the README's list of functions, with every route of the route
+// table and the count, is what `make template` writes from the code.
+func TestREADMEListsTheFunctions(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := deploy.UpdateREADME(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Error("README.md's list of functions is not what the code says: run `make template`")
+	}
+	if !strings.Contains(string(b), fmt.Sprintf("%d Lambda functions", len(lambdafn.Names()))) {
+		t.Errorf("README does not say %d Lambda functions", len(lambdafn.Names()))
+	}
+	for _, r := range api.Routes {
+		if !strings.Contains(string(b), "`"+r.Pattern()+"`") {
+			t.Errorf("README does not list %s", r.Pattern())
+		}
+	}
+}
