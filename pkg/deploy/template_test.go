@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 )
 
@@ -854,6 +856,134 @@ func TestREADMEListsTheFunctions(t *testing.T) {
 	for _, r := range api.Routes {
 		if !strings.Contains(string(b), "`"+r.Pattern()+"`") {
 			t.Errorf("README does not list %s", r.Pattern())
+		}
+	}
+}
+
+// alarmsOn returns the alarms whose metric is namespace/metric, with their dimensions' values
+// (by dimension name), and checks that every alarm of the template notifies the stack's topic.
+func alarmsOn(t *testing.T, tpl map[string]any, namespace, metric string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for id, a := range resources(t, tpl, "AWS::CloudWatch::Alarm") {
+		p := path(t, a, "Properties").(map[string]any)
+		topic := []any{ref("AlarmTopic")}
+		if !reflect.DeepEqual(p["AlarmActions"], topic) || !reflect.DeepEqual(p["OKActions"], topic) {
+			t.Errorf("%s does not notify AlarmTopic: %v", id, p["AlarmActions"])
+		}
+		if p["Namespace"] != namespace || p["MetricName"] != metric {
+			continue
+		}
+		dims := map[string]any{}
+		ds, _ := p["Dimensions"].([]any)
+		for _, d := range ds {
+			dims[d.(map[string]any)["Name"].(string)] = d.(map[string]any)["Value"]
+		}
+		out = append(out, map[string]any{"id": id, "dims": dims, "props": p})
+	}
+	return out
+}
+
+// TestOperable: what an operator of the stack gets. Alarms to an SNS topic the stack owns (an
+// optional e-mail subscription): every function's errors and throttles, the send worker's
+// iterator age, API 5xx, SES reputation at the levels SES reviews an account; a log group per
+// function with the retention parameter, and the LogLevel parameter as Lambda's log level; the
+// table protected from deletion with a stream of new images only; an optional custom domain
+// that the API URL follows; a dashboard.
+func TestOperable(t *testing.T) {
+	tpl := loadTemplate(t)
+	topics := resources(t, tpl, "AWS::SNS::Topic")
+	if _, ok := topics["AlarmTopic"]; !ok || len(topics) != 1 {
+		t.Fatalf("topics %v, want AlarmTopic", topics)
+	}
+	sub := resources(t, tpl, "AWS::SNS::Subscription")["AlarmEmailSubscription"]
+	if sub == nil || sub["Condition"] != "HasAlarmEmail" || path(t, sub, "Properties", "Protocol") != "email" ||
+		!reflect.DeepEqual(path(t, sub, "Properties", "Endpoint"), ref("AlarmEmail")) {
+		t.Errorf("AlarmEmailSubscription %v", sub)
+	}
+	for _, metric := range []string{"Errors", "Throttles"} {
+		watched := map[string]bool{}
+		for _, a := range alarmsOn(t, tpl, "AWS/Lambda", metric) {
+			if fn, ok := a["dims"].(map[string]any)["FunctionName"].(map[string]any); ok {
+				watched[fn["Ref"].(string)] = true
+			}
+			p := a["props"].(map[string]any)
+			if p["Threshold"] != 0 || p["ComparisonOperator"] != "GreaterThanThreshold" {
+				t.Errorf("%s: threshold %v %v", a["id"], p["ComparisonOperator"], p["Threshold"])
+			}
+		}
+		for _, id := range functionIDs() {
+			if !watched[id] {
+				t.Errorf("no %s alarm on %s", metric, id)
+			}
+		}
+	}
+	if a := alarmsOn(t, tpl, "AWS/Lambda", "IteratorAge"); len(a) != 1 ||
+		!reflect.DeepEqual(a[0]["dims"], map[string]any{"FunctionName": ref("SendWorkerFunction")}) {
+		t.Errorf("iterator age alarms %v, want one on SendWorkerFunction", a)
+	}
+	if a := alarmsOn(t, tpl, "AWS/ApiGateway", "5xx"); len(a) != 1 ||
+		!reflect.DeepEqual(a[0]["dims"], map[string]any{"ApiId": ref("HttpApi")}) {
+		t.Errorf("API 5xx alarms %v, want one on HttpApi", a)
+	}
+	for metric, level := range map[string]float64{"Reputation.BounceRate": 0.05, "Reputation.ComplaintRate": 0.001} {
+		a := alarmsOn(t, tpl, "AWS/SES", metric)
+		if len(a) != 1 || a[0]["props"].(map[string]any)["Threshold"] != level ||
+			a[0]["props"].(map[string]any)["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+			t.Errorf("%s alarms %v, want one at ≥ %v", metric, a, level)
+		}
+	}
+
+	logs := resources(t, tpl, "AWS::Logs::LogGroup")
+	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {
+		group, _ := path(t, fn, "Properties", "LoggingConfig", "LogGroup").(map[string]any)["Ref"].(string)
+		lg, ok := logs[group]
+		if !ok {
+			t.Errorf("%s: log group %q is not the stack's", id, group)
+			continue
+		}
+		if !reflect.DeepEqual(path(t, lg, "Properties", "RetentionInDays"), ref("LogRetentionDays")) {
+			t.Errorf("%s: retention %v", group, path(t, lg, "Properties", "RetentionInDays"))
+		}
+	}
+	if n, _ := path(t, tpl, "Parameters", "LogRetentionDays", "Default").(int); n != 30 {
+		t.Errorf("LogRetentionDays defaults to %v, want 30", n)
+	}
+	lc := path(t, tpl, "Globals", "Function", "LoggingConfig").(map[string]any)
+	if !reflect.DeepEqual(lc["ApplicationLogLevel"], ref("LogLevel")) || lc["LogFormat"] != "JSON" {
+		t.Errorf("Globals LoggingConfig %v, want JSON at the LogLevel parameter", lc)
+	}
+
+	table := path(t, tpl, "Resources", "Table", "Properties").(map[string]any)
+	if table["DeletionProtectionEnabled"] != true {
+		t.Error("the table is not protected from deletion")
+	}
+	if v := path(t, table, "StreamSpecification", "StreamViewType"); v != "NEW_IMAGE" {
+		t.Errorf("stream view %v, want NEW_IMAGE (the send worker's filter reads the new image only)", v)
+	}
+
+	domain := resources(t, tpl, "AWS::ApiGatewayV2::DomainName")["ApiDomain"]
+	mapping := resources(t, tpl, "AWS::ApiGatewayV2::ApiMapping")["ApiDomainMapping"]
+	if domain == nil || mapping == nil || domain["Condition"] != "HasCustomDomain" || mapping["Condition"] != "HasCustomDomain" {
+		t.Errorf("custom domain resources %v %v, want both under HasCustomDomain", domain, mapping)
+	}
+	dash, ok := resources(t, tpl, "AWS::CloudWatch::Dashboard")["Dashboard"]
+	if !ok {
+		t.Fatal("no dashboard")
+	}
+	body, _ := path(t, dash, "Properties", "DashboardBody").(map[string]any)["Fn::Sub"].(string)
+	var parsed map[string]any
+	if err := json.Unmarshal([]byte(regexp.MustCompile(`\$\{[^}]+\}`).ReplaceAllString(body, "x")), &parsed); err != nil {
+		t.Fatalf("dashboard body is not JSON: %v", err)
+	}
+	for _, m := range metric.Emails {
+		if !strings.Contains(body, `["Mailroom", "`+m+`", "Stack", "${AWS::StackName}"]`) {
+			t.Errorf("dashboard does not plot %s", m)
+		}
+	}
+	for _, id := range functionIDs() {
+		if !strings.Contains(body, `"Errors", "FunctionName", "${`+id+`}"`) || !strings.Contains(body, `"Throttles", "FunctionName", "${`+id+`}"`) {
+			t.Errorf("dashboard does not plot %s's errors and throttles", id)
 		}
 	}
 }
