@@ -179,6 +179,12 @@ func eventName(f Function, r api.Route) string {
 	return strings.ToUpper(r.Method[:1]) + strings.ToLower(r.Method[1:])
 }
 
+// AuthCacheSeconds is how long API Gateway caches the authorizer's verdict on an Authorization
+// header, and a function its looked-up keys (AUTH_CACHE_TTL): a revoked key works at most this
+// long. A literal in the template, not a parameter: API Gateway's OpenAPI import takes the
+// cache's TTL as a number, and a CloudFormation parameter reference is a string.
+const AuthCacheSeconds = 60
+
 // Render returns template.yaml.
 func Render() ([]byte, error) {
 	fns := Functions()
@@ -210,7 +216,7 @@ func Render() ([]byte, error) {
 	}
 	var out bytes.Buffer
 	err = t.Execute(&out, map[string]any{"Functions": fns, "HTTP": http, "EnvValue": EnvValue,
-		"EmailMetrics": metric.Emails})
+		"EmailMetrics": metric.Emails, "AuthCacheSeconds": AuthCacheSeconds})
 	return out.Bytes(), err
 }
 

@@ -211,7 +211,7 @@ func TestEveryRouteHasTheChosenAuthorization(t *testing.T) {
 	for k, want := range map[string]any{
 		"type": "request", "authorizerPayloadFormatVersion": "2.0", "enableSimpleResponses": true,
 		"identitySource":               []any{"$request.header.Authorization"},
-		"authorizerResultTtlInSeconds": ref("AuthCacheSeconds"),
+		"authorizerResultTtlInSeconds": float64(deploy.AuthCacheSeconds),
 	} {
 		if !reflect.DeepEqual(scheme[k], want) {
 			t.Errorf("authorizer %s = %v, want %v", k, scheme[k], want)

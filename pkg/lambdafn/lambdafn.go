@@ -340,7 +340,7 @@ func Periodic(job string, run func(context.Context) (int, error), log *slog.Logg
 }
 
 // Authorizer is the HTTP API's Lambda authorizer (payload 2.0, simple responses; API Gateway
-// caches its answer per Authorization header for the template's AuthCacheSeconds). It admits
+// caches its answer per Authorization header for deploy.AuthCacheSeconds). It admits
 // every request and passes the verdict in its context, a rejection included (auth.VerdictContext):
 // the function behind the route answers a bad key in the API's error envelope. Only an error that
 // is not a verdict (the table unavailable) fails the authorizer, which API Gateway answers with a
