@@ -117,7 +117,14 @@ func intEnv(getenv func(string) string, name string, def int) (int, error) {
 	return n, nil
 }
 
-// Logger returns the JSON logger every process uses.
+// Logger returns the JSON logger every process uses. The time is written as "timestamp", the
+// key Lambda's JSON log format recognises, so that a line keeps its own time and level there.
 func (c Config) Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				a.Key = "timestamp"
+			}
+			return a
+		}}))
 }

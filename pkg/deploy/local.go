@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,15 +33,18 @@ import (
 )
 
 // `sam local start-api` runs each function in a container with the variables of its
-// template.yaml declaration, overridden by an --env-vars file. Under it nothing may reach the
-// caller's AWS account or send real mail: every function is pointed at a moto_server on the
-// host (AWS_ENDPOINT_URL, declared empty in the template's globals so that SAM passes it),
-// with moto's own fake credentials; moto answers SES too, so no message leaves the machine.
+// template.yaml declaration, overridden by an --env-vars file (only declared ones are), and
+// with the AWS credentials and region of the sam process itself. Under it nothing may reach
+// the caller's AWS account or send real mail: every function is pointed at a moto_server on
+// the host (AWS_ENDPOINT_URL, declared empty in the template's globals so that SAM passes it),
+// and sam runs with moto's fake credentials in place of the caller's; moto answers SES too,
+// so no message leaves the machine.
 
 // Local is the sam local set-up.
 type Local struct {
 	Dir       string // where the env file, the moto log and the unsubscribe secret go (.sam-local)
 	MotoPort  int    // the moto_server port on the host (5000)
+	MotoHost  string // the address moto listens on: loopback, or on Linux the Docker bridge's
 	APIPort   int    // where sam local start-api listens (3000)
 	GOOS      string // the host: on Linux the containers use the host's network
 	Name      string // the table, configuration set and schedule group name (mailroom-local)
@@ -56,15 +60,20 @@ func DefaultLocal(goos string) Local {
 // EnvFile is the path of the --env-vars file.
 func (l Local) EnvFile() string { return filepath.Join(l.Dir, "env.json") }
 
-// Endpoint is moto's URL as the function containers see the host: on Linux they share the
-// host's network (--docker-network host); Docker Desktop reaches the host's loopback as
-// host.docker.internal.
-func (l Local) Endpoint() string {
-	host := "host.docker.internal"
-	if l.GOOS == "linux" {
-		host = "127.0.0.1"
+// Endpoint is moto's URL as the function containers see the host: host.docker.internal, which
+// Docker Desktop defines (and forwards to the host's loopback) and which on Linux the command
+// maps to the Docker bridge's gateway (--add-host host.docker.internal:host-gateway), where
+// moto then listens.
+func (l Local) Endpoint() string { return fmt.Sprintf("http://host.docker.internal:%d", l.MotoPort) }
+
+// HostURL is moto's URL from the host.
+func (l Local) HostURL() string { return fmt.Sprintf("http://%s:%d", l.motoHost(), l.MotoPort) }
+
+func (l Local) motoHost() string {
+	if l.MotoHost == "" {
+		return "127.0.0.1"
 	}
-	return fmt.Sprintf("http://%s:%d", host, l.MotoPort)
+	return l.MotoHost
 }
 
 // Command is the sam command line `make sam-local` runs (the README shows it).
@@ -72,9 +81,45 @@ func (l Local) Command() []string {
 	args := []string{"sam", "local", "start-api", "--port", strconv.Itoa(l.APIPort), "--env-vars", l.EnvFile(),
 		"--warm-containers", "LAZY"}
 	if l.GOOS == "linux" {
-		args = append(args, "--docker-network", "host")
+		args = append(args, "--add-host", "host.docker.internal:host-gateway")
 	}
 	return args
+}
+
+// SAMEnviron is the sam process's environment: the caller's, with moto's credentials and the
+// set-up's region in place of any AWS identity (SAM hands its own to the functions).
+func (l Local) SAMEnviron(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID",
+			"AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION="+l.Region,
+		"AWS_DEFAULT_REGION="+l.Region, "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+}
+
+// dockerBridge returns the IPv4 address of the Docker bridge (docker0), where containers
+// reach the host on Linux.
+func dockerBridge() (string, error) {
+	ifc, err := net.InterfaceByName("docker0")
+	if err != nil {
+		return "", fmt.Errorf("no docker0 bridge (is Docker running?): %w", err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("the docker0 bridge has no IPv4 address")
 }
 
 // localValue is what each variable is under sam local.
@@ -111,12 +156,8 @@ func (l Local) localValue(k string) string {
 	return ""
 }
 
-// awsOverrides replace what SAM would pass from the caller's credentials and region.
-var awsOverrides = []string{"AWS_ACCESS_KEY_ID", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
-
 // Env is the --env-vars file's content: for each function (by logical id), every variable its
-// wiring reads (app.GlobalEnv and its ports' Env) and the AWS credentials and region moto
-// accepts.
+// wiring reads (app.GlobalEnv and its ports' Env), each declared for it in the template.
 func (l Local) Env() map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for _, f := range Functions() {
@@ -124,8 +165,6 @@ func (l Local) Env() map[string]map[string]string {
 		for _, k := range slices.Concat(app.GlobalEnv, f.Ports.Env()) {
 			vars[k] = l.localValue(k)
 		}
-		vars["AWS_ACCESS_KEY_ID"], vars["AWS_SECRET_ACCESS_KEY"], vars["AWS_SESSION_TOKEN"] = "test", "test", ""
-		vars["AWS_REGION"], vars["AWS_DEFAULT_REGION"] = l.Region, l.Region
 		out[f.LogicalID] = vars
 	}
 	return out
@@ -163,6 +202,13 @@ func (l *Local) Run(ctx context.Context, out io.Writer) error {
 	if _, err := exec.LookPath("sam"); err != nil {
 		return errors.New("sam (the AWS SAM CLI) is not installed; see the README's sam local section")
 	}
+	if l.GOOS == "linux" && l.MotoHost == "" {
+		host, err := dockerBridge()
+		if err != nil {
+			return err
+		}
+		l.MotoHost = host
+	}
 	stop, err := l.startMoto(ctx, out)
 	if err != nil {
 		return err
@@ -175,13 +221,14 @@ func (l *Local) Run(ctx context.Context, out io.Writer) error {
 	if err := l.WriteEnv(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "moto_server on http://127.0.0.1:%d (log: %s)\n", l.MotoPort, filepath.Join(l.Dir, "moto.log"))
+	fmt.Fprintf(out, "moto_server on %s (log: %s)\n", l.HostURL(), filepath.Join(l.Dir, "moto.log"))
 	if key != "" {
 		fmt.Fprintf(out, "API key (shown once): %s\n", key)
 	}
 	fmt.Fprintf(out, "env file: %s\n$ %s\n", l.EnvFile(), strings.Join(l.Command(), " "))
 	cmd := exec.CommandContext(ctx, l.Command()[0], l.Command()[1:]...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = out, out, os.Stdin
+	cmd.Env = l.SAMEnviron(os.Environ())
 	return cmd.Run()
 }
 
@@ -197,7 +244,7 @@ func (l *Local) startMoto(ctx context.Context, out io.Writer) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], append(argv[1:], "-H", "127.0.0.1", "-p", strconv.Itoa(l.MotoPort))...)
+	cmd := exec.Command(argv[0], append(argv[1:], "-H", l.motoHost(), "-p", strconv.Itoa(l.MotoPort))...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -209,7 +256,7 @@ func (l *Local) startMoto(ctx context.Context, out io.Writer) (func(), error) {
 		_ = cmd.Wait()
 		_ = logf.Close()
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/moto-api/", l.MotoPort)
+	url := l.HostURL() + "/moto-api/"
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if resp, err := http.Get(url); err == nil {
 			_ = resp.Body.Close()
@@ -227,7 +274,7 @@ func (l *Local) startMoto(ctx context.Context, out io.Writer) (func(), error) {
 // table already had a team: the key was shown the first time).
 func (l *Local) Prepare(ctx context.Context) (string, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(l.Region),
-		awsconfig.WithBaseEndpoint(fmt.Sprintf("http://127.0.0.1:%d", l.MotoPort)),
+		awsconfig.WithBaseEndpoint(l.HostURL()),
 		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 	if err != nil {
 		return "", err

@@ -22,15 +22,12 @@ import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 )
 
-// samAWSVariables are the variables SAM CLI always passes a function (from the caller's
-// credentials and region) and lets an --env-vars file override.
-var samAWSVariables = []string{"AWS_ACCESS_KEY_ID", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
-
 // TestSAMLocalEnvFile: the --env-vars file `make sam-local` writes gives each function exactly
 // the variables its wiring reads, pointing at moto on the host and at the names it creates
 // there; SAM passes a file's variable only when the template declares it for the function, so
 // each is declared, and each declared one is in the file (an unresolved !Ref would otherwise
-// reach the function as a logical id); moto's credentials replace the caller's.
+// reach the function as a logical id). sam itself runs with moto's credentials and the
+// set-up's region in place of the caller's (SAM passes its own to the functions).
 func TestSAMLocalEnvFile(t *testing.T) {
 	tpl := loadTemplate(t)
 	global := path(t, tpl, "Globals", "Function", "Environment", "Variables").(map[string]any)
@@ -63,7 +60,7 @@ func TestSAMLocalEnvFile(t *testing.T) {
 			declared[k] = true
 		}
 		for k := range vars {
-			if !declared[k] && !slices.Contains(samAWSVariables, k) {
+			if !declared[k] {
 				t.Errorf("%s: %s is in the env file but not declared for the function: SAM drops it", id, k)
 			}
 		}
@@ -73,7 +70,7 @@ func TestSAMLocalEnvFile(t *testing.T) {
 			}
 		}
 		// Exactly what the wiring reads: the globals and its ports' variables.
-		want := slices.Concat(app.GlobalEnv, lambdafn.Ports(n).Env(), samAWSVariables)
+		want := slices.Concat(app.GlobalEnv, lambdafn.Ports(n).Env())
 		slices.Sort(want)
 		if got := slices.Sorted(maps.Keys(vars)); !slices.Equal(got, want) {
 			t.Errorf("%s: variables %v, want %v", id, got, want)
@@ -87,8 +84,8 @@ func TestSAMLocalEnvFile(t *testing.T) {
 		if cfg.TableName != l.Name || cfg.Backend != app.BackendAWS || cfg.StackName != "" {
 			t.Errorf("%s: table %q backend %q stack %q", id, cfg.TableName, cfg.Backend, cfg.StackName)
 		}
-		if vars["AWS_ENDPOINT_URL"] != "http://127.0.0.1:5000" || vars["AWS_ACCESS_KEY_ID"] != "test" {
-			t.Errorf("%s: endpoint %q, key %q: not moto's", id, vars["AWS_ENDPOINT_URL"], vars["AWS_ACCESS_KEY_ID"])
+		if vars["AWS_ENDPOINT_URL"] != "http://host.docker.internal:5000" {
+			t.Errorf("%s: endpoint %q, not moto's as the containers see the host", id, vars["AWS_ENDPOINT_URL"])
 		}
 		if v, ok := vars[app.EnvPublicURL]; ok && v != "http://127.0.0.1:3000" {
 			t.Errorf("%s: PUBLIC_URL %q, want the local API", id, v)
@@ -104,9 +101,28 @@ func TestSAMLocalEnvFile(t *testing.T) {
 	if err := again.WriteEnv(); err != nil || again.SecretHex != secret {
 		t.Errorf("second run: secret %q (%v), want the first run's", again.SecretHex, err)
 	}
-	// Docker Desktop reaches the host's loopback by name.
-	if got := deploy.DefaultLocal("darwin").Endpoint(); got != "http://host.docker.internal:5000" {
-		t.Errorf("darwin endpoint %q", got)
+	// sam runs as moto's caller, in the set-up's region: no profile, token or key of the
+	// caller's survives into the functions.
+	env := l.SAMEnviron([]string{"PATH=/usr/bin", "AWS_PROFILE=prod", "AWS_SESSION_TOKEN=real", "AWS_ACCESS_KEY_ID=AKIAREAL",
+		"AWS_SECRET_ACCESS_KEY=real", "AWS_REGION=eu-west-1", "AWS_DEFAULT_REGION=eu-west-1"})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Errorf("%s set twice in sam's environment", k)
+		}
+		got[k] = v
+	}
+	for k, want := range map[string]string{"PATH": "/usr/bin", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_REGION": l.Region, "AWS_DEFAULT_REGION": l.Region, "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"} {
+		if got[k] != want {
+			t.Errorf("sam's %s = %q, want %q", k, got[k], want)
+		}
+	}
+	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("sam's environment keeps the caller's %s", k)
+		}
 	}
 }
 
@@ -141,6 +157,7 @@ func TestSAMLocalPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := deploy.DefaultLocal("linux")
+	l.MotoHost = u.Hostname()
 	l.MotoPort, _ = strconv.Atoi(u.Port())
 	ctx := t.Context()
 	key, err := l.Prepare(ctx)

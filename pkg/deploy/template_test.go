@@ -429,7 +429,8 @@ func TestUnsubscribeLinks(t *testing.T) {
 	if n, _ := path(t, props, "GenerateSecretString", "PasswordLength").(int); n < 32 {
 		t.Errorf("generated secret length %v, want at least 32", n)
 	}
-	if sec["DeletionPolicy"] != "Retain" || sec["UpdateReplacePolicy"] != "Retain" {
+	// Retained (except when its stack's first deploy rolls back: no link was sent with it).
+	if sec["DeletionPolicy"] != "RetainExceptOnCreate" || sec["UpdateReplacePolicy"] != "Retain" {
 		t.Error("UnsubscribeSecret must be retained: links in mailboxes outlive the stack")
 	}
 	if got := path(t, tpl, "Outputs", "ApiUrl", "Value"); !reflect.DeepEqual(got, wantEnv[app.EnvPublicURL]) {
@@ -895,6 +896,15 @@ func TestOperable(t *testing.T) {
 	topics := resources(t, tpl, "AWS::SNS::Topic")
 	if _, ok := topics["AlarmTopic"]; !ok || len(topics) != 1 {
 		t.Fatalf("topics %v, want AlarmTopic", topics)
+	}
+	// CloudWatch cannot publish to a topic under the AWS-managed SNS key (its policy grants
+	// CloudWatch nothing): the alarms would fire and notify no one.
+	if k := path(t, topics["AlarmTopic"], "Properties").(map[string]any)["KmsMasterKeyId"]; k != nil {
+		t.Errorf("AlarmTopic is encrypted with %v: alarms could not publish to it", k)
+	}
+	// Levels above INFO would drop the metric lines (INFO) that feed the dashboard.
+	if lv := path(t, tpl, "Parameters", "LogLevel", "AllowedValues"); !reflect.DeepEqual(lv, []any{"DEBUG", "INFO"}) {
+		t.Errorf("LogLevel allows %v, want DEBUG and INFO only", lv)
 	}
 	sub := resources(t, tpl, "AWS::SNS::Subscription")["AlarmEmailSubscription"]
 	if sub == nil || sub["Condition"] != "HasAlarmEmail" || path(t, sub, "Properties", "Protocol") != "email" ||

@@ -213,7 +213,9 @@ func Handler(a *app.App, function string) lambda.Handler {
 			return a.Services.Domains.RefreshAll(ctx, a.Store)
 		}, a.Log))
 	case AuthorizerFunction:
-		return lambda.NewHandler(Authorizer(a.Services.Auth.Authenticate, a.Log))
+		// No cache of its own: API Gateway caches its verdicts, and a second cache would let a
+		// revoked key work longer than that one's TTL.
+		return lambda.NewHandler(Authorizer(auth.NewAuthenticator(a.Store, 0).Authenticate, a.Log))
 	}
 	return lambda.NewHandler(HTTP(a.Services.FunctionHandler(function)))
 }
