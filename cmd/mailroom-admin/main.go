@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/team"
 )
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 {
 		return fmt.Errorf("%s", usage)
 	}
-	cfg, err := app.ConfigFromEnv(os.Getenv)
+	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}

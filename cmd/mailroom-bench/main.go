@@ -36,8 +36,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/server"
 )
 
@@ -379,8 +379,8 @@ func startServer(ctx context.Context, o options, prefix string) (srv *server.Ser
 		removeData()
 		return nil, "", nil, err
 	}
-	cfg := app.Config{
-		Backend:         app.BackendEmbedded,
+	cfg := config.Config{
+		Backend:         config.BackendEmbedded,
 		DataDir:         dataDir,
 		Workers:         o.workers,
 		AuthCacheTTL:    time.Minute,

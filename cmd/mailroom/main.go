@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/server"
 )
 
@@ -25,7 +25,7 @@ func main() {
 }
 
 func run() error {
-	cfg, err := app.ConfigFromEnv(os.Getenv)
+	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/team"
 )
@@ -62,7 +63,7 @@ func newEnvAt(t *testing.T, dir string, workers int) *env {
 	t.Helper()
 	ctx := context.Background()
 	clk := &clock{}
-	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: workers,
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: dir, Workers: workers,
 		AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	// Listen first: links in emails (unsubscribe) need the server's address, as in server.Start.
 	srv := httptest.NewUnstartedServer(nil)
@@ -787,7 +788,7 @@ func TestQueuedEmailsSurviveRestart(t *testing.T) {
 func reopen(t *testing.T, dir, key string) *env {
 	t.Helper()
 	ctx := context.Background()
-	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	a, err := app.New(ctx, cfg, app.Options{Local: true})
 	if err != nil {
 		t.Fatal(err)

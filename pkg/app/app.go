@@ -1,3 +1,6 @@
+// Package app wires Mailroom together for the local server and the admin CLI: the adapters of
+// the chosen backend (embedded or AWS) and the services on top. (A Lambda function wires only
+// what its handler uses: pkg/lambdafn.)
 package app
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/deliver"
 	"github.com/mailroom/mailroom/pkg/domain"
@@ -48,7 +52,7 @@ import (
 
 // App is a wired Mailroom: adapters plus services.
 type App struct {
-	Config     Config
+	Config     config.Config
 	Log        *slog.Logger
 	Store      store.Store
 	Mailer     mail.Mailer
@@ -94,8 +98,8 @@ type Options struct {
 
 // New builds the app for cfg; the AWS backend reads the SDK's standard configuration
 // (credentials, region, AWS_ENDPOINT_URL).
-func New(ctx context.Context, cfg Config, opts Options) (*App, error) {
-	if cfg.Backend != BackendAWS {
+func New(ctx context.Context, cfg config.Config, opts Options) (*App, error) {
+	if cfg.Backend != config.BackendAWS {
 		return build(ctx, cfg, nil, opts)
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
@@ -106,12 +110,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*App, error) {
 }
 
 // NewWithAWS builds an AWS-backed app from an explicit aws.Config (tests point it at moto).
-func NewWithAWS(ctx context.Context, cfg Config, awsCfg aws.Config, opts Options) (*App, error) {
-	cfg.Backend = BackendAWS
+func NewWithAWS(ctx context.Context, cfg config.Config, awsCfg aws.Config, opts Options) (*App, error) {
+	cfg.Backend = config.BackendAWS
 	return build(ctx, cfg, &awsCfg, opts)
 }
 
-func build(ctx context.Context, cfg Config, awsCfg *aws.Config, opts Options) (*App, error) {
+func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Options) (*App, error) {
 	a := &App{Config: cfg, Log: cfg.Logger()}
 	now := opts.Now
 	if now == nil {

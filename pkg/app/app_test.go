@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
@@ -32,7 +33,7 @@ func awsApp(t *testing.T, local bool) (*app.App, *httptest.Server, *awstest.Call
 	awsCfg := awstest.Shared(t).Config(t)
 	calls := &awstest.Calls{}
 	calls.Install(&awsCfg)
-	cfg := app.Config{TableName: fmt.Sprintf("mailroom-app-%d", tables.Add(1)), CreateTable: true, DataDir: t.TempDir(),
+	cfg := config.Config{TableName: fmt.Sprintf("mailroom-app-%d", tables.Add(1)), CreateTable: true, DataDir: t.TempDir(),
 		Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	a, err := app.NewWithAWS(ctx, cfg, awsCfg, app.Options{Local: local})
 	if err != nil {

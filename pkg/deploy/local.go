@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 	"github.com/mailroom/mailroom/pkg/team"
@@ -129,7 +130,7 @@ func (l Local) localValue(k string) string {
 	}
 	switch k {
 	case "BACKEND":
-		return app.BackendAWS
+		return config.BackendAWS
 	case "TABLE_NAME", app.EnvConfigurationSet, app.EnvScheduleGroup:
 		return l.Name
 	case "AUTH_CACHE_TTL":
@@ -292,8 +293,8 @@ func (l *Local) Prepare(ctx context.Context) (string, error) {
 	if err := eventbridge.EnsureGroup(ctx, scheduler.NewFromConfig(cfg), l.Name); err != nil {
 		return "", err
 	}
-	c, err := app.ConfigFromEnv(func(k string) string {
-		return map[string]string{"BACKEND": app.BackendAWS, "TABLE_NAME": l.Name, "LOG_LEVEL": "warn"}[k]
+	c, err := config.FromEnv(func(k string) string {
+		return map[string]string{"BACKEND": config.BackendAWS, "TABLE_NAME": l.Name, "LOG_LEVEL": "warn"}[k]
 	})
 	if err != nil {
 		return "", err

@@ -18,6 +18,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 )
@@ -81,7 +82,7 @@ func TestSAMLocalEnvFile(t *testing.T) {
 			t.Errorf("%s: cold start config: %v", id, err)
 			continue
 		}
-		if cfg.TableName != l.Name || cfg.Backend != app.BackendAWS || cfg.StackName != "" {
+		if cfg.TableName != l.Name || cfg.Backend != config.BackendAWS || cfg.StackName != "" {
 			t.Errorf("%s: table %q backend %q stack %q", id, cfg.TableName, cfg.Backend, cfg.StackName)
 		}
 		if vars["AWS_ENDPOINT_URL"] != "http://host.docker.internal:5000" {
@@ -172,7 +173,7 @@ func TestSAMLocalPrepare(t *testing.T) {
 		t.Fatalf("second run: key %q, %v; want none (the team exists)", again, err)
 	}
 	cfg := srv.Config(t)
-	a, err := app.NewWithAWS(ctx, app.Config{Backend: app.BackendAWS, TableName: l.Name}, cfg, app.Options{})
+	a, err := app.NewWithAWS(ctx, config.Config{Backend: config.BackendAWS, TableName: l.Name}, cfg, app.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/config"
 	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
@@ -164,7 +165,7 @@ func Main(function string) {
 // Config reads the named function's configuration as its cold start does: the AWS backend,
 // whatever BACKEND says, and only the variables its ports read (app.GlobalEnv and
 // Ports(function).Env()), each of which must be set.
-func Config(function string, getenv func(string) string) (app.Config, error) {
+func Config(function string, getenv func(string) string) (config.Config, error) {
 	ports := Ports(function)
 	visible := map[string]bool{}
 	for _, k := range slices.Concat(app.GlobalEnv, ports.Env()) {
@@ -173,20 +174,20 @@ func Config(function string, getenv func(string) string) (app.Config, error) {
 	own := func(k string) string {
 		switch {
 		case k == "BACKEND":
-			return app.BackendAWS
+			return config.BackendAWS
 		case visible[k]:
 			return getenv(k)
 		}
 		return ""
 	}
-	cfg, err := app.ConfigFromEnv(own)
+	cfg, err := config.FromEnv(own)
 	if err != nil {
 		return cfg, err
 	}
 	return cfg, ports.RequireEnv(own)
 }
 
-func fail(cfg app.Config, function, step string, err error) {
+func fail(cfg config.Config, function, step string, err error) {
 	cfg.Logger().Error("cold start failed", "function", function, "step", step, "err", err.Error())
 	os.Exit(1)
 }

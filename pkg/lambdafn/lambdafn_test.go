@@ -26,6 +26,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
@@ -732,7 +733,7 @@ func attrJSON(v types.AttributeValue) map[string]any {
 type fixture struct {
 	srv    *awstest.Server
 	awsCfg aws.Config
-	cfg    app.Config
+	cfg    config.Config
 	db     *dynamodb.Client
 	admin  *app.App // for setup and for reading results, not for invocations
 	vars   map[string]string
@@ -799,7 +800,7 @@ func newFixture(t *testing.T) *fixture {
 		"UNSUBSCRIBE_SECRET":  "0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f",
 	}
 	f.vars = vars
-	cfg, err := app.ConfigFromEnv(func(k string) string { return vars[k] })
+	cfg, err := config.FromEnv(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
@@ -26,7 +27,7 @@ type Server struct {
 
 // Start builds the app, makes sure a team and key exist, recovers pending deliveries and
 // serves on addr ("127.0.0.1:0" picks a free port). It prints the banner to out.
-func Start(ctx context.Context, cfg app.Config, addr string, out io.Writer) (*Server, error) {
+func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func (s *Server) banner(out io.Writer, teamID int64) {
 	}
 	fmt.Fprintf(out, "Mailroom is listening on %s (backend %s)\n", s.URL, s.App.Config.Backend)
 	fmt.Fprintf(out, "  API base URL: %s/api/v1\n", s.URL)
-	if s.App.Config.Backend == app.BackendEmbedded {
+	if s.App.Config.Backend == config.BackendEmbedded {
 		fmt.Fprintf(out, "  data:   %s\n  outbox: %s\n", s.App.Config.DataDir, s.App.OutboxDir)
 	}
 	key := s.APIKey

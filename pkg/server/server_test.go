@@ -16,8 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/config"
 )
 
 const bootstrapKey = "us_abcdefghij_0123456789abcdef0123456789abcdef"
@@ -40,7 +40,7 @@ func post(t *testing.T, url, key, body string) (int, map[string]any) {
 func TestEmbeddedServerLifecycle(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: dir, Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	var banner bytes.Buffer
 	s, err := Start(ctx, cfg, "127.0.0.1:0", &banner)
 	if err != nil {
@@ -99,7 +99,7 @@ func TestEmbeddedServerLifecycle(t *testing.T) {
 
 func TestBootstrapKey(t *testing.T) {
 	ctx := context.Background()
-	cfg := app.Config{Backend: app.BackendEmbedded, DataDir: t.TempDir(), Workers: 1, BootstrapAPIKey: bootstrapKey, LogLevel: slog.LevelError + 4}
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 1, BootstrapAPIKey: bootstrapKey, LogLevel: slog.LevelError + 4}
 	s, err := Start(ctx, cfg, "127.0.0.1:0", io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestAWSBackendOnBareMoto(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_REGION", "us-east-1")
 	env := map[string]string{"BACKEND": "aws", "TABLE_NAME": "mailroom-server-test", "BOOTSTRAP_API_KEY": bootstrapKey, "LOG_LEVEL": "error", "DATA_DIR": t.TempDir()}
-	cfg, err := app.ConfigFromEnv(func(k string) string { return env[k] })
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

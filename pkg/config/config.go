@@ -1,8 +1,7 @@
-// Package app wires Mailroom together: configuration read once from the environment, the
-// adapters of the chosen backend (embedded or AWS) and the services on top. The local server,
-// the admin CLI and every Lambda function build themselves from it, so that main packages stay
-// a few lines of wiring.
-package app
+// Package config is Mailroom's configuration, read once from the environment in main: the
+// local server and the admin CLI (through pkg/app) and every Lambda function (through
+// pkg/lambdafn) read it the same way.
+package config
 
 import (
 	"fmt"
@@ -56,8 +55,8 @@ type Config struct {
 	UnsubscribeSecret string
 }
 
-// ConfigFromEnv reads the configuration; getenv is os.Getenv outside tests.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
+// FromEnv reads the configuration; getenv is os.Getenv outside tests.
+func FromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
