@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -183,7 +184,7 @@ func TestCampaignScheduleNaturalLanguage(t *testing.T) {
 	bookID := e.book(`{"email":"ann@example.org"}`)
 	var c campaignOut
 	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Later","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"scheduledAt":"tomorrow 9am"}`, &c)
-	want, _ := campaign.ParseTime("tomorrow 9am", e.clock.Now())
+	want, _ := naturaldate.Parse("tomorrow 9am", e.clock.Now())
 	if c.Status != "SCHEDULED" || c.ScheduledAt == nil || !strings.HasPrefix(*c.ScheduledAt, want.Format("2006-01-02T15:04:05")) || want.Hour() != 9 {
 		t.Errorf("scheduled %+v, want %s", c, want)
 	}

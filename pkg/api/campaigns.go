@@ -210,7 +210,7 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	}
 	when := campaign.When{Now: in.ScheduledAt == ""}
 	if in.ScheduledAt != "" {
-		at, err := campaign.ParseTime(in.ScheduledAt, s.Campaigns.Now())
+		at, err := s.Campaigns.ParseTime(in.ScheduledAt, s.Campaigns.Now())
 		if err != nil {
 			return err
 		}

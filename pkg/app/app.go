@@ -41,6 +41,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	mailses "github.com/mailroom/mailroom/pkg/mail/ses"
 	"github.com/mailroom/mailroom/pkg/metric"
+	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	schedlocal "github.com/mailroom/mailroom/pkg/schedule/local"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -297,6 +298,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Contacts:     contacts,
 		Campaigns: &campaign.Service{Store: a.Store, Domains: dir, Scheduler: a.Campaigns,
 			Dispatcher: emails.Dispatcher, Contacts: contacts, Now: now, Log: a.Log, Metrics: a.Metrics,
+			Dates:  naturaldate.Parse,
 			Signer: campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL}},
 		Log: a.Log,
 	}

@@ -74,6 +74,20 @@ type Service struct {
 	Log        *slog.Logger
 	// Metrics counts the emails a step writes (nil: none).
 	Metrics metric.Counter
+	// Dates reads a scheduledAt in natural language (naturaldate.Parse); nil: RFC 3339 only.
+	Dates func(s string, now time.Time) (time.Time, error)
+}
+
+// ParseTime reads a scheduledAt: RFC 3339, or natural language when the service has Dates.
+func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
+	if s.Dates != nil {
+		return s.Dates(v, now)
+	}
+	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+	if err != nil {
+		return time.Time{}, fault.Field("scheduledAt", "could not understand %q: use RFC 3339 (2026-01-02T09:00:00Z)", v)
+	}
+	return t.UTC(), nil
 }
 
 // Payload is what a campaign's schedule delivers to the batch target.

@@ -80,7 +80,7 @@ func (s *Service) Create(ctx context.Context, teamID int64, r Request, books Boo
 	case r.SendNow:
 		w.Now = true
 	case r.ScheduledAt != "":
-		at, err := ParseTime(r.ScheduledAt, now)
+		at, err := s.ParseTime(r.ScheduledAt, now)
 		if err != nil {
 			return store.Campaign{}, err
 		}

@@ -1,4 +1,7 @@
-package campaign
+// Package naturaldate reads times written as people write them ("tomorrow 9am", "next monday
+// 10:00", "in 2 hours"), in English, evaluated in UTC. It is its own package because its rules
+// are compiled when a program starts: only what parses such dates links it.
+package naturaldate
 
 import (
 	"strings"
@@ -18,9 +21,9 @@ var parser = func() *when.Parser {
 	return w
 }()
 
-// ParseTime reads a scheduledAt: RFC 3339, or natural language such as "tomorrow 9am" or
+// Parse reads a scheduledAt: RFC 3339, or natural language such as "tomorrow 9am" or
 // "next monday 10:00", evaluated in UTC from now.
-func ParseTime(s string, now time.Time) (time.Time, error) {
+func Parse(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t.UTC(), nil
