@@ -52,10 +52,12 @@ sam-local:
 	$(GO) run ./cmd/mailroom-deploy sam-local
 
 # template writes template.yaml from pkg/deploy/template.yaml.tmpl and the functions' ports,
-# and the README's list of functions (pkg/deploy's tests fail while either differs).
+# the README's list of functions, and each function's main.go (pkg/deploy's tests fail while
+# any differs).
 template:
 	$(GO) run ./cmd/mailroom-deploy template > template.yaml.new && mv template.yaml.new template.yaml
 	$(GO) run ./cmd/mailroom-deploy readme
+	$(GO) run ./cmd/mailroom-deploy mains
 
 vet:
 	$(GO) vet ./...

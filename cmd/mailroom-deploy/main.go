@@ -2,6 +2,7 @@
 //
 //	mailroom-deploy template    prints template.yaml (pkg/deploy.Render; `make template`)
 //	mailroom-deploy readme      rewrites the README's generated list of functions
+//	mailroom-deploy mains       rewrites functions/<dir>/main.go of every function
 //	mailroom-deploy sam-local   moto on the host, the table and a key in it, the --env-vars
 //	                            file, then sam local start-api on port 3000 (`make sam-local`)
 package main
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -39,6 +41,16 @@ func main() {
 		if err := os.WriteFile("README.md", b, 0o644); err != nil {
 			fail(err)
 		}
+	case "mains":
+		for _, f := range deploy.Functions() {
+			dir := filepath.Join("functions", f.Dir)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				fail(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "main.go"), deploy.MainSource(f), 0o644); err != nil {
+				fail(err)
+			}
+		}
 	case "sam-local":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -52,7 +64,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | sam-local")
+	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | mains | sam-local")
 	os.Exit(2)
 }
 

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,14 +25,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/api"
-	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
-	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/deliver"
-	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/events"
+	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/identity"
 	idlocal "github.com/mailroom/mailroom/pkg/identity/local"
 	idses "github.com/mailroom/mailroom/pkg/identity/ses"
@@ -47,8 +44,6 @@ import (
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
-	"github.com/mailroom/mailroom/pkg/suppression"
-	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // App is a wired Mailroom: adapters plus services.
@@ -91,10 +86,6 @@ type Options struct {
 	Now func() time.Time
 	// MetricsOut is where a deployed function's metric lines go (os.Stdout unless set).
 	MetricsOut io.Writer
-	// Ports limits the AWS backend to what one Lambda function uses (nil: everything, as the
-	// local server and the admin CLI need). Every AWS call outside them fails with
-	// ErrNotGranted.
-	Ports *Ports
 }
 
 // New builds the app for cfg; the AWS backend reads the SDK's standard configuration
@@ -132,7 +123,7 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 	a.Ingester = &events.Ingester{Log: a.Log, Now: now, Metrics: a.Metrics}
 	var err error
 	if awsCfg != nil {
-		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local, opts.Ports)
+		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local)
 	} else {
 		err = a.useEmbedded()
 	}
@@ -219,20 +210,8 @@ func (a *App) useLocalScheduler() error {
 	return nil
 }
 
-func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventBridge bool, ports *Ports) error {
-	all := func(string, any) bool { return true }
-	table, ses, identities, emailSched, campaignSched := all, all, all, all, all
-	if ports != nil {
-		table = tableGrant(ports.Table)
-		ses = opsGrant()
-		if ports.Send {
-			ses = opsGrant("SendEmail")
-		}
-		identities = opsGrant(ports.Identities...)
-		emailSched = scheduleGrant(email.ScheduleName(""), ports.EmailSchedules)
-		campaignSched = scheduleGrant(campaign.ScheduleName(""), ports.CampaignSchedules)
-	}
-	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, Grant(table)) })
+func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventBridge bool) error {
+	db := dynamodb.NewFromConfig(awsCfg)
 	if createTable {
 		if err := dynamo.EnsureTable(ctx, db, a.Config.TableName); err != nil {
 			return fmt.Errorf("ensure table %s: %w", a.Config.TableName, err)
@@ -240,25 +219,19 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	}
 	a.Store = dynamo.New(db, a.Config.TableName)
 	a.regions = []string{awsCfg.Region}
-	sesClient := func(grant func(string, any) bool) *sesv2.Client {
-		return sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
-			if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
-				o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
-			}
-			o.APIOptions = append(o.APIOptions, Grant(grant))
-		})
-	}
-	a.Mailer = mailses.New(sesClient(ses), a.Config.ConfigurationSet)
-	a.Identities = idses.New(sesClient(identities), a.Log)
-	schedClient := func(grant func(string, any) bool) *scheduler.Client {
-		return scheduler.NewFromConfig(awsCfg, func(o *scheduler.Options) { o.APIOptions = append(o.APIOptions, Grant(grant)) })
-	}
+	ses := sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
+		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
+			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
+		}
+	})
+	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
+	a.Identities = idses.New(ses, a.Log)
 	if eventBridge {
-		a.Scheduler = eventbridge.New(schedClient(emailSched), eventbridge.Config{
+		a.Scheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.ScheduleTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})
-		a.Campaigns = eventbridge.New(schedClient(campaignSched), eventbridge.Config{
+		a.Campaigns = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.CampaignTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})
@@ -267,41 +240,29 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 }
 
 func (a *App) wire(now func() time.Time, local bool) {
-	dir := &domain.Directory{Domains: a.Store, TTL: 30 * time.Second, Now: now}
-	authn := auth.NewAuthenticator(a.Store, a.Config.AuthCacheTTL)
 	a.Worker = &deliver.Worker{
 		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
 		ConfigurationSet: a.Config.ConfigurationSet, Metrics: a.Metrics,
 	}
 	if a.OutboxDir == "" { // SES replaces the Message-ID header with its own
-		// SES's Message-ID domain: email.amazonses.com in us-east-1, <region>.amazonses.com elsewhere.
-		host := "email.amazonses.com"
-		if len(a.regions) == 1 && a.regions[0] != "us-east-1" {
-			host = a.regions[0] + ".amazonses.com"
+		region := ""
+		if len(a.regions) == 1 {
+			region = a.regions[0]
 		}
-		a.Worker.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@" + host + ">" }
+		a.Worker.ReplyReference = deliver.SESReplyReference(region)
 	}
-	contacts := &contact.Service{Store: a.Store, Now: now, Log: a.Log}
-	emails := &email.Service{Store: a.Store, Domains: dir, Scheduler: a.Scheduler, Now: now, Log: a.Log,
-		Metrics: a.Metrics}
+	d := api.Deps{
+		Store: a.Store, Identities: a.Identities, EmailScheduler: a.Scheduler, CampaignScheduler: a.Campaigns,
+		Dates:        naturaldate.Parse,
+		Signer:       campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL},
+		Regions:      a.regions,
+		AuthCacheTTL: a.Config.AuthCacheTTL, Now: now, Log: a.Log, Metrics: a.Metrics,
+	}
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
-		emails.Dispatcher = a.Pool
+		d.Dispatcher = a.Pool
 	}
-	a.Services = &api.Services{
-		Auth:   authn,
-		Emails: emails,
-		Domains: &domain.Service{Store: a.Store, Identities: a.Identities, Now: now,
-			OnChange: dir.Forget, Regions: a.regions},
-		Templates:    &template.Service{Store: a.Store, Now: now},
-		Suppressions: &suppression.Service{Store: a.Store, Now: now},
-		Contacts:     contacts,
-		Campaigns: &campaign.Service{Store: a.Store, Domains: dir, Scheduler: a.Campaigns,
-			Dispatcher: emails.Dispatcher, Contacts: contacts, Now: now, Log: a.Log, Metrics: a.Metrics,
-			Dates:  naturaldate.Parse,
-			Signer: campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL}},
-		Log: a.Log,
-	}
+	a.Services = api.NewServices(d)
 }
 
 // Start begins the in-process background work of a local run: firing schedules (those that
@@ -337,30 +298,12 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 	return nil
 }
 
-// Periodic is the background housekeeping: emails stuck QUEUED or SENDING go back through
-// delivery, SCHEDULED emails whose schedule never fired are queued, running campaigns that
-// stopped moving get their next step again, and the contacts of deleted books are removed.
-// Locally it runs on a timer; on AWS the Reconciler function calls it. Every part runs; the
-// error joins the parts that failed (the Reconciler then fails, which its Errors alarm shows).
+// Periodic is the background housekeeping (pkg/housekeeping): locally it runs on a timer; on
+// AWS the Reconciler function runs the same jobs. The error joins the jobs that failed.
 func (a *App) Periodic(ctx context.Context) error {
-	var errs []error
-	part := func(what string, n int, err error) {
-		if n > 0 || err != nil {
-			a.Log.Info(what, "count", n, "err", err)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-		}
-	}
-	n, err := a.Worker.Reconcile(ctx, a.Store, 2*time.Minute)
-	part("reconciled stuck emails", n, err)
-	n, err = a.Services.Emails.PromoteOverdue(ctx, email.OverdueGrace)
-	part("queued overdue scheduled emails", n, err)
-	n, err = a.Services.Campaigns.RecoverRunning(ctx, 5*time.Minute)
-	part("resumed stalled campaigns", n, err)
-	n, err = a.Services.Contacts.PurgeDeletedBooks(ctx)
-	part("removed contacts of deleted books", n, err)
-	return errors.Join(errs...)
+	return housekeeping.Run(ctx, a.Log, housekeeping.Jobs(func(ctx context.Context) (int, error) {
+		return a.Worker.Reconcile(ctx, a.Store, 2*time.Minute)
+	}, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts))
 }
 
 // fireLocal routes a local schedule to its target. A campaign runs apart from the scheduler's

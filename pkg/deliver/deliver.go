@@ -332,3 +332,14 @@ func (w *Worker) log() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// SESReplyReference is the Message-ID header an email sent through SES went out with: SES
+// replaces Mailroom's own with <messageId@email.amazonses.com> in us-east-1 and
+// <messageId@<region>.amazonses.com> elsewhere.
+func SESReplyReference(region string) func(store.Email) string {
+	host := "email.amazonses.com"
+	if region != "" && region != "us-east-1" {
+		host = region + ".amazonses.com"
+	}
+	return func(ref store.Email) string { return "<" + ref.MessageID + "@" + host + ">" }
+}

@@ -1,6 +1,6 @@
 // Package deploy describes Mailroom's AWS deployment and renders template.yaml from it: every
 // Lambda function of lambdafn.Names(), with the environment variables and IAM permissions that
-// follow from the ports its wiring builds (lambdafn.Ports, app.Ports.Env and app.Ports.IAM),
+// follow from the ports its wiring builds (lambdafn.Ports, lambdafn.Ports.Env and lambdafn.Ports.IAM),
 // its log group, its alarms and its place on the dashboard. template.yaml is this package's
 // output, checked in so that `sam build` and `sam deploy` work on a clone; `make template`
 // writes it again, and a test fails when the two differ.
@@ -11,11 +11,11 @@ import (
 	_ "embed"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
 	"github.com/mailroom/mailroom/pkg/api"
-	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/metric"
 )
@@ -29,7 +29,7 @@ type Function struct {
 	LogicalID   string // SendEmailFunction
 	Dir         string // send-email: functions/<Dir>, events/<Dir>.json, the function's name suffix
 	Description string
-	Ports       app.Ports
+	Ports       lambdafn.Ports
 	Routes      []api.Route // its HTTP API routes; none for the background functions
 }
 
@@ -48,7 +48,7 @@ var background = map[string]string{
 func Functions() []Function {
 	var fns []Function
 	for _, n := range lambdafn.Names() {
-		f := Function{Name: n, LogicalID: n + "Function", Dir: lambdafn.Dir(n), Ports: lambdafn.Ports(n),
+		f := Function{Name: n, LogicalID: n + "Function", Dir: lambdafn.Dir(n), Ports: lambdafn.PortsOf(n),
 			Description: background[n]}
 		var patterns []string
 		for _, r := range api.Routes {
@@ -83,17 +83,17 @@ func MaxStackName() int {
 // EnvValue is how the template spells the value of each variable a port reads: a reference to
 // the stack's own resource, never a literal.
 var EnvValue = map[string]string{
-	app.EnvConfigurationSet:  "!Ref ConfigurationSet",
-	app.EnvScheduleGroup:     "!Ref ScheduleGroup",
-	app.EnvScheduleRole:      "!GetAtt SchedulerRole.Arn",
-	app.EnvScheduleDLQ:       "!GetAtt ScheduleDeadLetterQueue.Arn",
-	app.EnvScheduleTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.ScheduledSendFunction),
-	app.EnvCampaignTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.CampaignBatchFunction),
-	app.EnvUnsubscribeSecret: `!Sub "{{resolve:secretsmanager:${UnsubscribeSecret}:SecretString}}"`,
-	app.EnvPublicURL:         "!If [HasCustomDomain, !Sub \"https://${DomainName}\", !Sub \"https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}\"]",
+	lambdafn.EnvConfigurationSet:  "!Ref ConfigurationSet",
+	lambdafn.EnvScheduleGroup:     "!Ref ScheduleGroup",
+	lambdafn.EnvScheduleRole:      "!GetAtt SchedulerRole.Arn",
+	lambdafn.EnvScheduleDLQ:       "!GetAtt ScheduleDeadLetterQueue.Arn",
+	lambdafn.EnvScheduleTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.ScheduledSendFunction),
+	lambdafn.EnvCampaignTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.CampaignBatchFunction),
+	lambdafn.EnvUnsubscribeSecret: `!Sub "{{resolve:secretsmanager:${UnsubscribeSecret}:SecretString}}"`,
+	lambdafn.EnvPublicURL:         "!If [HasCustomDomain, !Sub \"https://${DomainName}\", !Sub \"https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}\"]",
 }
 
-// resourceARNs spells the IAM resource kinds of app.Statement.
+// resourceARNs spells the IAM resource kinds of lambdafn.Statement.
 var resourceARNs = map[string][]string{
 	"identity": {"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"},
 	"configuration-set": {
@@ -107,7 +107,7 @@ var resourceARNs = map[string][]string{
 	"scheduler-role":    {"!GetAtt SchedulerRole.Arn"},
 }
 
-// ResourceARNs returns the template's spelling of a resource kind of app.Statement.
+// ResourceARNs returns the template's spelling of a resource kind of lambdafn.Statement.
 func ResourceARNs(kind string) []string { return resourceARNs[kind] }
 
 // indent prefixes every line of s with n spaces.
@@ -138,14 +138,14 @@ func environment(f Function) string {
 }
 
 // policies is a function's Policies block: the table's SAM policy template, then one
-// statement per app.Statement.
+// statement per lambdafn.Statement.
 func policies(f Function) string {
 	var b strings.Builder
 	b.WriteString("Policies:\n")
 	switch f.Ports.Table {
-	case app.Read:
+	case lambdafn.Read:
 		b.WriteString("  - DynamoDBReadPolicy:\n      TableName: !Ref Table\n")
-	case app.Write:
+	case lambdafn.Write:
 		b.WriteString("  - DynamoDBCrudPolicy:\n      TableName: !Ref Table\n")
 	}
 	stmts := f.Ports.IAM()
@@ -246,7 +246,7 @@ func FunctionsTable() string {
 		if i := strings.LastIndex(desc, " ("); i > 0 && len(f.Routes) > 0 {
 			desc = desc[:i]
 		}
-		table := map[app.Access]string{app.Read: "read", app.Write: "read/write"}[f.Ports.Table]
+		table := map[lambdafn.Access]string{lambdafn.Read: "read", lambdafn.Write: "read/write"}[f.Ports.Table]
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.Name, trigger, desc, table, beyond(f.Ports))
 	}
 	return b.String()
@@ -274,7 +274,7 @@ var triggers = map[string]string{
 }
 
 // beyond lists a function's ports other than the table, as IAM actions.
-func beyond(p app.Ports) string {
+func beyond(p lambdafn.Ports) string {
 	var parts []string
 	for _, s := range p.IAM() {
 		if slices.Contains(s.Actions, "iam:PassRole") {
@@ -282,10 +282,13 @@ func beyond(p app.Ports) string {
 		}
 		parts = append(parts, strings.Join(s.Actions, ", ")+" ("+strings.Join(s.Resource, ", ")+")")
 	}
+	if p.Dates {
+		parts = append(parts, "natural-language dates")
+	}
 	switch p.Unsubscribe {
-	case app.Read:
+	case lambdafn.Read:
 		parts = append(parts, "unsubscribe secret (checks links)")
-	case app.Write:
+	case lambdafn.Write:
 		parts = append(parts, "unsubscribe secret (signs links)")
 	}
 	if len(parts) == 0 {
@@ -303,4 +306,57 @@ func UpdateREADME(readme []byte) ([]byte, error) {
 		return nil, fmt.Errorf("README.md has no %q ... %q block", FunctionsBegin, FunctionsEnd)
 	}
 	return []byte(s[:i] + FunctionsBegin + "\n" + FunctionsTable() + s[j:]), nil
+}
+
+// plugs are the lambdafn plugs, each with what in a function's ports calls for it.
+var plugs = []struct {
+	needs func(lambdafn.Ports) bool
+	pkg   string // under pkg/lambdafn
+	name  string
+}{
+	{func(p lambdafn.Ports) bool { return p.Send }, "withses", "Mailer"},
+	{func(p lambdafn.Ports) bool { return len(p.Identities) > 0 }, "withses", "Identities"},
+	{func(p lambdafn.Ports) bool { return len(p.EmailSchedules) > 0 }, "withscheduler", "Emails"},
+	{func(p lambdafn.Ports) bool { return len(p.CampaignSchedules) > 0 }, "withscheduler", "Campaigns"},
+	{func(p lambdafn.Ports) bool { return p.Dates }, "withdates", "English"},
+}
+
+// PlugNames lists the plugs a function's main passes, as pkg.Name.
+func PlugNames(function string) []string {
+	var out []string
+	for _, p := range plugs {
+		if p.needs(lambdafn.PortsOf(function)) {
+			out = append(out, p.pkg+"."+p.name)
+		}
+	}
+	return out
+}
+
+// MainSource is functions/<dir>/main.go of a function: lambdafn.Main with the plugs its
+// ports call for, nothing else.
+func MainSource(f Function) []byte {
+	names := PlugNames(f.Name)
+	imports := []string{`"github.com/mailroom/mailroom/pkg/lambdafn"`}
+	for _, n := range names {
+		imp := `"github.com/mailroom/mailroom/pkg/lambdafn/` + strings.Split(n, ".")[0] + `"`
+		if !slices.Contains(imports, imp) {
+			imports = append(imports, imp)
+		}
+	}
+	slices.Sort(imports) // as gofmt orders them
+	var b strings.Builder
+	b.WriteString("// Code generated by `make template` (pkg/deploy) from the function's ports; DO NOT EDIT.\n\n")
+	fmt.Fprintf(&b, "// Command %s is the %s Lambda function: %s.\npackage main\n\n", f.Dir, f.Name, f.Description)
+	if len(imports) == 1 {
+		fmt.Fprintf(&b, "import %s\n\n", imports[0])
+	} else {
+		b.WriteString("import (\n")
+		for _, imp := range imports {
+			fmt.Fprintf(&b, "\t%s\n", imp)
+		}
+		b.WriteString(")\n\n")
+	}
+	args := append([]string{strconv.Quote(f.Name)}, names...)
+	fmt.Fprintf(&b, "func main() { lambdafn.Main(%s) }\n", strings.Join(args, ", "))
+	return []byte(b.String())
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 	"github.com/mailroom/mailroom/pkg/team"
@@ -131,7 +132,7 @@ func (l Local) localValue(k string) string {
 	switch k {
 	case "BACKEND":
 		return config.BackendAWS
-	case "TABLE_NAME", app.EnvConfigurationSet, app.EnvScheduleGroup:
+	case "TABLE_NAME", lambdafn.EnvConfigurationSet, lambdafn.EnvScheduleGroup:
 		return l.Name
 	case "AUTH_CACHE_TTL":
 		return "60s"
@@ -141,29 +142,29 @@ func (l Local) localValue(k string) string {
 		return "" // no CloudWatch metric lines
 	case "AWS_ENDPOINT_URL":
 		return l.Endpoint()
-	case app.EnvScheduleRole:
+	case lambdafn.EnvScheduleRole:
 		return "arn:aws:iam::123456789012:role/" + l.Name + "-scheduler"
-	case app.EnvScheduleDLQ:
+	case lambdafn.EnvScheduleDLQ:
 		return arn("sqs", l.Name+"-schedule-dead-letters")
-	case app.EnvScheduleTarget:
+	case lambdafn.EnvScheduleTarget:
 		return arn("lambda", "function:"+l.Name+"-scheduled-send")
-	case app.EnvCampaignTarget:
+	case lambdafn.EnvCampaignTarget:
 		return arn("lambda", "function:"+l.Name+"-campaign-batch")
-	case app.EnvUnsubscribeSecret:
+	case lambdafn.EnvUnsubscribeSecret:
 		return l.SecretHex
-	case app.EnvPublicURL:
+	case lambdafn.EnvPublicURL:
 		return fmt.Sprintf("http://127.0.0.1:%d", l.APIPort)
 	}
 	return ""
 }
 
 // Env is the --env-vars file's content: for each function (by logical id), every variable its
-// wiring reads (app.GlobalEnv and its ports' Env), each declared for it in the template.
+// wiring reads (lambdafn.GlobalEnv and its ports' Env), each declared for it in the template.
 func (l Local) Env() map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for _, f := range Functions() {
 		vars := map[string]string{}
-		for _, k := range slices.Concat(app.GlobalEnv, f.Ports.Env()) {
+		for _, k := range slices.Concat(lambdafn.GlobalEnv, f.Ports.Env()) {
 			vars[k] = l.localValue(k)
 		}
 		out[f.LogicalID] = vars

@@ -71,7 +71,7 @@ func TestSAMLocalEnvFile(t *testing.T) {
 			}
 		}
 		// Exactly what the wiring reads: the globals and its ports' variables.
-		want := slices.Concat(app.GlobalEnv, lambdafn.Ports(n).Env())
+		want := slices.Concat(lambdafn.GlobalEnv, lambdafn.PortsOf(n).Env())
 		slices.Sort(want)
 		if got := slices.Sorted(maps.Keys(vars)); !slices.Equal(got, want) {
 			t.Errorf("%s: variables %v, want %v", id, got, want)
@@ -88,12 +88,12 @@ func TestSAMLocalEnvFile(t *testing.T) {
 		if vars["AWS_ENDPOINT_URL"] != "http://host.docker.internal:5000" {
 			t.Errorf("%s: endpoint %q, not moto's as the containers see the host", id, vars["AWS_ENDPOINT_URL"])
 		}
-		if v, ok := vars[app.EnvPublicURL]; ok && v != "http://127.0.0.1:3000" {
+		if v, ok := vars[lambdafn.EnvPublicURL]; ok && v != "http://127.0.0.1:3000" {
 			t.Errorf("%s: PUBLIC_URL %q, want the local API", id, v)
 		}
 	}
 	// The unsubscribe secret is made once and kept: links stay valid across runs.
-	secret := file["UnsubscribeFunction"][app.EnvUnsubscribeSecret]
+	secret := file["UnsubscribeFunction"][lambdafn.EnvUnsubscribeSecret]
 	if len(secret) != 64 {
 		t.Fatalf("unsubscribe secret %q", secret)
 	}

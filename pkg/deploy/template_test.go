@@ -24,7 +24,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mailroom/mailroom/pkg/api"
-	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/metric"
@@ -268,19 +267,19 @@ func functionARN(name string) map[string]any {
 
 // wantEnv is, for each variable a port can read, the stack's resource it must come from.
 var wantEnv = map[string]any{
-	app.EnvConfigurationSet:  ref("ConfigurationSet"),
-	app.EnvScheduleGroup:     ref("ScheduleGroup"),
-	app.EnvScheduleRole:      getAtt("SchedulerRole", "Arn"),
-	app.EnvScheduleDLQ:       getAtt("ScheduleDeadLetterQueue", "Arn"),
-	app.EnvScheduleTarget:    functionARN(lambdafn.ScheduledSendFunction),
-	app.EnvCampaignTarget:    functionARN(lambdafn.CampaignBatchFunction),
-	app.EnvUnsubscribeSecret: unsubscribeSecretRef,
-	app.EnvPublicURL: map[string]any{"Fn::If": []any{"HasCustomDomain",
+	lambdafn.EnvConfigurationSet:  ref("ConfigurationSet"),
+	lambdafn.EnvScheduleGroup:     ref("ScheduleGroup"),
+	lambdafn.EnvScheduleRole:      getAtt("SchedulerRole", "Arn"),
+	lambdafn.EnvScheduleDLQ:       getAtt("ScheduleDeadLetterQueue", "Arn"),
+	lambdafn.EnvScheduleTarget:    functionARN(lambdafn.ScheduledSendFunction),
+	lambdafn.EnvCampaignTarget:    functionARN(lambdafn.CampaignBatchFunction),
+	lambdafn.EnvUnsubscribeSecret: unsubscribeSecretRef,
+	lambdafn.EnvPublicURL: map[string]any{"Fn::If": []any{"HasCustomDomain",
 		map[string]any{"Fn::Sub": "https://${DomainName}"},
 		map[string]any{"Fn::Sub": "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}"}}},
 }
 
-// wantResources is, for each IAM resource kind of app.Statement, the ARNs it must name.
+// wantResources is, for each IAM resource kind of lambdafn.Statement, the ARNs it must name.
 func wantResources(kind string) []any {
 	arn := func(s string) any { return map[string]any{"Fn::Sub": s} }
 	switch kind {
@@ -313,7 +312,7 @@ func envOf(fn map[string]any) map[string]any {
 }
 
 // TestFunctionsGetWhatTheirPortsUse: each function's environment and IAM policy are exactly
-// what the ports its wiring builds read and call (lambdafn.Ports: the same value Main builds
+// what the ports its wiring builds read and call (lambdafn.PortsOf: the same value Main builds
 // the function from, and against which every AWS call is checked at run time, so TestSamples
 // fails for a call the function is not given here). Nothing more: no variable, table access or
 // action a function's ports do not use.
@@ -321,8 +320,8 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 	tpl := loadTemplate(t)
 	fns := resources(t, tpl, "AWS::Serverless::Function")
 	global := path(t, tpl, "Globals", "Function", "Environment", "Variables").(map[string]any)
-	if got := slices.Sorted(maps.Keys(global)); !slices.Equal(got, app.GlobalEnv) {
-		t.Errorf("global variables %v, want app.GlobalEnv %v", got, app.GlobalEnv)
+	if got := slices.Sorted(maps.Keys(global)); !slices.Equal(got, lambdafn.GlobalEnv) {
+		t.Errorf("global variables %v, want lambdafn.GlobalEnv %v", got, lambdafn.GlobalEnv)
 	}
 	for _, n := range lambdafn.Names() {
 		id := n + "Function"
@@ -331,7 +330,7 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 			t.Errorf("no %s", id)
 			continue
 		}
-		ports := lambdafn.Ports(n)
+		ports := lambdafn.PortsOf(n)
 		want := map[string]any{}
 		for _, k := range ports.Env() {
 			want[k] = wantEnv[k]
@@ -340,7 +339,7 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 			t.Errorf("%s: environment %v, want %v", id, got, want)
 		}
 
-		wantTable := map[app.Access]string{app.Read: "DynamoDBReadPolicy", app.Write: "DynamoDBCrudPolicy"}[ports.Table]
+		wantTable := map[lambdafn.Access]string{lambdafn.Read: "DynamoDBReadPolicy", lambdafn.Write: "DynamoDBCrudPolicy"}[ports.Table]
 		var table []string
 		var stmts []map[string]any
 		for _, p := range path(t, fn, "Properties", "Policies").([]any) {
@@ -394,18 +393,18 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 // reconciler send; the scheduled-send target re-arms an early schedule; a campaign step signs
 // links and schedules the next step; the domain routes call SES's identities.
 func TestPortsFollowWhatFunctionsDo(t *testing.T) {
-	for name, want := range map[string]app.Ports{
-		"SendWorker":     {Table: app.Write, Send: true},
-		"ScheduledSend":  {Table: app.Write, EmailSchedules: app.SchedulePut},
-		"CampaignBatch":  {Table: app.Write, CampaignSchedules: app.SchedulePut, Unsubscribe: app.Write},
-		"Reconciler":     {Table: app.Write, Send: true, CampaignSchedules: app.SchedulePut},
-		"Authorizer":     {Table: app.Read},
-		"CancelEmail":    {Table: app.Write, EmailSchedules: app.ScheduleDelete},
-		"ListEmails":     {Table: app.Read},
-		"Unsubscribe":    {Table: app.Write, Unsubscribe: app.Read},
-		"DeleteCampaign": {Table: app.Write, CampaignSchedules: app.ScheduleDelete},
+	for name, want := range map[string]lambdafn.Ports{
+		"SendWorker":     {Table: lambdafn.Write, Send: true},
+		"ScheduledSend":  {Table: lambdafn.Write, EmailSchedules: lambdafn.SchedulePut},
+		"CampaignBatch":  {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, Unsubscribe: lambdafn.Write},
+		"Reconciler":     {Table: lambdafn.Write, Send: true, CampaignSchedules: lambdafn.SchedulePut},
+		"Authorizer":     {Table: lambdafn.Read},
+		"CancelEmail":    {Table: lambdafn.Write, EmailSchedules: lambdafn.ScheduleDelete},
+		"ListEmails":     {Table: lambdafn.Read},
+		"Unsubscribe":    {Table: lambdafn.Write, Unsubscribe: lambdafn.Read},
+		"DeleteCampaign": {Table: lambdafn.Write, CampaignSchedules: lambdafn.ScheduleDelete},
 	} {
-		if got := lambdafn.Ports(name); !reflect.DeepEqual(got, want) {
+		if got := lambdafn.PortsOf(name); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: ports %+v, want %+v", name, got, want)
 		}
 	}
@@ -433,8 +432,8 @@ func TestUnsubscribeLinks(t *testing.T) {
 	if sec["DeletionPolicy"] != "RetainExceptOnCreate" || sec["UpdateReplacePolicy"] != "Retain" {
 		t.Error("UnsubscribeSecret must be retained: links in mailboxes outlive the stack")
 	}
-	if got := path(t, tpl, "Outputs", "ApiUrl", "Value"); !reflect.DeepEqual(got, wantEnv[app.EnvPublicURL]) {
-		t.Errorf("ApiUrl %v, want what PUBLIC_URL is (%v)", got, wantEnv[app.EnvPublicURL])
+	if got := path(t, tpl, "Outputs", "ApiUrl", "Value"); !reflect.DeepEqual(got, wantEnv[lambdafn.EnvPublicURL]) {
+		t.Errorf("ApiUrl %v, want what PUBLIC_URL is (%v)", got, wantEnv[lambdafn.EnvPublicURL])
 	}
 	params, _ := tpl["Parameters"].(map[string]any)
 	for name := range params {
@@ -525,7 +524,7 @@ func mainCall(t *testing.T, file string) string {
 			return true
 		}
 		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "Main" || len(call.Args) != 1 {
+		if !ok || sel.Sel.Name != "Main" || len(call.Args) < 1 {
 			return true
 		}
 		if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "lambdafn" {
@@ -537,6 +536,22 @@ func mainCall(t *testing.T, file string) string {
 		return false
 	})
 	return name
+}
+
+// TestMainsAreGenerated: every functions/<dir>/main.go is what `make template` writes: Main with
+// exactly the plugs the function's ports call for (pkg/lambdafn's tests build every function
+// with those plugs, and Build refuses a missing or superfluous one).
+func TestMainsAreGenerated(t *testing.T) {
+	for _, f := range deploy.Functions() {
+		got, err := os.ReadFile(filepath.Join(root, "functions", f.Dir, "main.go"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if !bytes.Equal(got, deploy.MainSource(f)) {
+			t.Errorf("functions/%s/main.go is not what the function's ports call for: run `make template`", f.Dir)
+		}
+	}
 }
 
 // TestMakefileBuildTargets: every function is built by `sam build` through BuildMethod

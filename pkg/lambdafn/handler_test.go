@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
@@ -293,5 +295,50 @@ func TestHousekeeping(t *testing.T) {
 	ret = errors.New("pending emails: table unavailable")
 	if err := h(context.Background(), events.CloudWatchEvent{}); !errors.Is(err, ret) || n != 2 {
 		t.Errorf("runs %d, err %v; want the housekeeping's error", n, err)
+	}
+}
+
+// TestBuildRefusesPlugsThatDifferFromPorts: a function whose main passes fewer plugs than its
+// ports name, or more, or that is not a function, fails to build (a test, never a cold start).
+func TestBuildRefusesPlugsThatDifferFromPorts(t *testing.T) {
+	env := map[string]string{"TABLE_NAME": "t", "SES_CONFIGURATION_SET": "s"}
+	getenv := func(k string) string { return env[k] }
+	cfg := lambdafn.AWSConfig(func(k string) string { return map[string]string{"AWS_REGION": "eu-west-1"}[k] })
+	ctx := context.Background()
+	if _, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "SES mailer") {
+		t.Errorf("SendWorker without its mailer: %v", err)
+	}
+	if _, err := lambdafn.Build(ctx, "GetTemplate", getenv, cfg, lambdafn.BuildOptions{}, withses.Mailer); err == nil ||
+		!strings.Contains(err.Error(), "do not name") {
+		t.Errorf("GetTemplate with a mailer: %v", err)
+	}
+	if _, err := lambdafn.Build(ctx, "NoSuchFunction", getenv, cfg, lambdafn.BuildOptions{}); err == nil {
+		t.Error("an unknown function built")
+	}
+	w, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withses.Mailer)
+	if err != nil || w.Deliverer == nil || w.Reconcile == nil || w.AWS.Region != "eu-west-1" {
+		t.Fatalf("SendWorker with its mailer: %+v, %v", w, err)
+	}
+	// A function's variables must all be set: a deployment that does not configure a port fails.
+	delete(env, "SES_CONFIGURATION_SET")
+	if _, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withses.Mailer); err == nil ||
+		!strings.Contains(err.Error(), "SES_CONFIGURATION_SET") {
+		t.Errorf("SendWorker without its configuration set: %v", err)
+	}
+}
+
+func TestAWSConfig(t *testing.T) {
+	env := map[string]string{"AWS_DEFAULT_REGION": "eu-central-1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_SESSION_TOKEN": "token"}
+	cfg := lambdafn.AWSConfig(func(k string) string { return env[k] })
+	creds, err := cfg.Credentials.Retrieve(context.Background())
+	if err != nil || cfg.Region != "eu-central-1" || creds.AccessKeyID != "AKID" || creds.SessionToken != "token" || cfg.BaseEndpoint != nil {
+		t.Errorf("config %+v, credentials %+v, %v", cfg, creds, err)
+	}
+	env["AWS_REGION"], env["AWS_ENDPOINT_URL"] = "us-west-2", "http://127.0.0.1:5000"
+	cfg = lambdafn.AWSConfig(func(k string) string { return env[k] })
+	if cfg.Region != "us-west-2" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:5000" {
+		t.Errorf("config %+v: AWS_REGION wins, AWS_ENDPOINT_URL is the base endpoint", cfg)
 	}
 }

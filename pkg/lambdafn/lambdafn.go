@@ -12,22 +12,17 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/mailroom/mailroom/pkg/api"
-	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/auth"
-	"github.com/mailroom/mailroom/pkg/config"
 	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
@@ -77,54 +72,54 @@ func Names() []string {
 // uses is what each function's handler calls beyond the table, the one place that says it: the
 // wiring (Main) builds exactly these ports, every AWS call outside them fails, and the
 // deployment (pkg/deploy renders template.yaml) gives each function exactly the variables and
-// IAM actions that follow from them (app.Ports.Env, app.Ports.IAM).
-var uses = map[string]app.Ports{
+// IAM actions that follow from them (Ports.Env, Ports.IAM).
+var uses = map[string]Ports{
 	// Emails: a send with scheduledAt puts a schedule; a reschedule puts one, or deletes it when
 	// the new time has passed; a cancel deletes it.
-	"SendEmail":   {EmailSchedules: app.SchedulePut},
-	"SendBatch":   {EmailSchedules: app.SchedulePut},
-	"UpdateEmail": {EmailSchedules: app.SchedulePutDel},
-	"CancelEmail": {EmailSchedules: app.ScheduleDelete},
+	"SendEmail":   {EmailSchedules: SchedulePut},
+	"SendBatch":   {EmailSchedules: SchedulePut},
+	"UpdateEmail": {EmailSchedules: SchedulePutDel},
+	"CancelEmail": {EmailSchedules: ScheduleDelete},
 	// Domains: registration at SES (BYODKIM, then MAIL FROM), status refresh, removal.
 	"CreateDomain": {Identities: []string{"CreateEmailIdentity", "GetEmailIdentity", "PutEmailIdentityMailFromAttributes"}},
 	"VerifyDomain": {Identities: []string{"GetEmailIdentity"}},
 	"DeleteDomain": {Identities: []string{"DeleteEmailIdentity"}},
 	// Campaigns: starting one (now or later) and resuming put its schedule; delete removes it.
-	"CreateCampaign":   {CampaignSchedules: app.SchedulePut},
-	"ScheduleCampaign": {CampaignSchedules: app.SchedulePut},
-	"ResumeCampaign":   {CampaignSchedules: app.SchedulePut},
-	"DeleteCampaign":   {CampaignSchedules: app.ScheduleDelete},
-	"Unsubscribe":      {Unsubscribe: app.Read},
+	"CreateCampaign":   {CampaignSchedules: SchedulePut, Dates: true},
+	"ScheduleCampaign": {CampaignSchedules: SchedulePut, Dates: true},
+	"ResumeCampaign":   {CampaignSchedules: SchedulePut},
+	"DeleteCampaign":   {CampaignSchedules: ScheduleDelete},
+	"Unsubscribe":      {Unsubscribe: Read},
 	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
 	// email's time. A batch step signs unsubscribe links and schedules the next step. The
 	// reconciler delivers what the worker left and restarts stalled campaigns.
 	SendWorkerFunction:    {Send: true},
-	ScheduledSendFunction: {EmailSchedules: app.SchedulePut},
-	CampaignBatchFunction: {CampaignSchedules: app.SchedulePut, Unsubscribe: app.Write},
-	ReconcilerFunction:    {Send: true, CampaignSchedules: app.SchedulePut},
+	ScheduledSendFunction: {EmailSchedules: SchedulePut},
+	CampaignBatchFunction: {CampaignSchedules: SchedulePut, Unsubscribe: Write},
+	ReconcilerFunction:    {Send: true, CampaignSchedules: SchedulePut},
 	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity"}},
 	// The authorizer only reads API keys.
-	AuthorizerFunction: {Table: app.Read},
+	AuthorizerFunction: {Table: Read},
 }
 
-// Ports returns what the named function builds: its uses, with table access Read for an HTTP
+// PortsOf returns what the named function builds: its uses, with table access Read for an HTTP
 // function whose routes are all GETs, Write for one with another method, and Write for a
 // background function unless its uses say otherwise.
-func Ports(function string) app.Ports {
+func PortsOf(function string) Ports {
 	p := uses[function]
 	routes := 0
 	for _, r := range api.Routes {
 		if r.Function == function {
 			if routes++; routes == 1 {
-				p.Table = app.Read
+				p.Table = Read
 			}
 			if r.Method != http.MethodGet {
-				p.Table = app.Write
+				p.Table = Write
 			}
 		}
 	}
-	if p.Table == app.None {
-		p.Table = app.Write
+	if p.Table == None {
+		p.Table = Write
 	}
 	return p
 }
@@ -144,81 +139,6 @@ func Dir(name string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// Main runs the named function: it reads the configuration (the AWS backend, whatever BACKEND
-// says), builds the app once for this execution environment and hands the handler to the
-// Lambda runtime. A configuration or wiring error fails the cold start with one log line.
-func Main(function string) {
-	ports := Ports(function)
-	cfg, err := Config(function, os.Getenv)
-	if err != nil {
-		fail(cfg, function, "config", err)
-	}
-	a, err := app.New(context.Background(), cfg, app.Options{Ports: &ports})
-	if err != nil {
-		fail(cfg, function, "build app", err)
-	}
-	lambda.Start(Handler(a, function))
-}
-
-// Config reads the named function's configuration as its cold start does: the AWS backend,
-// whatever BACKEND says, and only the variables its ports read (app.GlobalEnv and
-// Ports(function).Env()), each of which must be set.
-func Config(function string, getenv func(string) string) (config.Config, error) {
-	ports := Ports(function)
-	visible := map[string]bool{}
-	for _, k := range slices.Concat(app.GlobalEnv, ports.Env()) {
-		visible[k] = true
-	}
-	own := func(k string) string {
-		switch {
-		case k == "BACKEND":
-			return config.BackendAWS
-		case visible[k]:
-			return getenv(k)
-		}
-		return ""
-	}
-	cfg, err := config.FromEnv(own)
-	if err != nil {
-		return cfg, err
-	}
-	return cfg, ports.RequireEnv(own)
-}
-
-func fail(cfg config.Config, function, step string, err error) {
-	cfg.Logger().Error("cold start failed", "function", function, "step", step, "err", err.Error())
-	os.Exit(1)
-}
-
-// Handler returns the Lambda handler of the named function on a built app: one of the
-// Background functions, otherwise the HTTP adapter around the function's routes (it panics on
-// a name that has no route, as api.FunctionHandler does: a wiring mistake, found at cold start).
-// The returned handler does the JSON decoding and encoding of the Lambda runtime, so tests
-// invoke it with the raw bytes of a sample event.
-func Handler(a *app.App, function string) lambda.Handler {
-	switch function {
-	case SendWorkerFunction:
-		return lambda.NewHandler(SendWorker(a.Worker, a.Log))
-	case ScheduledSendFunction:
-		return lambda.NewHandler(ScheduledSend(a.Services.Emails.Fire, a.Log))
-	case CampaignBatchFunction:
-		return lambda.NewHandler(CampaignBatch(a.Services.Campaigns.Fire, a.Log))
-	case SESEventsFunction:
-		return lambda.NewHandler(SESEvents(a.Ingester.Publish, a.Log))
-	case ReconcilerFunction:
-		return lambda.NewHandler(Housekeeping(a.Periodic, a.Log))
-	case DomainCheckFunction:
-		return lambda.NewHandler(Periodic("domain check", func(ctx context.Context) (int, error) {
-			return a.Services.Domains.RefreshAll(ctx, a.Store)
-		}, a.Log))
-	case AuthorizerFunction:
-		// No cache of its own: API Gateway caches its verdicts, and a second cache would let a
-		// revoked key work longer than that one's TTL.
-		return lambda.NewHandler(Authorizer(auth.NewAuthenticator(a.Store, 0).Authenticate, a.Log))
-	}
-	return lambda.NewHandler(HTTP(a.Services.FunctionHandler(function)))
 }
 
 func requestID(ctx context.Context) string {

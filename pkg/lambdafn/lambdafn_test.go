@@ -27,8 +27,12 @@ import (
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/awstest"
 	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withdates"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -439,7 +443,7 @@ func checkAuthorizer(e *env, out []byte) {
 	}
 	// API Gateway passes the context to the route's function: ListDomains with the verdict
 	// and a header that would not authenticate by itself answers the team's domains.
-	listDomains := lambdafn.Handler(e.fixture.newApp(e.t, "ListDomains"), "ListDomains")
+	listDomains := e.fixture.handler(e.t, "ListDomains")
 	withVerdict := func(verdict map[string]any, header string) events.APIGatewayV2HTTPResponse {
 		var req events.APIGatewayV2HTTPRequest
 		if err := json.Unmarshal(readSample(e.t, "ListDomains"), &req); err != nil {
@@ -813,21 +817,32 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// newApp builds the app as the function's cold start does: from the variables its ports read
-// only (lambdafn.Config), with every AWS call outside its ports refused.
-func (f *fixture) newApp(t *testing.T, function string) *app.App {
+// plugValues are the plugs by the names functions' mains pass them (deploy.PlugNames).
+var plugValues = map[string]lambdafn.Plug{
+	"withses.Mailer": withses.Mailer, "withses.Identities": withses.Identities,
+	"withscheduler.Emails": withscheduler.Emails, "withscheduler.Campaigns": withscheduler.Campaigns,
+	"withdates.English": withdates.English,
+}
+
+// handler builds the function as its main does (lambdafn.Main with the plugs of its main.go,
+// deploy.PlugNames): from the variables its ports read only, with every AWS call outside its
+// ports refused.
+func (f *fixture) handler(t *testing.T, function string) lambda.Handler {
 	t.Helper()
-	cfg, err := lambdafn.Config(function, func(k string) string { return f.vars[k] })
+	var plugs []lambdafn.Plug
+	for _, n := range deploy.PlugNames(function) {
+		p, ok := plugValues[n]
+		if !ok {
+			t.Fatalf("no plug %s", n)
+		}
+		plugs = append(plugs, p)
+	}
+	w, err := lambdafn.Build(context.Background(), function, func(k string) string { return f.vars[k] }, f.awsCfg,
+		lambdafn.BuildOptions{MetricsOut: &f.metrics}, plugs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := lambdafn.Ports(function)
-	a, err := app.NewWithAWS(context.Background(), cfg, f.awsCfg, app.Options{Ports: &ports, MetricsOut: &f.metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
-	return a
+	return w.Handler()
 }
 
 func (f *fixture) email(e *env, id string) store.Email {
@@ -1002,7 +1017,7 @@ func TestSamples(t *testing.T) {
 	for _, s := range steps {
 		ok := t.Run(s.function+"/"+s.sampleName(), func(t *testing.T) {
 			e.t = t
-			h := lambdafn.Handler(f.newApp(t, s.function), s.function)
+			h := f.handler(t, s.function)
 			e.handler = h
 			raw := readSample(t, s.sampleName())
 			if s.prepare != nil {

@@ -1,4 +1,4 @@
-package app
+package lambdafn
 
 import (
 	"context"
@@ -20,15 +20,13 @@ const (
 	Write // read and write
 )
 
-// Ports says what one process builds: which adapters, and for each AWS one the operations it
-// may call. A Lambda function builds the ports its handler uses (lambdafn's table); the
-// deployment gives it exactly the environment variables (Env) and IAM actions (IAM) that follow
-// from them, and nothing else (pkg/deploy renders template.yaml from this). On AWS every call
-// is checked against the ports in the SDK client itself (Grant), so a function that calls an
-// operation its ports do not name fails the same way in a test as it would at AWS, where the
-// template gives it no permission for it.
-//
-// The local server and the admin CLI build everything (a nil *Ports).
+// Ports says what one function builds: which adapters, and for each AWS one the operations it
+// may call (the uses table in lambdafn.go). The function's wiring builds exactly these (Build
+// refuses a missing or a superfluous plug), the deployment gives it exactly the environment
+// variables (Env) and IAM actions (IAM) that follow from them, and nothing else (pkg/deploy
+// renders template.yaml from this). Every AWS call is checked against the ports in the SDK
+// client itself (Grant), so a function that calls an operation its ports do not name fails
+// the same way in a test as it would at AWS, where the template gives it no permission for it.
 type Ports struct {
 	// Table is the DynamoDB table: Read (GetItem, Query, BatchGetItem, TransactGetItems) or
 	// Write (every item operation).
@@ -46,6 +44,8 @@ type Ports struct {
 	// Unsubscribe is the unsubscribe secret: Read checks links, Write also signs them (and so
 	// needs the public URL they point at).
 	Unsubscribe Access
+	// Dates: the function reads campaigns' scheduledAt in natural language (pkg/naturaldate).
+	Dates bool
 }
 
 // Scheduler operation sets.
@@ -178,21 +178,21 @@ func Grant(allowed func(op string, input any) bool) func(*middleware.Stack) erro
 	}
 }
 
-// tableGrant allows the table operations of an access level.
-func tableGrant(a Access) func(string, any) bool {
+// TableGrant allows the table operations of an access level.
+func TableGrant(a Access) func(string, any) bool {
 	return func(op string, _ any) bool {
 		return a == Write || (a == Read && slices.Contains(tableReads, op))
 	}
 }
 
-// opsGrant allows a list of operations.
-func opsGrant(ops ...string) func(string, any) bool {
+// OpsGrant allows a list of operations.
+func OpsGrant(ops ...string) func(string, any) bool {
 	return func(op string, _ any) bool { return slices.Contains(ops, op) }
 }
 
-// scheduleGrant allows ops on the schedules whose names start with prefix (email- or
+// ScheduleGrant allows ops on the schedules whose names start with prefix (email- or
 // campaign-), as the IAM resource schedule/<group>/<prefix>* does.
-func scheduleGrant(prefix string, ops []string) func(string, any) bool {
+func ScheduleGrant(prefix string, ops []string) func(string, any) bool {
 	return func(op string, in any) bool {
 		if !slices.Contains(ops, op) {
 			return false

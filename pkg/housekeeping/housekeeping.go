@@ -1,0 +1,54 @@
+// Package housekeeping is the periodic work that keeps every email and campaign moving: the
+// local server runs it on a timer, the Reconciler function every 5 minutes.
+package housekeeping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/contact"
+	"github.com/mailroom/mailroom/pkg/email"
+)
+
+// Job is one part of the housekeeping: it returns how many items it handled.
+type Job struct {
+	Name string
+	Run  func(context.Context) (int, error)
+}
+
+// Jobs are Mailroom's: emails stuck QUEUED or SENDING go back through delivery (reconcile),
+// SCHEDULED emails whose schedule never fired are queued, running campaigns that stopped
+// moving get their next step again, and the contacts of deleted books are removed.
+func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, campaigns *campaign.Service,
+	contacts *contact.Service) []Job {
+	return []Job{
+		{"reconciled stuck emails", reconcile},
+		{"queued overdue scheduled emails", func(ctx context.Context) (int, error) {
+			return emails.PromoteOverdue(ctx, email.OverdueGrace)
+		}},
+		{"resumed stalled campaigns", func(ctx context.Context) (int, error) {
+			return campaigns.RecoverRunning(ctx, 5*time.Minute)
+		}},
+		{"removed contacts of deleted books", contacts.PurgeDeletedBooks},
+	}
+}
+
+// Run runs every job, logs each that did something or failed, and returns the failures
+// joined: every job runs whatever the others did.
+func Run(ctx context.Context, log *slog.Logger, jobs []Job) error {
+	var errs []error
+	for _, j := range jobs {
+		n, err := j.Run(ctx)
+		if n > 0 || err != nil {
+			log.Info(j.Name, "count", n, "err", err)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", j.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,225 @@
+package lambdafn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/mailroom/mailroom/pkg/api"
+	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/email"
+	mrevents "github.com/mailroom/mailroom/pkg/events"
+	"github.com/mailroom/mailroom/pkg/housekeeping"
+	"github.com/mailroom/mailroom/pkg/identity"
+	"github.com/mailroom/mailroom/pkg/metric"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/dynamo"
+)
+
+// A function's cold start builds the table's store and its services, and what its Ports name
+// beyond them comes from plugs: small packages (pkg/lambdafn/with*) that each link one AWS
+// client or library, so that a function links only what it calls. functions/<dir>/main.go
+// passes the plugs its Ports need (pkg/deploy writes those files from Ports), and Build
+// refuses a function whose plugs and Ports differ, so a test finds the mistake, never a cold
+// start.
+
+// Wiring is one function's cold start: its configuration, its AWS configuration, the table,
+// and what its plugs built.
+type Wiring struct {
+	Name    string
+	Config  config.Config
+	Ports   Ports
+	Log     *slog.Logger
+	AWS     aws.Config
+	Now     func() time.Time
+	Metrics metric.Counter
+	Store   *dynamo.Store
+
+	// Set by the plugs. withses.Mailer: the send worker on SES, and its sweep of stuck emails.
+	Deliverer         Deliverer
+	Reconcile         func(context.Context) (int, error)
+	Identities        identity.Identities                        // withses.Identities
+	EmailScheduler    email.Scheduler                            // withscheduler.Emails
+	CampaignScheduler campaign.Scheduler                         // withscheduler.Campaigns
+	Dates             func(string, time.Time) (time.Time, error) // withdates.English
+}
+
+// Plug builds one port of a function.
+type Plug func(*Wiring) error
+
+// Grant is the SDK client option limiting a client to what allowed says (see Grant in
+// ports.go), for a plug to build its client with.
+func (w *Wiring) Grant(allowed func(op string, input any) bool) func(*middleware.Stack) error {
+	return Grant(allowed)
+}
+
+// BuildOptions are for tests.
+type BuildOptions struct {
+	// MetricsOut is where the metric lines go (os.Stdout unless set).
+	MetricsOut io.Writer
+}
+
+// AWSConfig is the AWS configuration of a Lambda function, from the variables Lambda sets: the
+// region and the execution role's credentials (and AWS_ENDPOINT_URL, under sam local). Read
+// directly rather than through the SDK's config loader, which links and initialises the
+// clients of every other way of finding credentials (SSO, STS, IMDS) that Lambda never uses.
+func AWSConfig(getenv func(string) string) aws.Config {
+	region := getenv("AWS_REGION")
+	if region == "" {
+		region = getenv("AWS_DEFAULT_REGION")
+	}
+	cfg := aws.Config{
+		Region: region,
+		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(
+			getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"), getenv("AWS_SESSION_TOKEN"))),
+	}
+	if u := getenv("AWS_ENDPOINT_URL"); u != "" {
+		cfg.BaseEndpoint = aws.String(u)
+	}
+	return cfg
+}
+
+// Main runs the named function: it builds the function from the environment and its plugs,
+// once for this execution environment, and hands the handler to the Lambda runtime. A wiring
+// or configuration error fails the cold start with one log line.
+func Main(function string, plugs ...Plug) {
+	w, err := Build(context.Background(), function, os.Getenv, AWSConfig(os.Getenv), BuildOptions{}, plugs...)
+	if err != nil {
+		cfg, _ := config.FromEnv(os.Getenv)
+		cfg.Logger().Error("cold start failed", "function", function, "err", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(w.Handler())
+}
+
+// Build wires the named function: its configuration (Config), the table with its grant, and
+// its plugs, which must build exactly what Ports(function) names beyond the table.
+func Build(_ context.Context, function string, getenv func(string) string, awsCfg aws.Config, opts BuildOptions, plugs ...Plug) (*Wiring, error) {
+	if !slices.Contains(Names(), function) {
+		return nil, fmt.Errorf("no function %q", function)
+	}
+	cfg, err := Config(function, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	w := &Wiring{Name: function, Config: cfg, Ports: PortsOf(function), Log: cfg.Logger(), AWS: awsCfg, Now: time.Now}
+	if cfg.StackName != "" {
+		out := opts.MetricsOut
+		if out == nil {
+			out = os.Stdout
+		}
+		w.Metrics = &metric.EMF{W: out, Stack: cfg.StackName, Now: w.Now}
+	}
+	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, Grant(TableGrant(w.Ports.Table)))
+	})
+	w.Store = dynamo.New(db, cfg.TableName)
+	for _, p := range plugs {
+		if err := p(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, w.checkPlugs()
+}
+
+// checkPlugs: what the plugs built is what the ports name, no less and no more.
+func (w *Wiring) checkPlugs() error {
+	p := w.Ports
+	var errs []error
+	check := func(what string, needed, built bool) {
+		switch {
+		case needed && !built:
+			errs = append(errs, fmt.Errorf("%s uses %s but no plug built it", w.Name, what))
+		case built && !needed:
+			errs = append(errs, fmt.Errorf("%s builds %s, which its ports do not name", w.Name, what))
+		}
+	}
+	check("the SES mailer", p.Send, w.Deliverer != nil)
+	check("SES identities", len(p.Identities) > 0, w.Identities != nil)
+	check("email schedules", len(p.EmailSchedules) > 0, w.EmailScheduler != nil)
+	check("campaign schedules", len(p.CampaignSchedules) > 0, w.CampaignScheduler != nil)
+	check("natural-language dates", p.Dates, w.Dates != nil)
+	return errors.Join(errs...)
+}
+
+// Services builds the API's services on what the function has (api.NewServices).
+func (w *Wiring) Services() *api.Services {
+	var s store.Store = w.Store
+	return api.NewServices(api.Deps{
+		Store: s, Identities: w.Identities, EmailScheduler: w.EmailScheduler, CampaignScheduler: w.CampaignScheduler,
+		Dates:        w.Dates,
+		Signer:       campaign.Signer{Secret: []byte(w.Config.UnsubscribeSecret), BaseURL: w.Config.PublicURL},
+		Regions:      []string{w.AWS.Region},
+		AuthCacheTTL: w.Config.AuthCacheTTL, Now: w.Now, Log: w.Log, Metrics: w.Metrics,
+	})
+}
+
+// Handler returns the function's Lambda handler: one of the Background functions', otherwise
+// the HTTP adapter around its routes. The returned handler does the JSON decoding and encoding
+// of the Lambda runtime, so tests invoke it with the raw bytes of a sample event.
+func (w *Wiring) Handler() lambda.Handler {
+	s := w.Services()
+	switch w.Name {
+	case SendWorkerFunction:
+		return lambda.NewHandler(SendWorker(w.Deliverer, w.Log))
+	case ScheduledSendFunction:
+		return lambda.NewHandler(ScheduledSend(s.Emails.Fire, w.Log))
+	case CampaignBatchFunction:
+		return lambda.NewHandler(CampaignBatch(s.Campaigns.Fire, w.Log))
+	case SESEventsFunction:
+		in := &mrevents.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics}
+		return lambda.NewHandler(SESEvents(in.Publish, w.Log))
+	case ReconcilerFunction:
+		jobs := housekeeping.Jobs(w.Reconcile, s.Emails, s.Campaigns, s.Contacts)
+		return lambda.NewHandler(Housekeeping(func(ctx context.Context) error {
+			return housekeeping.Run(ctx, w.Log, jobs)
+		}, w.Log))
+	case DomainCheckFunction:
+		return lambda.NewHandler(Periodic("domain check", func(ctx context.Context) (int, error) {
+			return s.Domains.RefreshAll(ctx, w.Store)
+		}, w.Log))
+	case AuthorizerFunction:
+		// No cache of its own: API Gateway caches its verdicts, and a second cache would let a
+		// revoked key work longer than that one's TTL.
+		return lambda.NewHandler(Authorizer(auth.NewAuthenticator(w.Store, 0).Authenticate, w.Log))
+	}
+	return lambda.NewHandler(HTTP(s.FunctionHandler(w.Name)))
+}
+
+// Config reads the named function's configuration as its cold start does: the AWS backend,
+// whatever BACKEND says, and only the variables its ports read (GlobalEnv and
+// Ports(function).Env()), each of which must be set.
+func Config(function string, getenv func(string) string) (config.Config, error) {
+	ports := PortsOf(function)
+	visible := map[string]bool{}
+	for _, k := range slices.Concat(GlobalEnv, ports.Env()) {
+		visible[k] = true
+	}
+	own := func(k string) string {
+		switch {
+		case k == "BACKEND":
+			return config.BackendAWS
+		case visible[k]:
+			return getenv(k)
+		}
+		return ""
+	}
+	cfg, err := config.FromEnv(own)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, ports.RequireEnv(own)
+}
