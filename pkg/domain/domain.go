@@ -39,8 +39,12 @@ const DefaultRegion = "us-east-1"
 const Selector = "mailroom"
 
 var (
-	domainName = regexp.MustCompile(`^(?i)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
-	regionName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	// Compiled on first use, not at start: every Lambda function links this package, few
+	// validate a domain, and the first one's repetition bounds make a large program.
+	domainName = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?i)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
+	})
+	regionName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`) })
 )
 
 // Service is the domain use cases.
@@ -99,13 +103,13 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	if name == "" {
 		return store.Domain{}, fault.Field("name", "is required")
 	}
-	if len(name) > 253 || !domainName.MatchString(name) {
+	if len(name) > 253 || !domainName().MatchString(name) {
 		return store.Domain{}, fault.Field("name", "%q is not a valid domain name", name)
 	}
 	if region == "" {
 		region = DefaultRegion
 	}
-	if !regionName.MatchString(region) {
+	if !regionName().MatchString(region) {
 		return store.Domain{}, fault.Field("region", "%q is not an AWS region", region)
 	}
 	if len(s.Regions) > 0 && !slices.Contains(s.Regions, region) {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -171,14 +172,16 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 }
 
 // placeholder matches {{name}} with optional inner spaces.
-var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}`)
+// placeholder is compiled on first use: every Lambda function links this package, few render.
+var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}`) })
 
 // Render replaces every {{name}} in s with vars[name], HTML-escaping values when escape is set.
 // Every missing name is reported, sorted, in one error naming the variables field.
 func Render(s string, vars map[string]string, escape bool) (string, error) {
 	var missing []string
-	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
-		name := placeholder.FindStringSubmatch(m)[1]
+	re := placeholder()
+	out := re.ReplaceAllStringFunc(s, func(m string) string {
+		name := re.FindStringSubmatch(m)[1]
 		v, ok := vars[name]
 		if !ok {
 			missing = append(missing, name)
