@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,14 +81,24 @@ type Service struct {
 
 // ParseTime reads a scheduledAt: RFC 3339, or natural language when the service has Dates.
 func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
+	var t time.Time
+	var err error
 	if s.Dates != nil {
-		return s.Dates(v, now)
+		t, err = s.Dates(v, now)
+	} else {
+		t, err = time.Parse(time.RFC3339, strings.TrimSpace(v))
 	}
-	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
-	if err != nil {
-		return time.Time{}, fault.Field("scheduledAt", "could not understand %q: use RFC 3339 (2026-01-02T09:00:00Z)", v)
+	if err == nil {
+		return t.UTC(), nil
 	}
-	return t.UTC(), nil
+	shown := strconv.Quote(v)
+	if len(v) > 64 {
+		shown = "the value"
+	}
+	if s.Dates == nil {
+		return time.Time{}, fault.Field("scheduledAt", "could not understand %s: use RFC 3339 (2026-01-02T09:00:00Z)", shown)
+	}
+	return time.Time{}, fault.Field("scheduledAt", "could not understand %s: use RFC 3339 (2026-01-02T09:00:00Z) or e.g. \"tomorrow 9am\", \"next monday 10:00\", \"in 2 hours\"", shown)
 }
 
 // Payload is what a campaign's schedule delivers to the batch target.

@@ -1,37 +1,182 @@
-// Package naturaldate reads times written as people write them ("tomorrow 9am", "next monday
-// 10:00", "in 2 hours"), in English, evaluated in UTC. It is its own package because its rules
-// are compiled when a program starts: only what parses such dates links it.
+// Package naturaldate reads a campaign's scheduledAt as people write it, in English, evaluated
+// in UTC: RFC 3339, or a phrase of a small grammar that only names times to come:
+//
+//	now
+//	in <n> minute(s) | hour(s) | day(s) | week(s)       ("in 2 hours", "in an hour")
+//	[today | tomorrow | [next] <weekday>] [at] [<time>]  ("tomorrow 9am", "next monday 10:00")
+//	<time>                                               ("5pm": today, or tomorrow once past)
+//
+// where <time> is 9am, 9 am, 9:30pm, 21:15, noon or midnight. A day without a time keeps the
+// current time of day; a weekday is the next one after today. Anything else — a past
+// ("last monday", "2 days ago"), a bare number, a date in a local format — is not understood
+// and the caller asks for RFC 3339. The grammar is written here rather than taken from a
+// date-parsing library: those compile rules for several languages when a program starts, which
+// every cold start of a function that links them pays, and they accept phrases about the past.
 package naturaldate
 
 import (
+	"errors"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/olebedev/when"
-	"github.com/olebedev/when/rules/common"
-	"github.com/olebedev/when/rules/en"
-
-	"github.com/mailroom/mailroom/pkg/fault"
 )
 
-var parser = func() *when.Parser {
-	w := when.New(nil)
-	w.Add(en.All...)
-	w.Add(common.All...)
-	return w
-}()
+// ErrNotUnderstood is the error of a phrase outside the grammar.
+var ErrNotUnderstood = errors.New("not understood")
 
-// Parse reads a scheduledAt: RFC 3339, or natural language such as "tomorrow 9am" or
-// "next monday 10:00", evaluated in UTC from now.
+// MaxLen bounds the input: a time phrase is short.
+const MaxLen = 64
+
+var units = map[string]time.Duration{
+	"minute": time.Minute, "minutes": time.Minute, "min": time.Minute, "mins": time.Minute,
+	"hour": time.Hour, "hours": time.Hour,
+	"day": 24 * time.Hour, "days": 24 * time.Hour,
+	"week": 7 * 24 * time.Hour, "weeks": 7 * 24 * time.Hour,
+}
+
+var weekdays = map[string]time.Weekday{
+	"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday, "wednesday": time.Wednesday,
+	"thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday,
+	"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday, "wed": time.Wednesday, "thu": time.Thursday,
+	"fri": time.Friday, "sat": time.Saturday,
+}
+
+// Parse reads s at now (both taken in UTC), to the second.
 func Parse(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
+	if len(s) > MaxLen {
+		return time.Time{}, ErrNotUnderstood
+	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t.UTC(), nil
 	}
-	now = now.UTC()
-	r, err := parser.Parse(s, now)
-	if err != nil || r == nil || strings.TrimSpace(r.Text) == "" {
-		return time.Time{}, fault.Field("scheduledAt", "could not understand %q: use RFC 3339 (2026-01-02T09:00:00Z) or e.g. \"tomorrow 9am\", \"next monday 10:00\"", s)
+	now = now.UTC().Truncate(time.Second)
+	words := strings.Fields(strings.ToLower(strings.ReplaceAll(s, ",", " ")))
+	switch {
+	case len(words) == 0:
+		return time.Time{}, ErrNotUnderstood
+	case len(words) == 1 && words[0] == "now":
+		return now, nil
+	case words[0] == "in":
+		return in(words[1:], now)
 	}
-	return r.Time.UTC().Truncate(time.Second), nil
+	midnight := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	day, dayNamed := midnight, true
+	switch w := words[0]; {
+	case w == "today":
+		words = words[1:]
+	case w == "tomorrow":
+		day, words = midnight.AddDate(0, 0, 1), words[1:]
+	default:
+		if w == "next" {
+			words = words[1:]
+			if len(words) == 0 {
+				return time.Time{}, ErrNotUnderstood
+			}
+		}
+		wd, ok := weekdays[words[0]]
+		if !ok {
+			if w == "next" {
+				return time.Time{}, ErrNotUnderstood
+			}
+			dayNamed = false
+			break
+		}
+		ahead := (int(wd) - int(now.Weekday()) + 7) % 7
+		if ahead == 0 {
+			ahead = 7
+		}
+		day, words = midnight.AddDate(0, 0, ahead), words[1:]
+	}
+	if len(words) > 0 && words[0] == "at" {
+		if words = words[1:]; len(words) == 0 {
+			return time.Time{}, ErrNotUnderstood // "tomorrow at": at what?
+		}
+	}
+	if len(words) == 0 {
+		if !dayNamed {
+			return time.Time{}, ErrNotUnderstood
+		}
+		t := day.Add(now.Sub(midnight)) // the current time of day
+		if !t.After(now) && day.Equal(midnight) {
+			return now, nil // "today": now
+		}
+		return t, nil
+	}
+	clock, ok := timeOfDay(strings.Join(words, ""))
+	if !ok {
+		return time.Time{}, ErrNotUnderstood
+	}
+	t := day.Add(clock)
+	if !dayNamed && !t.After(now) {
+		t = t.AddDate(0, 0, 1) // a bare time already past today: tomorrow
+	}
+	if !t.After(now) {
+		return time.Time{}, ErrNotUnderstood // "today 9am" at noon names the past
+	}
+	return t, nil
+}
+
+// in reads "<n> <unit>" after "in".
+func in(words []string, now time.Time) (time.Time, error) {
+	if len(words) != 2 {
+		return time.Time{}, ErrNotUnderstood
+	}
+	n, err := strconv.Atoi(words[0])
+	if words[0] == "a" || words[0] == "an" {
+		n, err = 1, nil
+	}
+	unit, ok := units[words[1]]
+	if err != nil || !ok || n < 1 || n > 10000 {
+		return time.Time{}, ErrNotUnderstood
+	}
+	return now.Add(time.Duration(n) * unit), nil
+}
+
+// timeOfDay reads 9am, 9:30pm, 21:15, noon or midnight (spaces already removed) as the time
+// since midnight.
+func timeOfDay(s string) (time.Duration, bool) {
+	switch s {
+	case "noon":
+		return 12 * time.Hour, true
+	case "midnight":
+		return 0, true
+	}
+	meridiem := ""
+	if rest, ok := strings.CutSuffix(s, "am"); ok {
+		s, meridiem = rest, "am"
+	} else if rest, ok := strings.CutSuffix(s, "pm"); ok {
+		s, meridiem = rest, "pm"
+	}
+	hs, ms, hasMinutes := strings.Cut(s, ":")
+	h, err := strconv.Atoi(hs)
+	if err != nil || len(hs) == 0 || len(hs) > 2 {
+		return 0, false
+	}
+	m := 0
+	if hasMinutes {
+		if len(ms) != 2 {
+			return 0, false
+		}
+		if m, err = strconv.Atoi(ms); err != nil || m > 59 {
+			return 0, false
+		}
+	} else if meridiem == "" {
+		return 0, false // a bare number is not a time
+	}
+	switch meridiem {
+	case "":
+		if h > 23 {
+			return 0, false
+		}
+	default:
+		if h < 1 || h > 12 {
+			return 0, false
+		}
+		h %= 12
+		if meridiem == "pm" {
+			h += 12
+		}
+	}
+	return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute, true
 }

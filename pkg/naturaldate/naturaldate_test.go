@@ -1,6 +1,8 @@
 package naturaldate_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,23 +10,61 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	now := time.Date(2026, 3, 4, 15, 30, 0, 0, time.UTC) // a Wednesday
+	now := time.Date(2026, 3, 4, 15, 30, 20, 0, time.UTC) // a Wednesday afternoon
+	at := func(d, h, m int) time.Time { return time.Date(2026, 3, d, h, m, 0, 0, time.UTC) }
 	for _, c := range []struct {
 		in   string
 		want time.Time
 	}{
 		{"2026-05-01T09:00:00Z", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
 		{"2026-05-01T11:00:00+02:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
-		{"tomorrow 9am", time.Date(2026, 3, 5, 9, 0, 0, 0, time.UTC)},
-		{"in 2 hours", time.Date(2026, 3, 4, 17, 30, 0, 0, time.UTC)},
-		{"next monday 10:00", time.Date(2026, 3, 9, 10, 0, 0, 0, time.UTC)},
+		{"now", now},
+		{"tomorrow 9am", at(5, 9, 0)},
+		{"Tomorrow at 9:30 PM", at(5, 21, 30)},
+		{"tomorrow", at(5, 15, 30).Add(20 * time.Second)},
+		{"in 2 hours", now.Add(2 * time.Hour)},
+		{"in an hour", now.Add(time.Hour)},
+		{"in 10 minutes", now.Add(10 * time.Minute)},
+		{"in 3 days", now.AddDate(0, 0, 3)},
+		{"in 1 week", now.AddDate(0, 0, 7)},
+		{"next monday 10:00", at(9, 10, 0)},
+		{"monday 10am", at(9, 10, 0)},
+		{"friday, noon", at(6, 12, 0)},
+		{"next wednesday at midnight", at(11, 0, 0)}, // a weekday is the next one after today
+		{"wednesday 9am", at(11, 9, 0)},
+		{"5pm", at(4, 17, 0)},   // later today
+		{"9am", at(5, 9, 0)},    // already past today: tomorrow
+		{"today 23:59", at(4, 23, 59)},
+		{"today", now},
 	} {
 		got, err := naturaldate.Parse(c.in, now)
 		if err != nil || !got.Equal(c.want) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	if _, err := naturaldate.Parse("whenever you like", now); err == nil {
-		t.Error("nonsense parsed")
+	for _, in := range []string{
+		"", "whenever you like", "last monday", "2 days ago", "yesterday 9am", "today 9am", "in -2 hours",
+		"in 2 fortnights", "in 0 days", "next", "next week", "13pm", "0am", "24:00", "9:7", "9", "1200",
+		"03/04/2027", "Feb 30", "tomorrow at", "monday tuesday", strings.Repeat("in 2 hours ", 10),
+	} {
+		if got, err := naturaldate.Parse(in, now); !errors.Is(err, naturaldate.ErrNotUnderstood) {
+			t.Errorf("Parse(%q) = %v, %v; want not understood", in, got, err)
+		}
 	}
+}
+
+// FuzzParse: no input panics, and whatever is understood (but RFC 3339) is not in the past.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"tomorrow 9am", "next monday 10:00", "in 2 hours", "5pm", "now", "12:60", "next"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 4, 15, 30, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := naturaldate.Parse(s, now)
+		if err == nil && got.Before(now) {
+			if _, rfc := time.Parse(time.RFC3339, strings.TrimSpace(s)); rfc != nil {
+				t.Errorf("Parse(%q) = %v, before now", s, got)
+			}
+		}
+	})
 }
