@@ -32,8 +32,8 @@ func TestParse(t *testing.T) {
 		{"friday, noon", at(6, 12, 0)},
 		{"next wednesday at midnight", at(11, 0, 0)}, // a weekday is the next one after today
 		{"wednesday 9am", at(11, 9, 0)},
-		{"5pm", at(4, 17, 0)},   // later today
-		{"9am", at(5, 9, 0)},    // already past today: tomorrow
+		{"5pm", at(4, 17, 0)}, // later today
+		{"9am", at(5, 9, 0)},  // already past today: tomorrow
 		{"today 23:59", at(4, 23, 59)},
 		{"today", now},
 	} {
