@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	spawns      = 21  // per binary, alternating with the hello-world
+	spawns      = 31  // per binary, alternating with the hello-world
 	targetRatio = 1.5 // a function's median cold start / the hello-world's
 	targetInit  = 1.0 // ms of init for any one package of ours
 )
