@@ -4,29 +4,16 @@
 
 GO ?= go
 
-# Every Lambda function: functions/<kebab-name>/main.go, <Name>Function in template.yaml,
-# events/<kebab-name>.json. pkg/deploy checks that the three agree with this list.
-FUNCTIONS := \
-	SendEmail SendBatch ListEmails GetEmail UpdateEmail CancelEmail \
-	ListDomains CreateDomain GetDomain UpdateDomain VerifyDomain DeleteDomain \
-	CreateTemplate ListTemplates GetTemplate UpdateTemplate DeleteTemplate \
-	ListSuppressions CreateSuppression DeleteSuppression \
-	ListContactBooks CreateContactBook GetContactBook UpdateContactBook DeleteContactBook \
-	CreateContact ListContacts GetContact UpdateContact UpsertContact DeleteContact \
-	BulkCreateContacts BulkDeleteContacts \
-	CreateCampaign ListCampaigns GetCampaign DeleteCampaign ScheduleCampaign PauseCampaign \
-	ResumeCampaign Unsubscribe \
-	SendWorker ScheduledSend CampaignBatch SESEvents Reconciler DomainCheck Authorizer
+# Every Lambda function, as Name:dir (functions/<dir>/main.go, <Name>Function in template.yaml,
+# events/<dir>.json): pkg/deploy/functions.mk, written by `make template` from the one list in
+# code (lambdafn.Names, lambdafn.Dir).
+include pkg/deploy/functions.mk
+FUNCTIONS := $(foreach p,$(FUNCTION_DIRS),$(firstword $(subst :, ,$(p))))
+kebab = $(patsubst $(1):%,%,$(filter $(1):%,$(FUNCTION_DIRS)))
 
 # Lambda binaries: static, linux/arm64 (provided.al2023 on Graviton), no RPC shim, no symbols.
 LAMBDA_ENV   := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
-
-# kebab turns a function name into its directory: SendEmail -> send-email, SESEvents ->
-# ses-events (a run of capitals is one word, as lambdafn.Dir has it). The Name:dir pairs are
-# computed in one shell call, not one per function and use.
-FUNCTION_DIRS := $(shell printf '%s\n' $(FUNCTIONS) | sed -E 'h; s/([A-Z]+)([A-Z][a-z])/\1-\2/g; s/([a-z0-9])([A-Z])/\1-\2/g; y/ABCDEFGHIJKLMNOPQRSTUVWXYZ/abcdefghijklmnopqrstuvwxyz/; H; x; s/\n/:/')
-kebab = $(patsubst $(1):%,%,$(filter $(1):%,$(FUNCTION_DIRS)))
 
 .PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench bench-coldstart build clean template sam-local
 
@@ -58,6 +45,7 @@ template:
 	$(GO) run ./cmd/mailroom-deploy template > template.yaml.new && mv template.yaml.new template.yaml
 	$(GO) run ./cmd/mailroom-deploy readme
 	$(GO) run ./cmd/mailroom-deploy mains
+	$(GO) run ./cmd/mailroom-deploy makefile
 
 vet:
 	$(GO) vet ./...

@@ -3,6 +3,7 @@
 //	mailroom-deploy template    prints template.yaml (pkg/deploy.Render; `make template`)
 //	mailroom-deploy readme      rewrites the README's generated list of functions
 //	mailroom-deploy mains       rewrites functions/<dir>/main.go of every function
+//	mailroom-deploy makefile    rewrites pkg/deploy/functions.mk, the Makefile's list of functions
 //	mailroom-deploy sam-local   moto on the host, the table and a key in it, the --env-vars
 //	                            file, then sam local start-api on port 3000 (`make sam-local`)
 package main
@@ -41,6 +42,10 @@ func main() {
 		if err := os.WriteFile("README.md", b, 0o644); err != nil {
 			fail(err)
 		}
+	case "makefile":
+		if err := os.WriteFile(filepath.Join("pkg", "deploy", "functions.mk"), deploy.FunctionsMakefile(), 0o644); err != nil {
+			fail(err)
+		}
 	case "mains":
 		for _, f := range deploy.Functions() {
 			dir := filepath.Join("functions", f.Dir)
@@ -64,7 +69,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | mains | sam-local")
+	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | mains | makefile | sam-local")
 	os.Exit(2)
 }
 

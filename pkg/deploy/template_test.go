@@ -554,6 +554,26 @@ func TestMainsAreGenerated(t *testing.T) {
 	}
 }
 
+// TestMakefileListIsGenerated: the Makefile's list of functions (pkg/deploy/functions.mk) is
+// what `make template` writes from lambdafn.Names and lambdafn.Dir, the one list and the one
+// kebab-case rule.
+func TestMakefileListIsGenerated(t *testing.T) {
+	got, err := os.ReadFile("functions.mk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, deploy.FunctionsMakefile()) {
+		t.Error("pkg/deploy/functions.mk is not what the code lists: run `make template`")
+	}
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "include pkg/deploy/functions.mk") || strings.Contains(string(mk), "SendEmail") {
+		t.Error("the Makefile must take its functions from pkg/deploy/functions.mk and name none itself")
+	}
+}
+
 // TestMakefileBuildTargets: every function is built by `sam build` through BuildMethod
 // makefile, from the repository root, by a build-<LogicalId> target that writes
 // $(ARTIFACTS_DIR)/bootstrap from its functions/ directory for linux/arm64.
