@@ -1,0 +1,187 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/fault"
+)
+
+// Handlers of the email routes: send, batch, list, read, reschedule, cancel.
+
+// idempotencyKey returns the header, checking its length when present (even when empty).
+func idempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values("Idempotency-Key")
+	if len(vals) == 0 {
+		return "", nil
+	}
+	if len(vals) > 1 || len(vals[0]) < 1 || len(vals[0]) > email.MaxIdempotencyKey {
+		return "", fault.Field("", "Invalid Idempotency-Key length")
+	}
+	return vals[0], nil
+}
+
+func (s *Services) sendEmail(w http.ResponseWriter, r *http.Request) error {
+	return s.send(w, r, false)
+}
+
+func (s *Services) sendBatch(w http.ResponseWriter, r *http.Request) error {
+	return s.send(w, r, true)
+}
+
+func (s *Services) send(w http.ResponseWriter, r *http.Request, batch bool) error {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxSendBody)
+	if err != nil {
+		return err
+	}
+	var reqs []email.Request
+	if batch {
+		reqs, err = email.DecodeBatch(body)
+	} else {
+		var one email.Request
+		one, err = email.DecodeRequest(body)
+		reqs = []email.Request{one}
+	}
+	if err != nil {
+		return err
+	}
+	res, err := s.Emails.Send(r.Context(), principal(r), key, reqs, batch)
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotency-Replayed", "true")
+	}
+	writeRaw(w, http.StatusOK, res.Body)
+	return nil
+}
+
+func (s *Services) listEmails(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseListQuery(r)
+	if err != nil {
+		return err
+	}
+	emails, count, err := s.Emails.List(r.Context(), principal(r), q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": views(emails, newEmailItem), "count": count})
+	return nil
+}
+
+func parseListQuery(r *http.Request) (email.ListQuery, error) {
+	v := r.URL.Query()
+	q := email.ListQuery{}
+	var err error
+	if q.Page, q.Limit, err = paging(r); err != nil {
+		return q, err
+	}
+	timeParam := func(name string) (*time.Time, error) {
+		s := v.Get(name)
+		if s == "" {
+			return nil, nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil, fault.Field(name, "must be an RFC 3339 date-time, e.g. 2024-01-31T23:59:59Z")
+		}
+		t = t.UTC()
+		return &t, nil
+	}
+	if q.Start, err = timeParam("startDate"); err != nil {
+		return q, err
+	}
+	if q.End, err = timeParam("endDate"); err != nil {
+		return q, err
+	}
+	if q.Start != nil && q.End != nil && q.End.Before(*q.Start) {
+		return q, fault.Field("endDate", "must not be before startDate")
+	}
+	for _, raw := range v["domainId"] {
+		for _, part := range strings.Split(raw, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(part), 10, 64)
+			if err != nil || id < 1 {
+				return q, fault.Field("domainId", "must be a domain id (a positive integer)")
+			}
+			q.DomainIDs = append(q.DomainIDs, id)
+		}
+	}
+	if len(q.DomainIDs) > 25 {
+		return q, fault.Field("domainId", "at most 25 domains")
+	}
+	return q, nil
+}
+
+func (s *Services) getEmail(w http.ResponseWriter, r *http.Request) error {
+	id, err := emailID(r)
+	if err != nil {
+		return err
+	}
+	e, events, err := s.Emails.Get(r.Context(), principal(r), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newEmailDetail(e, events))
+	return nil
+}
+
+func emailID(r *http.Request) (string, error) {
+	id := r.PathValue("emailId")
+	if len(id) < 3 {
+		return "", fault.Field("emailId", "at least 3 characters")
+	}
+	if len(id) > email.MaxIDLength {
+		return "", fault.NotFoundf("Email not found")
+	}
+	return id, nil
+}
+
+// rescheduleEmail is PATCH /emails/{emailId} {scheduledAt}.
+func (s *Services) rescheduleEmail(w http.ResponseWriter, r *http.Request) error {
+	id, err := emailID(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxOtherBody)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		ScheduledAt *string `json:"scheduledAt"`
+	}
+	if err := decodeObject(body, &in); err != nil {
+		return err
+	}
+	if in.ScheduledAt == nil {
+		return fault.Field("scheduledAt", "is required")
+	}
+	at, err := time.Parse(time.RFC3339, *in.ScheduledAt)
+	if err != nil {
+		return fault.Field("scheduledAt", "must be an RFC 3339 date-time with seconds and a time zone, e.g. 2026-01-02T15:04:05Z")
+	}
+	if err := s.Emails.Reschedule(r.Context(), principal(r), id, at); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"emailId": id})
+	return nil
+}
+
+// cancelEmail is POST /emails/{emailId}/cancel.
+func (s *Services) cancelEmail(w http.ResponseWriter, r *http.Request) error {
+	id, err := emailID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.Emails.Cancel(r.Context(), principal(r), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"emailId": id})
+	return nil
+}

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/fault"
+)
+
+// Request helpers every handler uses: bounded bodies, JSON objects, paging.
+
+// Body limits: a send may carry 40 MB of message (base64 and JSON escaping add a little); every
+// other body is small.
+const (
+	maxSendBody  = 56 << 20
+	maxOtherBody = 2 << 20
+)
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, fault.New(fault.TooLarge, "Request body too large: at most %d MB", limit>>20)
+	}
+	if err != nil {
+		return nil, fault.Field("", "Could not read the request body")
+	}
+	return b, nil
+}
+
+// paging reads page (≥ 1, default 1) and limit (1..100, default 50).
+func paging(r *http.Request) (page, limit int, err error) {
+	v := r.URL.Query()
+	intParam := func(name string, def, min, max int) (int, error) {
+		s := v.Get(name)
+		if s == "" {
+			return def, nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < min || (max > 0 && n > max) {
+			if max > 0 {
+				return 0, fault.Field(name, "must be an integer from %d to %d", min, max)
+			}
+			return 0, fault.Field(name, "must be an integer of at least %d", min)
+		}
+		return n, nil
+	}
+	// page is capped so that (page-1)*limit cannot overflow.
+	if page, err = intParam("page", 1, 1, 1_000_000); err != nil {
+		return 0, 0, err
+	}
+	limit, err = intParam("limit", 50, 1, 100)
+	return page, limit, err
+}
+
+// decodeObject decodes a JSON object body into v, mapping type errors to the field.
+func decodeObject(body []byte, v any) error {
+	if !json.Valid(body) {
+		return email.ErrMalformedJSON
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fault.Field(te.Field, "must be a %s", jsonType(te.Type.Kind().String()))
+		}
+		return fault.Field("body", "must be a JSON object")
+	}
+	return nil
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "ptr":
+		return "string"
+	}
+	return "number"
+}
