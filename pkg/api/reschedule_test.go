@@ -270,7 +270,7 @@ func TestLostRescheduleHeals(t *testing.T) {
 	type getter interface {
 		Get(context.Context, string) (schedule.Schedule, bool, error)
 	}
-	sc, ok, err := e.app.Scheduler.(getter).Get(context.Background(), email.ScheduleName(id))
+	sc, ok, err := e.app.EmailScheduler.(getter).Get(context.Background(), email.ScheduleName(id))
 	if err != nil || !ok || !sc.At.Equal(t2) {
 		t.Fatalf("schedule after the early fire = %v %v %v, want one at %s", sc.At, ok, err, t2)
 	}

@@ -29,11 +29,11 @@ import (
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/deliver"
 	"github.com/mailroom/mailroom/pkg/email"
-	"github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/identity"
 	idlocal "github.com/mailroom/mailroom/pkg/identity/local"
 	idses "github.com/mailroom/mailroom/pkg/identity/ses"
+	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	mailses "github.com/mailroom/mailroom/pkg/mail/ses"
@@ -55,23 +55,23 @@ type App struct {
 	Identities identity.Identities
 	Services   *api.Services
 	Worker     *deliver.Worker
-	Ingester   *events.Ingester
+	Ingester   *ingest.Ingester
 	// Metrics counts emails by outcome (nil outside a deployed function).
 	Metrics metric.Counter
 	// Pool is the in-process delivery pool (local server only; nil in Lambda).
 	Pool *deliver.Pool
-	// Scheduler fires scheduled emails: in process with Options.Local, else EventBridge
+	// EmailScheduler fires scheduled emails: in process with Options.Local, else EventBridge
 	// Scheduler (nil with the embedded backend outside Options.Local).
-	Scheduler email.Scheduler
-	// Campaigns is the campaign schedules' scheduler (locally the same in-process one).
-	Campaigns  email.Scheduler
-	local      *schedlocal.Scheduler
-	runs       sync.WaitGroup // campaign runs started by local schedules
-	regions    []string       // regions domains may use (AWS: the deployment's)
-	stop       context.CancelFunc
-	runCtx     context.Context // campaign runs; cancelled by Close
-	cancelRuns context.CancelFunc
-	loops      sync.WaitGroup
+	EmailScheduler email.Scheduler
+	// CampaignScheduler runs campaigns. steps (locally the same in-process one).
+	CampaignScheduler email.Scheduler
+	local             *schedlocal.Scheduler
+	runs              sync.WaitGroup // campaign runs started by local schedules
+	regions           []string       // regions domains may use (AWS: the deployment's)
+	stop              context.CancelFunc
+	runCtx            context.Context // campaign runs; cancelled by Close
+	cancelRuns        context.CancelFunc
+	loops             sync.WaitGroup
 	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
 	OutboxDir string
 
@@ -120,7 +120,7 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 		}
 		a.Metrics = &metric.EMF{W: out, Stack: cfg.StackName, Now: now}
 	}
-	a.Ingester = &events.Ingester{Log: a.Log, Now: now, Metrics: a.Metrics}
+	a.Ingester = &ingest.Ingester{Log: a.Log, Now: now, Metrics: a.Metrics}
 	var err error
 	if awsCfg != nil {
 		err = a.useAWS(ctx, *awsCfg, cfg.CreateTable, !opts.Local)
@@ -206,7 +206,7 @@ func (a *App) useLocalScheduler() error {
 	if err != nil {
 		return fmt.Errorf("open local scheduler: %w", err)
 	}
-	a.local, a.Scheduler, a.Campaigns = sch, sch, sch
+	a.local, a.EmailScheduler, a.CampaignScheduler = sch, sch, sch
 	return nil
 }
 
@@ -227,11 +227,11 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
 	a.Identities = idses.New(ses, a.Log)
 	if eventBridge {
-		a.Scheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
+		a.EmailScheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.ScheduleTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})
-		a.Campaigns = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
+		a.CampaignScheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.CampaignTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
 		})
@@ -252,7 +252,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 		a.Worker.ReplyReference = deliver.SESReplyReference(region)
 	}
 	d := api.Deps{
-		Store: a.Store, Identities: a.Identities, EmailScheduler: a.Scheduler, CampaignScheduler: a.Campaigns,
+		Store: a.Store, Identities: a.Identities, EmailScheduler: a.EmailScheduler, CampaignScheduler: a.CampaignScheduler,
 		Dates:        naturaldate.Parse,
 		Signer:       campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL},
 		Regions:      a.regions,

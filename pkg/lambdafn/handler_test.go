@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
-	mrevents "github.com/mailroom/mailroom/pkg/events"
+	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
 	"github.com/mailroom/mailroom/pkg/sesevent"
@@ -242,7 +242,7 @@ func TestSESEvents(t *testing.T) {
 	if err := h(ctx, env(delivery)); err != nil || !slices.Equal(published, []string{"Delivery"}) {
 		t.Errorf("published %v, err %v", published, err)
 	}
-	ret = mrevents.ErrUnknownEmail // another sender's message through the same set: dropped
+	ret = ingest.ErrUnknownEmail // another sender's message through the same set: dropped
 	if err := h(ctx, env(delivery)); err != nil {
 		t.Errorf("unknown email: %v, want nil", err)
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/auth"
-	mrevents "github.com/mailroom/mailroom/pkg/events"
+	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
@@ -214,7 +214,7 @@ func Housekeeping(run func(context.Context) error, log *slog.Logger) func(contex
 // aws.ses, the SES record as the detail). An event of a type Mailroom does not track, or about
 // an email Mailroom did not send (same configuration set, another sender), is logged and
 // dropped; any other failure is returned so that EventBridge retries it and, in the end, puts it
-// in the rule's dead-letter queue. Replays are recorded once (pkg/events).
+// in the rule's dead-letter queue. Replays are recorded once (pkg/ingest).
 func SESEvents(publish func(context.Context, sesevent.Event) error, log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
 	log = orDiscard(log)
 	return func(ctx context.Context, env events.CloudWatchEvent) error {
@@ -232,7 +232,7 @@ func SESEvents(publish func(context.Context, sesevent.Event) error, log *slog.Lo
 		}
 		err = publish(ctx, ev)
 		switch {
-		case errors.Is(err, mrevents.ErrUnknownEmail):
+		case errors.Is(err, ingest.ErrUnknownEmail):
 			log.InfoContext(ctx, "SES event for an unknown email dropped", "requestId", rid,
 				"eventId", env.ID, "eventType", ev.EventType, "messageId", ev.Mail.MessageID)
 			return nil

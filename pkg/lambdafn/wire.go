@@ -21,9 +21,9 @@ import (
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/email"
-	mrevents "github.com/mailroom/mailroom/pkg/events"
 	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/identity"
+	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
@@ -180,7 +180,7 @@ func (w *Wiring) Handler() lambda.Handler {
 	case CampaignBatchFunction:
 		return lambda.NewHandler(CampaignBatch(s.Campaigns.Fire, w.Log))
 	case SESEventsFunction:
-		in := &mrevents.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics}
+		in := &ingest.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics}
 		return lambda.NewHandler(SESEvents(in.Publish, w.Log))
 	case ReconcilerFunction:
 		jobs := housekeeping.Jobs(w.Reconcile, s.Emails, s.Campaigns, s.Contacts)

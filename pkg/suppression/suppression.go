@@ -1,5 +1,5 @@
 // Package suppression is a team's list of addresses Mailroom will not send to: added by hard
-// bounces and complaints (pkg/events) or by hand through the API, checked by the deliver worker.
+// bounces and complaints (pkg/ingest) or by hand through the API, checked by the deliver worker.
 package suppression
 
 import (

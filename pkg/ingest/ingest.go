@@ -1,9 +1,9 @@
-// Package events records what the mail provider reports about sent emails. Every SES event
+// Package ingest records what the mail provider reports about sent emails. Every SES event
 // (published through the configuration set to EventBridge on AWS, produced by the outbox
 // mailer locally) goes through Ingester.Publish: it finds the email, appends the event to its
 // history with SES's sub-object as data, advances latestStatus by rank, and puts hard-bounced
 // and complaining addresses on the team's suppression list. A redelivered event is recorded once.
-package events
+package ingest
 
 import (
 	"context"
