@@ -63,7 +63,7 @@ type App struct {
 	// EmailScheduler fires scheduled emails: in process with Options.Local, else EventBridge
 	// Scheduler (nil with the embedded backend outside Options.Local).
 	EmailScheduler email.Scheduler
-	// CampaignScheduler runs campaigns. steps (locally the same in-process one).
+	// CampaignScheduler fires campaigns' steps (locally the same in-process scheduler).
 	CampaignScheduler email.Scheduler
 	local             *schedlocal.Scheduler
 	runs              sync.WaitGroup // campaign runs started by local schedules
