@@ -22,6 +22,9 @@ var (
 	// ErrDuplicateEvent: UpdateEmail was given an event whose ID the email already has; nothing
 	// was written. Event ingestion treats it as "already recorded".
 	ErrDuplicateEvent = errors.New("store: duplicate event")
+	// ErrContention: an optimistic update lost to concurrent writers of the same record every
+	// time it was tried; nothing was written. Both adapters return it (errors.Is).
+	ErrContention = errors.New("store: too much contention")
 )
 
 // Permission of an API key.

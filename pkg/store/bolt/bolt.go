@@ -76,13 +76,76 @@ func allBuckets() [][]byte {
 
 // maxRetries bounds the optimistic-concurrency loop of the Update* methods. bbolt writers are
 // serialised, so a retry only happens when another writer slipped in while fn ran; running out
-// means heavy contention on one record, reported rather than looping forever.
+// means heavy contention on one record, reported (store.ErrContention) rather than looping
+// forever.
 const maxRetries = 1000
 
 // Store is the bbolt adapter. It is safe for concurrent use.
 type Store struct {
-	db *bbolt.DB
+	db       *bbolt.DB
+	attempts int // of an optimistic update: maxRetries (tests lower it)
 }
+
+// optimistic is the store's one way to change a record. Each attempt takes a snapshot in a read
+// transaction (read), applies the caller's change to it outside any transaction (change, which
+// runs the caller's fn on a copy), then, in the write transaction, write checks that the record
+// is still as read and writes it with its side writes; it reports lost, having written
+// nothing, when another writer changed the record meanwhile, and the update starts over. After
+// s.attempts lost attempts it fails with store.ErrContention.
+func optimistic[S, T any](ctx context.Context, s *Store, what string, read func(*bbolt.Tx) (S, error),
+	change func(S) (T, error), write func(tx *bbolt.Tx, snap S, v *T) (lost bool, err error)) (T, error) {
+	var zero T
+	for range s.attempts {
+		var snap S
+		err := s.view(ctx, func(tx *bbolt.Tx) (err error) {
+			snap, err = read(tx)
+			return err
+		})
+		if err != nil {
+			return zero, err
+		}
+		v, err := change(snap)
+		if err != nil {
+			return zero, err
+		}
+		lost := false
+		err = s.update(ctx, func(tx *bbolt.Tx) (err error) {
+			lost, err = write(tx, snap, &v) // update may run this more than once
+			return err
+		})
+		if err != nil {
+			return zero, err
+		}
+		if !lost {
+			return v, nil
+		}
+	}
+	return zero, fmt.Errorf("bolt: update %s: %w", what, store.ErrContention)
+}
+
+// rawOf reads a record's stored bytes (a copy: they outlive the transaction); absent is
+// store.ErrNotFound.
+func rawOf(bucket, key []byte) func(*bbolt.Tx) ([]byte, error) {
+	return func(tx *bbolt.Tx) ([]byte, error) {
+		raw := tx.Bucket(bucket).Get(key)
+		if raw == nil {
+			return nil, store.ErrNotFound
+		}
+		return bytes.Clone(raw), nil
+	}
+}
+
+// decode is a record's JSON decoded, or an error naming what it is.
+func decode[T any](raw []byte, what string) (T, error) {
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("bolt: decode %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// changed pairs a record as read with the caller's change of it.
+type changed[T any] struct{ old, new T }
 
 // Open opens (creating if needed) the database file at path. Only one process may hold the
 // file: bbolt takes an exclusive lock, and Open gives up after a few seconds rather than hanging.
@@ -113,7 +176,7 @@ func Open(path string) (*Store, error) {
 	// A short batch window: enough to gather concurrent writers, too short for one caller to
 	// notice.
 	db.MaxBatchDelay = 2 * time.Millisecond
-	return &Store{db: db}, nil
+	return &Store{db: db, attempts: maxRetries}, nil
 }
 
 // Close releases the file.
@@ -378,63 +441,45 @@ func (s *Store) ListDomains(ctx context.Context, teamID int64) ([]store.Domain, 
 	return out, err
 }
 
-// UpdateDomain runs fn outside the write transaction and writes only if the stored bytes are
-// still those fn saw. fn may rename the domain; the new name must be free.
+// UpdateDomain is optimistic on the stored bytes. fn may rename the domain; the new name must
+// be free.
 func (s *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*store.Domain) error) (store.Domain, error) {
 	key := teamKey(teamID, u64(id))
-	for range maxRetries {
-		var raw []byte
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
-			raw = bytes.Clone(tx.Bucket(bucketDomains).Get(key))
-			return nil
-		})
-		if err != nil {
-			return store.Domain{}, err
-		}
-		if raw == nil {
-			return store.Domain{}, store.ErrNotFound
-		}
-		var old store.Domain
-		if err := json.Unmarshal(raw, &old); err != nil {
-			return store.Domain{}, fmt.Errorf("bolt: decode domain: %w", err)
-		}
-		d := old
-		d.DNSRecords = append([]store.DNSRecord(nil), old.DNSRecords...)
-		if err := fn(&d); err != nil {
-			return store.Domain{}, err
-		}
-		d.ID, d.TeamID = id, teamID
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
+	c, err := optimistic(ctx, s, fmt.Sprintf("domain %d", id), rawOf(bucketDomains, key),
+		func(raw []byte) (changed[store.Domain], error) {
+			old, err := decode[store.Domain](raw, "domain")
+			if err != nil {
+				return changed[store.Domain]{}, err
+			}
+			d := old
+			d.DNSRecords = append([]store.DNSRecord(nil), old.DNSRecords...)
+			if err := fn(&d); err != nil {
+				return changed[store.Domain]{}, err
+			}
+			d.ID, d.TeamID = id, teamID
+			return changed[store.Domain]{old, d}, nil
+		},
+		func(tx *bbolt.Tx, raw []byte, c *changed[store.Domain]) (bool, error) {
 			doms := tx.Bucket(bucketDomains)
 			if !bytes.Equal(doms.Get(key), raw) {
-				lost = true
-				return nil
+				return true, nil
 			}
-			if !strings.EqualFold(old.Name, d.Name) {
+			if !strings.EqualFold(c.old.Name, c.new.Name) {
 				names := tx.Bucket(bucketDomName)
-				nk := domainNameKey(d.Name)
+				nk := domainNameKey(c.new.Name)
 				if names.Get(nk) != nil {
-					return fmt.Errorf("bolt: domain %q: %w", d.Name, store.ErrConflict)
+					return false, fmt.Errorf("bolt: domain %q: %w", c.new.Name, store.ErrConflict)
 				}
-				if err := names.Delete(domainNameKey(old.Name)); err != nil {
-					return err
+				if err := names.Delete(domainNameKey(c.old.Name)); err != nil {
+					return false, err
 				}
 				if err := names.Put(nk, u64(id)); err != nil {
-					return err
+					return false, err
 				}
 			}
-			return put(doms, key, d)
+			return false, put(doms, key, c.new)
 		})
-		if err != nil {
-			return store.Domain{}, err
-		}
-		if !lost {
-			return d, nil
-		}
-	}
-	return store.Domain{}, fmt.Errorf("bolt: update domain %d: too much contention", id)
+	return c.new, err
 }
 
 func (s *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
@@ -499,46 +544,28 @@ func (s *Store) ListTemplates(ctx context.Context, teamID int64) ([]store.Templa
 	return out, err
 }
 
+// UpdateTemplate is optimistic on the stored bytes.
 func (s *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*store.Template) error) (store.Template, error) {
 	key := teamKey(teamID, []byte(id))
-	for range maxRetries {
-		var raw []byte
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
-			raw = bytes.Clone(tx.Bucket(bucketTemplates).Get(key))
-			return nil
-		})
-		if err != nil {
-			return store.Template{}, err
-		}
-		if raw == nil {
-			return store.Template{}, store.ErrNotFound
-		}
-		var t store.Template
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return store.Template{}, fmt.Errorf("bolt: decode template: %w", err)
-		}
-		if err := fn(&t); err != nil {
-			return store.Template{}, err
-		}
-		t.ID, t.TeamID = id, teamID
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
+	return optimistic(ctx, s, "template "+id, rawOf(bucketTemplates, key),
+		func(raw []byte) (store.Template, error) {
+			t, err := decode[store.Template](raw, "template")
+			if err != nil {
+				return t, err
+			}
+			if err := fn(&t); err != nil {
+				return t, err
+			}
+			t.ID, t.TeamID = id, teamID
+			return t, nil
+		},
+		func(tx *bbolt.Tx, raw []byte, t *store.Template) (bool, error) {
 			b := tx.Bucket(bucketTemplates)
 			if !bytes.Equal(b.Get(key), raw) {
-				lost = true
-				return nil
+				return true, nil
 			}
-			return put(b, key, t)
+			return false, put(b, key, *t)
 		})
-		if err != nil {
-			return store.Template{}, err
-		}
-		if !lost {
-			return t, nil
-		}
-	}
-	return store.Template{}, fmt.Errorf("bolt: update template %s: too much contention", id)
 }
 
 func (s *Store) DeleteTemplate(ctx context.Context, teamID int64, id string) error {
@@ -849,70 +876,59 @@ func prefixEnd(prefix []byte) []byte {
 // (those in the new Counted and not in the old one) are added to the campaign's counters in the
 // same transaction as the email, so a lost race or an aborted write counts nothing.
 func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
-	for range maxRetries {
-		var old store.Email
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
-			var err error
-			old, err = readEmail(tx, id)
-			return err
-		})
-		if err != nil {
-			return store.Email{}, err
-		}
-		e := cloneEmail(old)
-		events, err := fn(&e)
-		if err != nil {
-			return store.Email{}, err
-		}
-		e.ID = id
-		e.Version = old.Version + 1
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
+	type emailChange struct {
+		new    store.Email
+		events []store.Event
+	}
+	c, err := optimistic(ctx, s, "email "+id,
+		func(tx *bbolt.Tx) (store.Email, error) { return readEmail(tx, id) },
+		func(old store.Email) (emailChange, error) {
+			e := cloneEmail(old)
+			events, err := fn(&e)
+			if err != nil {
+				return emailChange{}, err
+			}
+			e.ID = id
+			e.Version = old.Version + 1
+			return emailChange{e, events}, nil
+		},
+		func(tx *bbolt.Tx, old store.Email, c *emailChange) (bool, error) {
 			cur, err := get[store.Email](tx.Bucket(bucketEmails), []byte(id))
 			if err != nil {
-				return err
+				return false, err
 			}
 			if cur.Version != old.Version {
-				lost = true
-				return nil
+				return true, nil
 			}
 			evs := tx.Bucket(bucketEvents)
-			batch := make(map[string]bool, len(events))
-			for _, ev := range events {
+			batch := make(map[string]bool, len(c.events))
+			for _, ev := range c.events {
 				if batch[ev.ID] || evs.Get(eventKey(id, ev.ID)) != nil {
-					return fmt.Errorf("bolt: email %s event %s: %w", id, ev.ID, store.ErrDuplicateEvent)
+					return false, fmt.Errorf("bolt: email %s event %s: %w", id, ev.ID, store.ErrDuplicateEvent)
 				}
 				batch[ev.ID] = true
 			}
 			if err := deleteIndexes(tx, emailIndexes(old)); err != nil {
-				return err
+				return false, err
 			}
-			if err := writeEmail(tx, e); err != nil {
-				return err
+			if err := writeEmail(tx, c.new); err != nil {
+				return false, err
 			}
-			if err := putIndexes(tx, emailIndexes(e)); err != nil {
-				return err
+			if err := putIndexes(tx, emailIndexes(c.new)); err != nil {
+				return false, err
 			}
-			if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(old.Counted, e.Counted)); err != nil {
-				return err
+			if err := countKinds(tx, c.new.TeamID, c.new.CampaignID, newKinds(old.Counted, c.new.Counted)); err != nil {
+				return false, err
 			}
-			for _, ev := range events {
+			for _, ev := range c.events {
 				ev.EmailID = id
 				if err := put(evs, eventKey(id, ev.ID), ev); err != nil {
-					return err
+					return false, err
 				}
 			}
-			return nil
+			return false, nil
 		})
-		if err != nil {
-			return store.Email{}, err
-		}
-		if !lost {
-			return e, nil
-		}
-	}
-	return store.Email{}, fmt.Errorf("bolt: update email %s: too much contention", id)
+	return c.new, err
 }
 
 // cloneEmail copies the slices fn may modify in place, so that a retried fn never sees the

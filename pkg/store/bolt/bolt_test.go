@@ -30,7 +30,9 @@ func openTemp(tb testing.TB) *bolt.Store {
 }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) }, storetest.Options{})
+	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) }, storetest.Options{
+		WithAttempts: func(s store.Store, n int) store.Store { return bolt.WithAttempts(s.(*bolt.Store), n) },
+	})
 }
 
 // TestReopen checks that what was written is still there, indexes included, after the file is

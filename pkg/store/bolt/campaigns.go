@@ -185,63 +185,49 @@ func (s *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campaig
 // to Counters are dropped; the result carries the counters as they stand at the write.
 func (s *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*store.Campaign) error) (store.Campaign, error) {
 	key := campaignKey(teamID, id)
-	for range maxRetries {
-		var (
-			raw      []byte
-			counters map[string]int64
-		)
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
-			raw = bytes.Clone(tx.Bucket(bucketCampaigns).Get(key))
-			counters = readCounters(tx, teamID, id)
-			return nil
-		})
-		if err != nil {
-			return store.Campaign{}, err
-		}
-		if raw == nil {
-			return store.Campaign{}, store.ErrNotFound
-		}
-		var old store.Campaign
-		if err := json.Unmarshal(raw, &old); err != nil {
-			return store.Campaign{}, fmt.Errorf("bolt: decode campaign: %w", err)
-		}
-		c := old
-		c.ReplyTo = slices.Clone(old.ReplyTo)
-		c.CC = slices.Clone(old.CC)
-		c.BCC = slices.Clone(old.BCC)
-		if old.ScheduledAt != nil {
-			at := *old.ScheduledAt
-			c.ScheduledAt = &at
-		}
-		c.Counters = counters
-		if err := fn(&c); err != nil {
-			return store.Campaign{}, err
-		}
-		c.ID, c.TeamID = id, teamID
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
-			if !bytes.Equal(tx.Bucket(bucketCampaigns).Get(key), raw) {
-				lost = true
-				return nil
-			}
-			if err := tx.Bucket(bucketCampTime).Delete(campaignTimeKey(old)); err != nil {
-				return err
-			}
-			if err := writeCampaign(tx, c); err != nil {
-				return err
-			}
-			c.Counters = readCounters(tx, teamID, id)
-			return nil
-		})
-		if err != nil {
-			return store.Campaign{}, err
-		}
-		if !lost {
-			return c, nil
-		}
+	type snapshot struct {
+		raw      []byte
+		counters map[string]int64
 	}
-	return store.Campaign{}, fmt.Errorf("bolt: update campaign %s: too much contention", id)
+	c, err := optimistic(ctx, s, "campaign "+id,
+		func(tx *bbolt.Tx) (snapshot, error) {
+			raw, err := rawOf(bucketCampaigns, key)(tx)
+			return snapshot{raw, readCounters(tx, teamID, id)}, err
+		},
+		func(snap snapshot) (changed[store.Campaign], error) {
+			old, err := decode[store.Campaign](snap.raw, "campaign")
+			if err != nil {
+				return changed[store.Campaign]{}, err
+			}
+			c := old
+			c.ReplyTo = slices.Clone(old.ReplyTo)
+			c.CC = slices.Clone(old.CC)
+			c.BCC = slices.Clone(old.BCC)
+			if old.ScheduledAt != nil {
+				at := *old.ScheduledAt
+				c.ScheduledAt = &at
+			}
+			c.Counters = snap.counters
+			if err := fn(&c); err != nil {
+				return changed[store.Campaign]{}, err
+			}
+			c.ID, c.TeamID = id, teamID
+			return changed[store.Campaign]{old, c}, nil
+		},
+		func(tx *bbolt.Tx, snap snapshot, c *changed[store.Campaign]) (bool, error) {
+			if !bytes.Equal(tx.Bucket(bucketCampaigns).Get(key), snap.raw) {
+				return true, nil
+			}
+			if err := tx.Bucket(bucketCampTime).Delete(campaignTimeKey(c.old)); err != nil {
+				return false, err
+			}
+			if err := writeCampaign(tx, c.new); err != nil {
+				return false, err
+			}
+			c.new.Counters = readCounters(tx, teamID, id)
+			return false, nil
+		})
+	return c.new, err
 }
 
 // DeleteCampaign removes the record, its index entry and its counters. The campaign's emails

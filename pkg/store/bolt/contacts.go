@@ -98,54 +98,45 @@ func (s *Store) ListContactBooks(ctx context.Context, teamID int64) ([]store.Con
 // does not make the update start over, and the write keeps the count as it stands then.
 func (s *Store) UpdateContactBook(ctx context.Context, teamID int64, id string, fn func(*store.ContactBook) error) (store.ContactBook, error) {
 	key := bookKey(teamID, id)
-	for range maxRetries {
-		var old store.ContactBook
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
-			var err error
-			old, err = get[store.ContactBook](tx.Bucket(bucketBooks), key)
-			return err
-		})
-		if err != nil {
-			return store.ContactBook{}, err
-		}
-		seen, err := bookSansCount(old)
-		if err != nil {
-			return store.ContactBook{}, err
-		}
-		b := old
-		b.Properties = cloneMap(old.Properties)
-		b.Variables = append([]string(nil), old.Variables...)
-		if err := fn(&b); err != nil {
-			return store.ContactBook{}, err
-		}
-		b.ID, b.TeamID = id, teamID
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
+	type snapshot struct {
+		book store.ContactBook
+		seen []byte // its bytes without the count
+	}
+	return optimistic(ctx, s, "contact book "+id,
+		func(tx *bbolt.Tx) (snapshot, error) {
+			old, err := get[store.ContactBook](tx.Bucket(bucketBooks), key)
+			if err != nil {
+				return snapshot{}, err
+			}
+			seen, err := bookSansCount(old)
+			return snapshot{old, seen}, err
+		},
+		func(snap snapshot) (store.ContactBook, error) {
+			b := snap.book
+			b.Properties = cloneMap(snap.book.Properties)
+			b.Variables = append([]string(nil), snap.book.Variables...)
+			if err := fn(&b); err != nil {
+				return b, err
+			}
+			b.ID, b.TeamID = id, teamID
+			return b, nil
+		},
+		func(tx *bbolt.Tx, snap snapshot, b *store.ContactBook) (bool, error) {
 			books := tx.Bucket(bucketBooks)
 			cur, err := get[store.ContactBook](books, key)
 			if err != nil {
-				return err
+				return false, err
 			}
 			now, err := bookSansCount(cur)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if !bytes.Equal(now, seen) {
-				lost = true
-				return nil
+			if !bytes.Equal(now, snap.seen) {
+				return true, nil
 			}
 			b.ContactCount = cur.ContactCount
-			return put(books, key, b)
+			return false, put(books, key, *b)
 		})
-		if err != nil {
-			return store.ContactBook{}, err
-		}
-		if !lost {
-			return b, nil
-		}
-	}
-	return store.ContactBook{}, fmt.Errorf("bolt: update contact book %s: too much contention", id)
 }
 
 // bookSansCount is the encoding of a book but for its count: what UpdateContactBook compares.
@@ -258,74 +249,67 @@ func bookExists(tx *bbolt.Tx, teamID int64, bookID string) bool {
 func (s *Store) PutContact(ctx context.Context, teamID int64, bookID, email, newID string, fn func(c *store.Contact, existed bool) error) (store.Contact, error) {
 	email = lowerEmail(email)
 	key := contactKey(teamID, bookID, email)
-	for range maxRetries {
-		var raw []byte
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
+	type put1 struct {
+		c       store.Contact
+		existed bool
+	}
+	p, err := optimistic(ctx, s, "contact "+email,
+		func(tx *bbolt.Tx) ([]byte, error) {
 			if !bookExists(tx, teamID, bookID) {
-				return store.ErrNotFound
+				return nil, store.ErrNotFound
 			}
-			raw = bytes.Clone(tx.Bucket(bucketContacts).Get(key))
-			return nil
-		})
-		if err != nil {
-			return store.Contact{}, err
-		}
-		existed := raw != nil
-		c := store.Contact{TeamID: teamID, BookID: bookID, Email: email}
-		if existed {
-			if err := json.Unmarshal(raw, &c); err != nil {
-				return store.Contact{}, fmt.Errorf("bolt: decode contact: %w", err)
+			return bytes.Clone(tx.Bucket(bucketContacts).Get(key)), nil // nil: a new contact
+		},
+		func(raw []byte) (put1, error) {
+			existed := raw != nil
+			c := store.Contact{TeamID: teamID, BookID: bookID, Email: email}
+			if existed {
+				var err error
+				if c, err = decode[store.Contact](raw, "contact"); err != nil {
+					return put1{}, err
+				}
 			}
-		}
-		id := c.ID
-		if !existed {
-			if newID == "" {
-				return store.Contact{}, fmt.Errorf("bolt: put contact %s: empty new id", email)
+			id := c.ID
+			if !existed {
+				if newID == "" {
+					return put1{}, fmt.Errorf("bolt: put contact %s: empty new id", email)
+				}
+				id = newID
 			}
-			id = newID
-		}
-		if err := fn(&c, existed); err != nil {
-			return store.Contact{}, err
-		}
-		c.ID, c.TeamID, c.BookID, c.Email = id, teamID, bookID, email
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
+			if err := fn(&c, existed); err != nil {
+				return put1{}, err
+			}
+			c.ID, c.TeamID, c.BookID, c.Email = id, teamID, bookID, email
+			return put1{c, existed}, nil
+		},
+		func(tx *bbolt.Tx, raw []byte, p *put1) (bool, error) {
 			books := tx.Bucket(bucketBooks)
 			bk := bookKey(teamID, bookID)
 			book, err := get[store.ContactBook](books, bk)
 			if err != nil {
-				return err
+				return false, err
 			}
 			contacts := tx.Bucket(bucketContacts)
 			if !bytes.Equal(contacts.Get(key), raw) {
-				lost = true
-				return nil
+				return true, nil
 			}
-			if !existed {
+			if !p.existed {
 				ids := tx.Bucket(bucketContactID)
-				ik := contactIDKey(teamID, bookID, id)
+				ik := contactIDKey(teamID, bookID, p.c.ID)
 				if ids.Get(ik) != nil {
-					return fmt.Errorf("bolt: contact id %s: %w", id, store.ErrConflict)
+					return false, fmt.Errorf("bolt: contact id %s: %w", p.c.ID, store.ErrConflict)
 				}
 				if err := ids.Put(ik, []byte(email)); err != nil {
-					return err
+					return false, err
 				}
 				book.ContactCount++
 				if err := put(books, bk, book); err != nil {
-					return err
+					return false, err
 				}
 			}
-			return put(contacts, key, c)
+			return false, put(contacts, key, p.c)
 		})
-		if err != nil {
-			return store.Contact{}, err
-		}
-		if !lost {
-			return c, nil
-		}
-	}
-	return store.Contact{}, fmt.Errorf("bolt: put contact %s: too much contention", email)
+	return p.c, err
 }
 
 // readContact finds a contact by id through the index; raw is its stored encoding.
@@ -481,65 +465,51 @@ func (s *Store) ContactsAfter(ctx context.Context, teamID int64, bookID, cursor 
 // UpdateContact is optimistic on the stored bytes, like UpdateTemplate. A change of email moves
 // the record to the new key (refused with ErrConflict when taken) and repoints the id index.
 func (s *Store) UpdateContact(ctx context.Context, teamID int64, bookID, id string, fn func(*store.Contact) error) (store.Contact, error) {
-	for range maxRetries {
-		var (
-			old store.Contact
-			raw []byte
-		)
-		err := s.view(ctx, func(tx *bbolt.Tx) error {
-			var err error
-			old, raw, err = readContact(tx, teamID, bookID, id)
-			raw = bytes.Clone(raw)
-			return err
-		})
-		if err != nil {
-			return store.Contact{}, err
-		}
-		var c store.Contact
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return store.Contact{}, fmt.Errorf("bolt: decode contact: %w", err)
-		}
-		if err := fn(&c); err != nil {
-			return store.Contact{}, err
-		}
-		c.ID, c.TeamID, c.BookID = id, teamID, bookID
-		c.Email = lowerEmail(c.Email)
-		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) error {
-			lost = false // update may run this more than once
+	c, err := optimistic(ctx, s, "contact "+id,
+		func(tx *bbolt.Tx) ([]byte, error) {
+			_, raw, err := readContact(tx, teamID, bookID, id)
+			return bytes.Clone(raw), err
+		},
+		func(raw []byte) (changed[store.Contact], error) {
+			old, err := decode[store.Contact](raw, "contact")
+			if err != nil {
+				return changed[store.Contact]{}, err
+			}
+			c, _ := decode[store.Contact](raw, "contact") // a copy fn may change
+			if err := fn(&c); err != nil {
+				return changed[store.Contact]{}, err
+			}
+			c.ID, c.TeamID, c.BookID = id, teamID, bookID
+			c.Email = lowerEmail(c.Email)
+			return changed[store.Contact]{old, c}, nil
+		},
+		func(tx *bbolt.Tx, raw []byte, ch *changed[store.Contact]) (bool, error) {
 			_, cur, err := readContact(tx, teamID, bookID, id)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if !bytes.Equal(cur, raw) {
-				lost = true
-				return nil
+				return true, nil
 			}
+			c, old := ch.new, ch.old
 			contacts := tx.Bucket(bucketContacts)
 			if c.Email != old.Email {
 				if c.Email == "" {
-					return fmt.Errorf("bolt: contact %s: empty email", id)
+					return false, fmt.Errorf("bolt: contact %s: empty email", id)
 				}
 				if contacts.Get(contactKey(teamID, bookID, c.Email)) != nil {
-					return fmt.Errorf("bolt: contact email %s: %w", c.Email, store.ErrConflict)
+					return false, fmt.Errorf("bolt: contact email %s: %w", c.Email, store.ErrConflict)
 				}
 				if err := contacts.Delete(contactKey(teamID, bookID, old.Email)); err != nil {
-					return err
+					return false, err
 				}
 				if err := tx.Bucket(bucketContactID).Put(contactIDKey(teamID, bookID, id), []byte(c.Email)); err != nil {
-					return err
+					return false, err
 				}
 			}
-			return put(contacts, contactKey(teamID, bookID, c.Email), c)
+			return false, put(contacts, contactKey(teamID, bookID, c.Email), c)
 		})
-		if err != nil {
-			return store.Contact{}, err
-		}
-		if !lost {
-			return c, nil
-		}
-	}
-	return store.Contact{}, fmt.Errorf("bolt: update contact %s: too much contention", id)
+	return c.new, err
 }
 
 // DeleteContacts removes the contacts that exist among ids (each once) and lowers ContactCount

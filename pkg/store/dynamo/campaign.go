@@ -192,12 +192,7 @@ func (st *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campai
 // the counters item is never written here, so concurrent email transactions keep their counts.
 // The returned campaign carries the counters as read.
 func (st *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*store.Campaign) error) (store.Campaign, error) {
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.Campaign{}, err
-			}
-		}
+	return optimistic(ctx, st, "campaign "+id, func() (store.Campaign, error) {
 		old, err := st.getCampaign(ctx, teamID, id)
 		if err != nil {
 			return store.Campaign{}, err
@@ -213,21 +208,8 @@ func (st *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn
 		if err != nil {
 			return store.Campaign{}, err
 		}
-		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                 aws.String(st.table),
-			Item:                      m,
-			ConditionExpression:       aws.String("Version = :v"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(old.Version)},
-		})
-		if conditionFailed(err) {
-			continue
-		}
-		if err != nil {
-			return store.Campaign{}, fmt.Errorf("dynamo: update campaign: %w", err)
-		}
-		return c, nil
-	}
-	return store.Campaign{}, &LostRaceError{Item: "campaign " + id, Attempts: maxUpdateAttempts}
+		return c, st.putIfVersion(ctx, m, old.Version, "campaign")
+	})
 }
 
 // DeleteCampaign removes the campaign and its counters in one transaction. An event of one of

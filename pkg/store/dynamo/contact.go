@@ -73,12 +73,7 @@ func (st *Store) ListContactBooks(ctx context.Context, teamID int64) ([]store.Co
 // the Version read: contacts created meanwhile keep their count.
 func (st *Store) UpdateContactBook(ctx context.Context, teamID int64, id string, fn func(*store.ContactBook) error) (store.ContactBook, error) {
 	k := bookKey(teamID, id)
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.ContactBook{}, err
-			}
-		}
+	return optimistic(ctx, st, "contact book "+id, func() (store.ContactBook, error) {
 		old, err := st.getBook(ctx, teamID, id)
 		if err != nil {
 			return store.ContactBook{}, err
@@ -105,7 +100,7 @@ func (st *Store) UpdateContactBook(ctx context.Context, teamID int64, id string,
 			ReturnValues:              types.ReturnValueAllNew,
 		})
 		if conditionFailed(err) {
-			continue
+			return store.ContactBook{}, errLost
 		}
 		if err != nil {
 			return store.ContactBook{}, fmt.Errorf("dynamo: update contact book: %w", err)
@@ -115,8 +110,7 @@ func (st *Store) UpdateContactBook(ctx context.Context, teamID int64, id string,
 			return store.ContactBook{}, err
 		}
 		return cur.ContactBook, nil
-	}
-	return store.ContactBook{}, &LostRaceError{Item: "contact book " + id, Attempts: maxUpdateAttempts}
+	})
 }
 
 // DeleteContactBook deletes the book item and writes its deleted-book marker in one
@@ -273,12 +267,7 @@ func cloneContact(c store.Contact) store.Contact {
 func (st *Store) PutContact(ctx context.Context, teamID int64, bookID, email, newID string, fn func(c *store.Contact, existed bool) error) (store.Contact, error) {
 	email = strings.ToLower(email)
 	bk, ck := bookKey(teamID, bookID), contactKey(teamID, bookID, email)
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.Contact{}, err
-			}
-		}
+	return optimistic(ctx, st, "contact "+email, func() (store.Contact, error) {
 		got, err := st.batchGet(ctx, []key{bk, ck}, true)
 		if err != nil {
 			return store.Contact{}, err
@@ -306,18 +295,7 @@ func (st *Store) PutContact(ctx context.Context, teamID int64, bookID, email, ne
 			return store.Contact{}, err
 		}
 		if existed {
-			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName: aws.String(st.table), Item: m,
-				ConditionExpression:       aws.String("Version = :v"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(old.Version)},
-			})
-			if conditionFailed(err) {
-				continue
-			}
-			if err != nil {
-				return store.Contact{}, fmt.Errorf("dynamo: put contact: %w", err)
-			}
-			return c, nil
+			return c, st.putIfVersion(ctx, m, old.Version, "contact")
 		}
 		idPut, err := st.contactIDPut(teamID, bookID, c.ID, email)
 		if err != nil {
@@ -337,15 +315,14 @@ func (st *Store) PutContact(ctx context.Context, teamID int64, bookID, email, ne
 			case len(reasons) == 3 && reasonIsCondition(reasons[1]):
 				return store.Contact{}, fmt.Errorf("dynamo: contact id %s taken: %w", c.ID, store.ErrConflict)
 			case len(reasons) == 3 && reasonIsCondition(reasons[0]), retryableCancel(reasons):
-				continue // created concurrently: update it instead
+				return store.Contact{}, errLost // created concurrently: update it instead
 			}
 		}
 		if err != nil {
 			return store.Contact{}, fmt.Errorf("dynamo: create contact: %w", err)
 		}
 		return c, nil
-	}
-	return store.Contact{}, &LostRaceError{Item: "contact " + email, Attempts: maxUpdateAttempts}
+	})
 }
 
 // contactByID resolves a contact id: one BatchGetItem of the book and the id item, then one
@@ -492,12 +469,7 @@ func (st *Store) ContactsAfter(ctx context.Context, teamID int64, bookID, cursor
 // and checks that the book still exists (so a deleted book never gains a contact its deletion
 // could miss).
 func (st *Store) UpdateContact(ctx context.Context, teamID int64, bookID, id string, fn func(*store.Contact) error) (store.Contact, error) {
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.Contact{}, err
-			}
-		}
+	return optimistic(ctx, st, "contact "+id, func() (store.Contact, error) {
 		old, err := st.contactByID(ctx, teamID, bookID, id)
 		if err != nil {
 			return store.Contact{}, err
@@ -514,16 +486,7 @@ func (st *Store) UpdateContact(ctx context.Context, teamID int64, bookID, id str
 		}
 		vcond, vvals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
 		if c.Email == old.Email {
-			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName: aws.String(st.table), Item: m, ConditionExpression: vcond, ExpressionAttributeValues: vvals,
-			})
-			if conditionFailed(err) {
-				continue
-			}
-			if err != nil {
-				return store.Contact{}, fmt.Errorf("dynamo: update contact: %w", err)
-			}
-			return c, nil
+			return c, st.putIfVersion(ctx, m, old.Version, "contact")
 		}
 		_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems: []types.TransactWriteItem{
@@ -551,15 +514,14 @@ func (st *Store) UpdateContact(ctx context.Context, teamID int64, bookID, id str
 				return store.Contact{}, fmt.Errorf("dynamo: contact email %s: %w", c.Email, store.ErrConflict)
 			case len(reasons) == 4 && (reasonIsCondition(reasons[0]) || reasonIsCondition(reasons[2]) || reasonIsCondition(reasons[3])),
 				retryableCancel(reasons):
-				continue // changed, moved or deleted meanwhile: read again
+				return store.Contact{}, errLost // changed, moved or deleted meanwhile: read again
 			}
 		}
 		if err != nil {
 			return store.Contact{}, fmt.Errorf("dynamo: update contact: %w", err)
 		}
 		return c, nil
-	}
-	return store.Contact{}, &LostRaceError{Item: "contact " + id, Attempts: maxUpdateAttempts}
+	})
 }
 
 // maxContactsPerDelete: each contact takes two actions (contact, id item) plus one for the

@@ -87,12 +87,7 @@ func (st *Store) ListDomains(ctx context.Context, teamID int64) ([]store.Domain,
 // UpdateDomain writes back with the condition Version = the version read, and re-reads on a
 // lost race. A renamed domain moves its name guard in the same transaction.
 func (st *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*store.Domain) error) (store.Domain, error) {
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.Domain{}, err
-			}
-		}
+	return optimistic(ctx, st, fmt.Sprintf("domain %d", id), func() (store.Domain, error) {
 		old, err := st.getDomain(ctx, teamID, id, true)
 		if err != nil {
 			return store.Domain{}, err
@@ -109,17 +104,7 @@ func (st *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*st
 		}
 		if strings.EqualFold(d.Name, old.Name) {
 			// The usual case (status, tracking flags): one conditional PutItem.
-			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName: put.TableName, Item: put.Item,
-				ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues,
-			})
-			if conditionFailed(err) {
-				continue
-			}
-			if err != nil {
-				return store.Domain{}, fmt.Errorf("dynamo: update domain: %w", err)
-			}
-			return d, nil
+			return d, st.putIfVersion(ctx, put.Item, old.Version, "domain")
 		}
 		actions := []types.TransactWriteItem{{Put: put}}
 		{
@@ -133,14 +118,13 @@ func (st *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*st
 			if len(reasons) > 1 && reasonIsCondition(reasons[1]) {
 				return store.Domain{}, store.ErrConflict
 			}
-			continue
+			return store.Domain{}, errLost
 		}
 		if err != nil {
 			return store.Domain{}, fmt.Errorf("dynamo: update domain: %w", err)
 		}
 		return d, nil
-	}
-	return store.Domain{}, &LostRaceError{Item: fmt.Sprintf("domain %d", id), Attempts: maxUpdateAttempts}
+	})
 }
 
 // DeleteDomain removes the domain and its name guard together.
@@ -212,12 +196,7 @@ func (st *Store) ListTemplates(ctx context.Context, teamID int64) ([]store.Templ
 
 func (st *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*store.Template) error) (store.Template, error) {
 	k := templateKey(teamID, id)
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.Template{}, err
-			}
-		}
+	return optimistic(ctx, st, "template "+id, func() (store.Template, error) {
 		var old templateItem
 		if err := st.getInto(ctx, k, true, &old); err != nil {
 			return store.Template{}, err
@@ -231,21 +210,8 @@ func (st *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn
 		if err != nil {
 			return store.Template{}, err
 		}
-		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                 aws.String(st.table),
-			Item:                      m,
-			ConditionExpression:       aws.String("Version = :v"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(old.Version)},
-		})
-		if conditionFailed(err) {
-			continue
-		}
-		if err != nil {
-			return store.Template{}, fmt.Errorf("dynamo: update template: %w", err)
-		}
-		return t, nil
-	}
-	return store.Template{}, &LostRaceError{Item: "template " + id, Attempts: maxUpdateAttempts}
+		return t, st.putIfVersion(ctx, m, old.Version, "template")
+	})
 }
 
 func (st *Store) DeleteTemplate(ctx context.Context, teamID int64, id string) error {

@@ -26,16 +26,17 @@ import (
 
 // Store implements store.Store on one DynamoDB table.
 type Store struct {
-	client *dynamodb.Client
-	table  string
-	now    func() time.Time
+	client   *dynamodb.Client
+	table    string
+	now      func() time.Time
+	attempts int // of an optimistic update: maxUpdateAttempts (tests lower it)
 }
 
 var _ store.Store = (*Store)(nil)
 
 // New returns a Store on an existing table (see EnsureTable).
 func New(client *dynamodb.Client, table string) *Store {
-	return &Store{client: client, table: table, now: time.Now}
+	return &Store{client: client, table: table, now: time.Now, attempts: maxUpdateAttempts}
 }
 
 // maxUpdateAttempts bounds the optimistic retry loops: beyond it the contention on one item is
@@ -43,7 +44,8 @@ func New(client *dynamodb.Client, table string) *Store {
 // exponential backoff below, 100 attempts span several seconds.
 const maxUpdateAttempts = 100
 
-// LostRaceError reports an optimistic update that kept losing to concurrent writers.
+// LostRaceError reports an optimistic update that kept losing to concurrent writers; it is a
+// store.ErrContention (errors.Is).
 type LostRaceError struct {
 	Item     string
 	Attempts int
@@ -51,6 +53,51 @@ type LostRaceError struct {
 
 func (e *LostRaceError) Error() string {
 	return fmt.Sprintf("dynamo: %s changed concurrently %d times in a row", e.Item, e.Attempts)
+}
+
+// Unwrap makes the error a store.ErrContention.
+func (e *LostRaceError) Unwrap() error { return store.ErrContention }
+
+// putIfVersion writes item back if the stored one still has version: the write of an
+// optimistic attempt that changes one item. errLost when it does not.
+func (st *Store) putIfVersion(ctx context.Context, item map[string]types.AttributeValue, version int64, what string) error {
+	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(st.table),
+		Item:                      item,
+		ConditionExpression:       aws.String("Version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": avN(version)},
+	})
+	if conditionFailed(err) {
+		return errLost
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: update %s: %w", what, err)
+	}
+	return nil
+}
+
+// errLost is what an attempt of an optimistic update returns when its conditional write found
+// the item changed since it read it.
+var errLost = errors.New("dynamo: lost a race")
+
+// optimistic is the store's one way to change an item: attempt reads it (consistently), runs the
+// caller's change on a copy and writes it back conditioned on what it read, returning errLost
+// when the condition failed; then, after a backoff, it is tried again, and after st.attempts
+// tries the update fails with a LostRaceError (store.ErrContention).
+func optimistic[T any](ctx context.Context, st *Store, what string, attempt func() (T, error)) (T, error) {
+	var zero T
+	for n := range st.attempts {
+		if n > 0 {
+			if err := backoff(ctx, n); err != nil {
+				return zero, err
+			}
+		}
+		v, err := attempt()
+		if !errors.Is(err, errLost) {
+			return v, err
+		}
+	}
+	return zero, &LostRaceError{Item: what, Attempts: st.attempts}
 }
 
 // backoff sleeps before attempt n of a retry: full jitter over an exponential window capped at

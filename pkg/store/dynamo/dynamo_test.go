@@ -99,7 +99,9 @@ func TestContract(t *testing.T) {
 			}
 		})
 		return s
-	}, storetest.Options{Emulated: true})
+	}, storetest.Options{Emulated: true,
+		WithAttempts: func(s store.Store, n int) store.Store { return dynamo.WithAttempts(s.(*dynamo.Store), n) },
+	})
 }
 
 func email(teamID, domainID int64, id string, created time.Time) store.Email {

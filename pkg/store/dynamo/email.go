@@ -591,12 +591,7 @@ func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []
 // lone conditional PutItem when there is neither). A lost race re-reads and
 // calls fn again; an existing event is store.ErrDuplicateEvent and nothing is written.
 func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return store.Email{}, err
-			}
-		}
+	return optimistic(ctx, st, "email "+id, func() (store.Email, error) {
 		items, err := st.emailQuery(ctx, id, false)
 		if err != nil {
 			return store.Email{}, err
@@ -642,7 +637,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
 			})
 			if conditionFailed(err) {
-				continue
+				return store.Email{}, errLost
 			}
 			if err != nil {
 				return store.Email{}, fmt.Errorf("dynamo: update email %s: %w", id, err)
@@ -678,14 +673,13 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			if len(reasons) > 0 && !reasonIsCondition(reasons[0]) && !retryableCancel(reasons) {
 				return store.Email{}, fmt.Errorf("dynamo: update email %s: %w", id, err)
 			}
-			continue
+			return store.Email{}, errLost
 		}
 		if err != nil {
 			return store.Email{}, fmt.Errorf("dynamo: update email %s: %w", id, err)
 		}
 		return e, nil
-	}
-	return store.Email{}, &LostRaceError{Item: "email " + id, Attempts: maxUpdateAttempts}
+	})
 }
 
 // FindEmailByMessageID is one Query of the sparse GSI3.

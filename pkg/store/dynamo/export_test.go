@@ -2,3 +2,11 @@ package dynamo
 
 // ItemSize exposes the item size estimate to the external tests (write capacity metering).
 var ItemSize = itemSize
+
+// WithAttempts is st limited to n attempts per optimistic update (the contract suite's
+// contention case), sharing st's client and table.
+func WithAttempts(st *Store, n int) *Store {
+	c := *st
+	c.attempts = n
+	return &c
+}

@@ -33,10 +33,6 @@ func newIdemItem(rec store.Idempotency) idemItem {
 	}
 }
 
-// maxClaimAttempts bounds the loop between a failed create and a failed takeover (the record
-// changed in between, e.g. released); each turn is a real state change by someone else.
-const maxClaimAttempts = 5
-
 // ClaimIdempotency is one conditional PutItem when the key is new or expired; a failed
 // condition returns the existing record in the same call. Only the takeover of a stale PENDING
 // record costs a second call: an UpdateItem that sets ClaimedAt only, keeping Nonce, Fingerprint,
@@ -50,10 +46,14 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 		Nonce: c.Nonce, ClaimedAt: now, CreatedAt: now, ExpiresAt: now.Add(c.TTL),
 	}
 	k := idempotencyKey(c.TeamID, c.Key)
-	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+	type claimed struct {
+		rec store.Idempotency
+		ok  bool
+	}
+	got, err := optimistic(ctx, st, "idempotency key", func() (claimed, error) {
 		m, err := marshal(newIdemItem(rec))
 		if err != nil {
-			return store.Idempotency{}, false, err
+			return claimed{}, err
 		}
 		_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(st.table),
@@ -63,20 +63,20 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
-			return rec, true, nil
+			return claimed{rec, true}, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if !asCCF(err, &ccf) {
-			return store.Idempotency{}, false, fmt.Errorf("dynamo: claim idempotency: %w", err)
+			return claimed{}, fmt.Errorf("dynamo: claim idempotency: %w", err)
 		}
 		var old idemItem
 		if err := unmarshal(ccf.Item, &old); err != nil {
-			return store.Idempotency{}, false, err
+			return claimed{}, err
 		}
 		stale := old.State == store.IdemPending && c.StaleAfter > 0 &&
 			old.ClaimedAtNs < now.Add(-c.StaleAfter).UnixNano()
 		if !stale {
-			return old.Idempotency, false, nil
+			return claimed{old.Idempotency, false}, nil
 		}
 		out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                aws.String(st.table),
@@ -94,26 +94,26 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 		if err == nil {
 			var cur idemItem
 			if err := unmarshal(out.Attributes, &cur); err != nil {
-				return store.Idempotency{}, false, err
+				return claimed{}, err
 			}
-			return cur.Idempotency, true, nil
+			return claimed{cur.Idempotency, true}, nil
 		}
 		if !asCCF(err, &ccf) {
-			return store.Idempotency{}, false, fmt.Errorf("dynamo: take over idempotency: %w", err)
+			return claimed{}, fmt.Errorf("dynamo: take over idempotency: %w", err)
 		}
 		if len(ccf.Item) > 0 {
 			var cur idemItem
 			if err := unmarshal(ccf.Item, &cur); err != nil {
-				return store.Idempotency{}, false, err
+				return claimed{}, err
 			}
 			if cur.ExpiresAtNs > now.UnixNano() {
 				// Someone else took it over (or completed it) first.
-				return cur.Idempotency, false, nil
+				return claimed{cur.Idempotency, false}, nil
 			}
 		}
-		// Released or expired in between: try to create it again.
-	}
-	return store.Idempotency{}, false, &LostRaceError{Item: "idempotency key", Attempts: maxClaimAttempts}
+		return claimed{}, errLost // released or expired in between: try to create it again
+	})
+	return got.rec, got.ok, err
 }
 
 // CompleteIdempotency is one UpdateItem. Like the embedded adapter it checks existence only:

@@ -31,6 +31,9 @@ type Options struct {
 	// skipped; everything else, conditional writes and optimistic concurrency included, still
 	// runs.
 	Emulated bool
+	// WithAttempts returns the store limited to n attempts per optimistic update (sharing its
+	// data): the contention case needs it, and every adapter must provide it.
+	WithAttempts func(s store.Store, n int) store.Store
 }
 
 // Run runs the whole contract against the stores newStore returns. newStore is called once per
@@ -80,6 +83,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{name: "CampaignCounters", fn: testCampaignCounters},
 		{name: "CampaignCountersConcurrent", counter: true, fn: testCampaignCountersConcurrent},
 	}
+	t.Run("ContentionExhausted", func(t *testing.T) {
+		if opts.WithAttempts == nil {
+			t.Fatal("storetest.Options.WithAttempts is required: the contention case runs on every adapter")
+		}
+		testContentionExhausted(t, newStore(t), opts.WithAttempts)
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.counter && opts.Emulated {
