@@ -41,8 +41,6 @@ func lowerEmail(email string) string {
 	return strings.ToLower(strings.TrimSpace(email))
 }
 
-// ---- books ----
-
 // CreateContactBook fails with ErrConflict when the id is taken. ContactCount starts at 0
 // whatever the caller set: the store keeps it.
 func (s *Store) CreateContactBook(ctx context.Context, b store.ContactBook) error {
@@ -233,8 +231,6 @@ func (s *Store) DeletedContactBooks(ctx context.Context, limit int) ([]store.Del
 	})
 	return out, err
 }
-
-// ---- contacts ----
 
 // bookExists is the check every contact operation starts with: a deleted book's contacts are
 // invisible even before DeleteContactsOfBook removes them.

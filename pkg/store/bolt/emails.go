@@ -1,0 +1,421 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
+	bbolt "go.etcd.io/bbolt"
+)
+
+// indexEntry is one secondary-index key of an email.
+type indexEntry struct {
+	bucket []byte
+	key    []byte
+	value  []byte
+}
+
+func isPending(status string) bool {
+	return status == store.StatusQueued || status == store.StatusSending
+}
+
+// emailIndexes lists every index key an email has, so that create and update maintain all
+// indexes through one code path (update: remove the old set, add the new one).
+func emailIndexes(e store.Email) []indexEntry {
+	tk := timeKey(e.CreatedAt)
+	out := []indexEntry{
+		{bucketEmTime, teamKey(e.TeamID, tk, []byte(e.ID)), nil},
+		{bucketEmDomTime, teamKey(e.TeamID, u64(e.DomainID), tk, []byte(e.ID)), nil},
+	}
+	if e.MessageID != "" {
+		out = append(out, indexEntry{bucketMsgID, []byte(e.MessageID), []byte(e.ID)})
+	}
+	if isPending(e.Status) {
+		out = append(out, indexEntry{bucketPending, join(tk, []byte(e.ID)), nil})
+	}
+	if e.Status == store.StatusScheduled && e.ScheduledAt != nil {
+		out = append(out, indexEntry{bucketSchedAt, join(timeKey(*e.ScheduledAt), []byte(e.ID)), nil})
+	}
+	return out
+}
+
+// indexScheduled adds every SCHEDULED email to the scheduled index.
+func indexScheduled(tx *bbolt.Tx) error {
+	idx := tx.Bucket(bucketSchedAt)
+	return tx.Bucket(bucketEmails).ForEach(func(k, v []byte) error {
+		var e store.Email
+		if err := json.Unmarshal(v, &e); err != nil {
+			return err
+		}
+		if e.Status != store.StatusScheduled || e.ScheduledAt == nil {
+			return nil
+		}
+		return idx.Put(join(timeKey(*e.ScheduledAt), k), nil)
+	})
+}
+
+// writeEmail stores the metadata and the heavy content apart: index maintenance and version
+// checks decode only the small metadata record, and the layout mirrors the DynamoDB adapter,
+// which has to split the content for its 400 KB item limit.
+func writeEmail(tx *bbolt.Tx, e store.Email) error {
+	content := e.Content
+	e.Content = store.Content{}
+	if err := put(tx.Bucket(bucketEmails), []byte(e.ID), e); err != nil {
+		return err
+	}
+	return put(tx.Bucket(bucketContent), []byte(e.ID), content)
+}
+
+func readEmail(tx *bbolt.Tx, id string) (store.Email, error) {
+	e, err := get[store.Email](tx.Bucket(bucketEmails), []byte(id))
+	if err != nil {
+		return e, err
+	}
+	c, err := get[store.Content](tx.Bucket(bucketContent), []byte(id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return e, err
+	}
+	e.Content = c
+	return e, nil
+}
+
+func putIndexes(tx *bbolt.Tx, entries []indexEntry) error {
+	for _, ie := range entries {
+		if err := tx.Bucket(ie.bucket).Put(ie.key, ie.value); err != nil {
+			return fmt.Errorf("bolt: index %s: %w", ie.bucket, err)
+		}
+	}
+	return nil
+}
+
+func deleteIndexes(tx *bbolt.Tx, entries []indexEntry) error {
+	for _, ie := range entries {
+		if err := tx.Bucket(ie.bucket).Delete(ie.key); err != nil {
+			return fmt.Errorf("bolt: index %s: %w", ie.bucket, err)
+		}
+	}
+	return nil
+}
+
+// CreateEmails writes all new emails in one transaction; an existing id is skipped with its
+// events and its campaign counts, which is what makes a retried send exactly-once. Within one
+// email, a second first event with an already used ID is ignored. A campaign email's Counted
+// kinds (each once, however often listed) are added to its campaign's counters in the same
+// transaction.
+func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error {
+	byEmail := make(map[string][]store.Event)
+	for _, ev := range firstEvents {
+		byEmail[ev.EmailID] = append(byEmail[ev.EmailID], ev)
+	}
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		ems := tx.Bucket(bucketEmails)
+		evs := tx.Bucket(bucketEvents)
+		for _, e := range emails {
+			if ems.Get([]byte(e.ID)) != nil {
+				continue
+			}
+			e.Version = 1
+			if err := writeEmail(tx, e); err != nil {
+				return err
+			}
+			if err := putIndexes(tx, emailIndexes(e)); err != nil {
+				return err
+			}
+			if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(nil, e.Counted)); err != nil {
+				return err
+			}
+			for _, ev := range byEmail[e.ID] {
+				key := eventKey(e.ID, ev.ID)
+				if evs.Get(key) != nil {
+					continue
+				}
+				if err := put(evs, key, ev); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) GetEmail(ctx context.Context, id string) (store.Email, error) {
+	var e store.Email
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		e, err = readEmail(tx, id)
+		return err
+	})
+	return e, err
+}
+
+func (s *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error) {
+	var (
+		e      store.Email
+		events []store.Event
+	)
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		if e, err = readEmail(tx, id); err != nil {
+			return err
+		}
+		prefix := eventPrefix(id)
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var ev store.Event
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return fmt.Errorf("bolt: decode event: %w", err)
+			}
+			events = append(events, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Email{}, nil, err
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		if !events[i].CreatedAt.Equal(events[j].CreatedAt) {
+			return events[i].CreatedAt.Before(events[j].CreatedAt)
+		}
+		return events[i].ID < events[j].ID
+	})
+	return e, events, nil
+}
+
+// emailRef is one index hit: enough to order and page without decoding the email.
+type emailRef struct {
+	time []byte
+	id   string
+}
+
+// ListEmails walks the team (or team+domain) time index from the newest key, counting every hit
+// within the bounds and decoding only the page. With several domains the hits of each domain
+// index are merged by time.
+func (s *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Email, int, error) {
+	var lo, hi []byte // inclusive bounds on the time part
+	if f.Start != nil {
+		lo = timeKey(*f.Start)
+	}
+	if f.End != nil {
+		hi = timeKey(*f.End)
+	}
+	var (
+		page  []store.Email
+		total int
+	)
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var refs []emailRef
+		if len(f.DomainIDs) == 0 {
+			refs = scanTime(tx.Bucket(bucketEmTime), u64(f.TeamID), lo, hi)
+		} else {
+			seen := make(map[int64]bool)
+			for _, d := range f.DomainIDs {
+				if seen[d] {
+					continue
+				}
+				seen[d] = true
+				refs = append(refs, scanTime(tx.Bucket(bucketEmDomTime), teamKey(f.TeamID, u64(d)), lo, hi)...)
+			}
+			sort.Slice(refs, func(i, j int) bool {
+				if c := bytes.Compare(refs[i].time, refs[j].time); c != 0 {
+					return c > 0
+				}
+				return refs[i].id > refs[j].id
+			})
+		}
+		total = len(refs)
+		start := min(max(f.Offset, 0), len(refs))
+		end := len(refs)
+		if f.Limit > 0 {
+			end = min(start+f.Limit, len(refs))
+		}
+		for _, r := range refs[start:end] {
+			e, err := readEmail(tx, r.id)
+			if err != nil {
+				return fmt.Errorf("bolt: email %s in index: %w", r.id, err)
+			}
+			page = append(page, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return page, total, nil
+}
+
+// scanTime returns the refs under prefix whose 12-byte time part lies in [lo, hi] (nil: open),
+// newest first. Keys are prefix|time|email id.
+func scanTime(b *bbolt.Bucket, prefix, lo, hi []byte) []emailRef {
+	var refs []emailRef
+	c := b.Cursor()
+	// Position after the last key of the range: seek to the first key past hi (or past the
+	// prefix), then step back once.
+	var k []byte
+	var seekTo []byte
+	if hi != nil {
+		seekTo = join(prefix, hi, []byte{0xff})
+		// An email id never starts with 0xff (ids are text), so every key with time == hi
+		// sorts before seekTo; step back to reach them.
+	} else {
+		seekTo = prefixEnd(prefix)
+	}
+	if seekTo == nil {
+		k, _ = c.Last()
+	} else if k, _ = c.Seek(seekTo); k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		rest := k[len(prefix):]
+		if len(rest) < 12 {
+			continue
+		}
+		tk := rest[:12]
+		if hi != nil && bytes.Compare(tk, hi) > 0 {
+			continue
+		}
+		if lo != nil && bytes.Compare(tk, lo) < 0 {
+			break
+		}
+		refs = append(refs, emailRef{time: bytes.Clone(tk), id: string(rest[12:])})
+	}
+	return refs
+}
+
+// prefixEnd returns the smallest key greater than every key with the prefix, or nil when there
+// is none (a prefix of all 0xff).
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// UpdateEmail implements optimistic concurrency on Version: fn runs on a snapshot outside the
+// write transaction; the write succeeds only if Version is unchanged, otherwise it starts over.
+// Events fn returns get EmailID set to the email; a repeated event ID (already stored, or twice
+// in the batch) aborts the whole write with ErrDuplicateEvent. The kinds fn adds to Counted
+// (those in the new Counted and not in the old one) are added to the campaign's counters in the
+// same transaction as the email, so a lost race or an aborted write counts nothing.
+func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
+	type emailChange struct {
+		new    store.Email
+		events []store.Event
+	}
+	c, err := optimistic(ctx, s, "email "+id,
+		func(tx *bbolt.Tx) (store.Email, error) { return readEmail(tx, id) },
+		func(old store.Email) (emailChange, error) {
+			e := cloneEmail(old)
+			events, err := fn(&e)
+			if err != nil {
+				return emailChange{}, err
+			}
+			e.ID = id
+			e.Version = old.Version + 1
+			return emailChange{e, events}, nil
+		},
+		func(tx *bbolt.Tx, old store.Email, c *emailChange) (bool, error) {
+			cur, err := get[store.Email](tx.Bucket(bucketEmails), []byte(id))
+			if err != nil {
+				return false, err
+			}
+			if cur.Version != old.Version {
+				return true, nil
+			}
+			evs := tx.Bucket(bucketEvents)
+			batch := make(map[string]bool, len(c.events))
+			for _, ev := range c.events {
+				if batch[ev.ID] || evs.Get(eventKey(id, ev.ID)) != nil {
+					return false, fmt.Errorf("bolt: email %s event %s: %w", id, ev.ID, store.ErrDuplicateEvent)
+				}
+				batch[ev.ID] = true
+			}
+			if err := deleteIndexes(tx, emailIndexes(old)); err != nil {
+				return false, err
+			}
+			if err := writeEmail(tx, c.new); err != nil {
+				return false, err
+			}
+			if err := putIndexes(tx, emailIndexes(c.new)); err != nil {
+				return false, err
+			}
+			if err := countKinds(tx, c.new.TeamID, c.new.CampaignID, newKinds(old.Counted, c.new.Counted)); err != nil {
+				return false, err
+			}
+			for _, ev := range c.events {
+				ev.EmailID = id
+				if err := put(evs, eventKey(id, ev.ID), ev); err != nil {
+					return false, err
+				}
+			}
+			return false, nil
+		})
+	return c.new, err
+}
+
+// cloneEmail copies the slices fn may modify in place, so that a retried fn never sees the
+// changes of a previous, discarded attempt.
+func cloneEmail(e store.Email) store.Email {
+	c := e
+	c.To = append([]string(nil), e.To...)
+	c.CC = append([]string(nil), e.CC...)
+	c.BCC = append([]string(nil), e.BCC...)
+	c.ReplyTo = append([]string(nil), e.ReplyTo...)
+	c.Counted = append([]string(nil), e.Counted...)
+	c.Content.Headers = append([]store.Header(nil), e.Content.Headers...)
+	c.Content.Attachments = append([]store.Attachment(nil), e.Content.Attachments...)
+	return c
+}
+
+func (s *Store) FindEmailByMessageID(ctx context.Context, messageID string) (store.Email, error) {
+	var e store.Email
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		id := tx.Bucket(bucketMsgID).Get([]byte(messageID))
+		if id == nil {
+			return store.ErrNotFound
+		}
+		var err error
+		e, err = readEmail(tx, string(id))
+		return err
+	})
+	return e, err
+}
+
+// PendingEmails reads the pending index, which holds exactly the QUEUED and SENDING emails
+// keyed by creation time.
+func (s *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) {
+	var ids []string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketPending).Cursor()
+		for k, _ := c.First(); k != nil && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
+			ids = append(ids, string(k[12:]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// OverdueScheduled reads the scheduled index, which holds exactly the SCHEDULED emails keyed
+// by their scheduledAt, up to before.
+func (s *Store) OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	var ids []string
+	end := timeKey(before)
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketSchedAt).Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:12], end) < 0 && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
+			ids = append(ids, string(k[12:]))
+		}
+		return nil
+	})
+	return ids, err
+}

@@ -1,0 +1,98 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/mailroom/mailroom/pkg/store"
+	bbolt "go.etcd.io/bbolt"
+)
+
+func idemKey(teamID int64, key string) []byte {
+	return teamKey(teamID, []byte(key))
+}
+
+// ClaimIdempotency decides inside one write transaction, so exactly one of many concurrent
+// claimers wins. Reading of the contract:
+//   - a record whose ExpiresAt is not after c.Now is absent (overwritten by a new claim);
+//   - a stale PENDING record is taken over by setting ClaimedAt only: Nonce, Fingerprint,
+//     CreatedAt and ExpiresAt stay, so the emails derived from the nonce keep their ids and the
+//     caller can still detect a different request body by comparing rec.Fingerprint;
+//   - StaleAfter <= 0 disables takeover.
+func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error) {
+	var (
+		rec     store.Idempotency
+		claimed bool
+	)
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		rec, claimed = store.Idempotency{}, false // update may run this more than once
+		b := tx.Bucket(bucketIdem)
+		key := idemKey(c.TeamID, c.Key)
+		cur, err := get[store.Idempotency](b, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound) || (err == nil && !cur.ExpiresAt.After(c.Now)):
+			rec = store.Idempotency{
+				TeamID:      c.TeamID,
+				Key:         c.Key,
+				Fingerprint: c.Fingerprint,
+				State:       store.IdemPending,
+				Nonce:       c.Nonce,
+				ClaimedAt:   c.Now,
+				CreatedAt:   c.Now,
+				ExpiresAt:   c.Now.Add(c.TTL),
+			}
+			claimed = true
+			return put(b, key, rec)
+		case err != nil:
+			return err
+		case cur.State == store.IdemPending && c.StaleAfter > 0 && cur.ClaimedAt.Add(c.StaleAfter).Before(c.Now):
+			cur.ClaimedAt = c.Now
+			rec, claimed = cur, true
+			return put(b, key, rec)
+		default:
+			rec = cur
+			return nil
+		}
+	})
+	if err != nil {
+		return store.Idempotency{}, false, err
+	}
+	return rec, claimed, nil
+}
+
+// CompleteIdempotency does not check expiry: it has no clock of the caller's, and the owner
+// completes a record it claimed moments ago. ErrNotFound when the record is gone.
+func (s *Store) CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketIdem)
+		k := idemKey(teamID, key)
+		rec, err := get[store.Idempotency](b, k)
+		if err != nil {
+			return err
+		}
+		rec.State = store.IdemComplete
+		rec.Response = bytes.Clone(response)
+		return put(b, k, rec)
+	})
+}
+
+// ReleaseIdempotency deletes the record only while it is PENDING: a completed response must stay
+// replayable. Releasing an absent record is not an error (the release is a cleanup).
+func (s *Store) ReleaseIdempotency(ctx context.Context, teamID int64, key string) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketIdem)
+		k := idemKey(teamID, key)
+		rec, err := get[store.Idempotency](b, k)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if rec.State != store.IdemPending {
+			return nil
+		}
+		return b.Delete(k)
+	})
+}
