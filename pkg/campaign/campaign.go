@@ -28,18 +28,12 @@ import (
 
 // Store is what campaigns need from persistence.
 type Store interface {
-	CreateCampaign(ctx context.Context, c store.Campaign) error
-	GetCampaign(ctx context.Context, teamID int64, id string) (store.Campaign, error)
-	ListCampaigns(ctx context.Context, teamID int64, f store.CampaignFilter) ([]store.Campaign, int, error)
-	UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*store.Campaign) error) (store.Campaign, error)
-	DeleteCampaign(ctx context.Context, teamID int64, id string) error
-	GetContactBook(ctx context.Context, teamID int64, id string) (store.ContactBook, error)
-	ContactsAfter(ctx context.Context, teamID int64, bookID, cursor string, limit int) ([]store.Contact, error)
-	GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error)
-	CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error
-	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
-	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
-	ListTeams(ctx context.Context) ([]store.Team, error)
+	store.Campaigns
+	store.Contacts
+	store.Suppressions
+	store.Emails
+	store.Domains
+	store.Teams
 }
 
 // Domains finds the team's domain of a From address (domain.Directory).

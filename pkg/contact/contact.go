@@ -21,18 +21,7 @@ import (
 
 // Store is what contact books need from persistence.
 type Store interface {
-	CreateContactBook(ctx context.Context, b store.ContactBook) error
-	GetContactBook(ctx context.Context, teamID int64, id string) (store.ContactBook, error)
-	ListContactBooks(ctx context.Context, teamID int64) ([]store.ContactBook, error)
-	UpdateContactBook(ctx context.Context, teamID int64, id string, fn func(*store.ContactBook) error) (store.ContactBook, error)
-	DeleteContactBook(ctx context.Context, teamID int64, id string) error
-	DeleteContactsOfBook(ctx context.Context, teamID int64, bookID string, limit int) (int, error)
-	DeletedContactBooks(ctx context.Context, limit int) ([]store.DeletedBook, error)
-	PutContact(ctx context.Context, teamID int64, bookID, email, newID string, fn func(c *store.Contact, existed bool) error) (store.Contact, error)
-	GetContact(ctx context.Context, teamID int64, bookID, id string) (store.Contact, error)
-	ListContacts(ctx context.Context, teamID int64, bookID string, f store.ContactFilter) ([]store.Contact, int, error)
-	UpdateContact(ctx context.Context, teamID int64, bookID, id string, fn func(*store.Contact) error) (store.Contact, error)
-	DeleteContacts(ctx context.Context, teamID int64, bookID string, ids []string) (int, error)
+	store.Contacts
 }
 
 // Limits.

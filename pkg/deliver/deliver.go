@@ -24,10 +24,9 @@ import (
 
 // Store is what delivery needs from persistence.
 type Store interface {
-	GetEmail(ctx context.Context, id string) (store.Email, error)
-	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
-	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
-	GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error)
+	store.Emails
+	store.Domains
+	store.Suppressions
 }
 
 // Worker delivers emails.

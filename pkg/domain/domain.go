@@ -24,12 +24,8 @@ import (
 
 // Store is what domains need from persistence.
 type Store interface {
-	NextID(ctx context.Context, sequence string) (int64, error)
-	CreateDomain(ctx context.Context, d store.Domain) error
-	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
-	ListDomains(ctx context.Context, teamID int64) ([]store.Domain, error)
-	UpdateDomain(ctx context.Context, teamID, id int64, fn func(*store.Domain) error) (store.Domain, error)
-	DeleteDomain(ctx context.Context, teamID, id int64) error
+	store.Teams
+	store.Domains
 }
 
 // DefaultRegion is used when a create request names none.

@@ -23,16 +23,9 @@ import (
 
 // Store is what the email use cases need from persistence.
 type Store interface {
-	CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error
-	GetEmail(ctx context.Context, id string) (store.Email, error)
-	GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error)
-	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
-	ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Email, int, error)
-	GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error)
-	ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error)
-	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
-	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
-	OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error)
+	store.Emails
+	store.Templates
+	store.IdempotencyKeys
 }
 
 // Domains finds the team's domain of a From address (see domain.Directory).

@@ -24,10 +24,8 @@ import (
 
 // Store is what ingestion needs from persistence.
 type Store interface {
-	GetEmail(ctx context.Context, id string) (store.Email, error)
-	FindEmailByMessageID(ctx context.Context, messageID string) (store.Email, error)
-	UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error)
-	PutSuppression(ctx context.Context, s store.Suppression) error
+	store.Emails
+	store.Suppressions
 }
 
 // statusOf maps SES event types to email statuses (COMPAT.md).

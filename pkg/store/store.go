@@ -345,8 +345,23 @@ type IdemClaim struct {
 	StaleAfter  time.Duration // a PENDING claim older than this may be taken over (60 s)
 }
 
-// Store is the whole persistence port. Adapters assert `var _ store.Store = (*X)(nil)`.
+// Store is the whole port: one interface per record group, so that a consumer names the groups
+// it uses (type Store interface { store.Emails; store.Templates }) instead of re-typing their
+// methods. Both adapters implement all of it (pkg/store/bolt, pkg/store/dynamo), and the
+// contract suite (pkg/store/storetest) runs per group against both.
 type Store interface {
+	Teams
+	Domains
+	Templates
+	Emails
+	IdempotencyKeys
+	Contacts
+	Campaigns
+	Suppressions
+}
+
+// Teams is the teams, their API keys and the id sequences.
+type Teams interface {
 	// NextID returns the next integer of a named sequence ("team", "domain"), starting at 1.
 	NextID(ctx context.Context, sequence string) (int64, error)
 
@@ -359,7 +374,10 @@ type Store interface {
 	GetAPIKey(ctx context.Context, id string) (APIKey, error)
 	ListAPIKeys(ctx context.Context, teamID int64) ([]APIKey, error)
 	DeleteAPIKey(ctx context.Context, teamID int64, id string) error
+}
 
+// Domains is the teams' sending domains.
+type Domains interface {
 	// CreateDomain fails with ErrConflict when any team has a domain of that name: the
 	// provider's identity of a domain belongs to the whole account, so one team only may own it.
 	CreateDomain(ctx context.Context, d Domain) error
@@ -369,13 +387,19 @@ type Store interface {
 	UpdateDomain(ctx context.Context, teamID, id int64, fn func(*Domain) error) (Domain, error)
 	// DeleteDomain removes the domain and frees its name.
 	DeleteDomain(ctx context.Context, teamID, id int64) error
+}
 
+// Templates is the teams' templates.
+type Templates interface {
 	CreateTemplate(ctx context.Context, t Template) error
 	GetTemplate(ctx context.Context, teamID int64, id string) (Template, error)
 	ListTemplates(ctx context.Context, teamID int64) ([]Template, error) // newest first
 	UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*Template) error) (Template, error)
 	DeleteTemplate(ctx context.Context, teamID int64, id string) error
+}
 
+// Emails is the emails, their events and the work indexes.
+type Emails interface {
 	// CreateEmails writes each email that does not exist yet together with its first events and
 	// the list counters (and, for a campaign email, the campaign's counters of its Counted
 	// kinds, e.g. total), atomically per email. An email whose id already exists is left untouched
@@ -399,7 +423,10 @@ type Store interface {
 	// OverdueScheduled lists ids of SCHEDULED emails whose scheduledAt is before t, earliest
 	// first, at most limit (the backstop for a schedule that never fired).
 	OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error)
+}
 
+// IdempotencyKeys is the Idempotency-Key records.
+type IdempotencyKeys interface {
 	// ClaimIdempotency creates a PENDING record, or takes over an expired record or a stale
 	// PENDING one. claimed reports whether the caller now owns the record; rec is the record as
 	// it stands after the call (the caller's when claimed, the existing one otherwise).
@@ -408,7 +435,10 @@ type Store interface {
 	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
 	// ReleaseIdempotency deletes a PENDING record after a failed request so it can be retried.
 	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
+}
 
+// Contacts is the contact books and their contacts.
+type Contacts interface {
 	CreateContactBook(ctx context.Context, b ContactBook) error
 	GetContactBook(ctx context.Context, teamID int64, id string) (ContactBook, error)
 	ListContactBooks(ctx context.Context, teamID int64) ([]ContactBook, error) // newest first
@@ -439,7 +469,10 @@ type Store interface {
 	UpdateContact(ctx context.Context, teamID int64, bookID, id string, fn func(*Contact) error) (Contact, error)
 	// DeleteContacts deletes the given contacts of the book and reports how many existed.
 	DeleteContacts(ctx context.Context, teamID int64, bookID string, ids []string) (int, error)
+}
 
+// Campaigns is the campaigns (their counters move with the emails that count).
+type Campaigns interface {
 	CreateCampaign(ctx context.Context, c Campaign) error
 	GetCampaign(ctx context.Context, teamID int64, id string) (Campaign, error)
 	// ListCampaigns pages a team's campaigns, newest first; the int is the total matching.
@@ -447,7 +480,10 @@ type Store interface {
 	// UpdateCampaign: optimistic read-modify-write like UpdateEmail; Counters are not written.
 	UpdateCampaign(ctx context.Context, teamID int64, id string, fn func(*Campaign) error) (Campaign, error)
 	DeleteCampaign(ctx context.Context, teamID int64, id string) error
+}
 
+// Suppressions is the teams' suppression lists.
+type Suppressions interface {
 	// PutSuppression adds or replaces the suppression of (TeamID, Email).
 	PutSuppression(ctx context.Context, s Suppression) error
 	// GetSuppressions returns the suppressions among the given addresses (lower-cased keys).

@@ -15,10 +15,7 @@ import (
 
 // Store is what the suppression list needs from persistence.
 type Store interface {
-	PutSuppression(ctx context.Context, s store.Suppression) error
-	GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error)
-	ListSuppressions(ctx context.Context, teamID int64, reason string, offset, limit int) ([]store.Suppression, int, error)
-	DeleteSuppression(ctx context.Context, teamID int64, email string) error
+	store.Suppressions
 }
 
 // Reasons a caller may give or filter by.

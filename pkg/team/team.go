@@ -15,15 +15,8 @@ import (
 
 // Store is what administration needs from persistence.
 type Store interface {
-	NextID(ctx context.Context, sequence string) (int64, error)
-	CreateTeam(ctx context.Context, t store.Team) error
-	GetTeam(ctx context.Context, id int64) (store.Team, error)
-	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
-	ListTeams(ctx context.Context) ([]store.Team, error)
-	CreateAPIKey(ctx context.Context, k store.APIKey) error
-	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
-	ListAPIKeys(ctx context.Context, teamID int64) ([]store.APIKey, error)
-	DeleteAPIKey(ctx context.Context, teamID int64, id string) error
+	store.Teams
+	store.Domains
 }
 
 // Admin is the team and key use cases.

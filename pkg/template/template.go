@@ -23,11 +23,7 @@ import (
 
 // Store is what templates need from persistence.
 type Store interface {
-	CreateTemplate(ctx context.Context, t store.Template) error
-	GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error)
-	ListTemplates(ctx context.Context, teamID int64) ([]store.Template, error)
-	UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*store.Template) error) (store.Template, error)
-	DeleteTemplate(ctx context.Context, teamID int64, id string) error
+	store.Templates
 }
 
 // Limits on stored fields: a template is rendered on every send that names it.

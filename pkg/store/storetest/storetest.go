@@ -36,24 +36,28 @@ type Options struct {
 	WithAttempts func(s store.Store, n int) store.Store
 }
 
-// Run runs the whole contract against the stores newStore returns. newStore is called once per
-// subtest; a fresh store per call is best. A shared store works for every subtest but the limit
-// check of PendingEmails, which assumes no pending email older than 1990 exists besides its own.
-func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
-	t.Helper()
-	tests := []struct {
-		name    string
-		counter bool // hammers an atomic counter from many goroutines
-		fn      func(t *testing.T, s store.Store)
-	}{
+// contract is one case of the suite.
+type contract struct {
+	name    string
+	counter bool // hammers an atomic counter from many goroutines
+	fn      func(t *testing.T, s store.Store)
+}
+
+// The contract of each group of the port (store.Teams, store.Domains, ...).
+var (
+	teams = []contract{
 		{name: "Teams", fn: testTeams},
 		{name: "NextID", fn: testNextID},
 		{name: "NextIDConcurrent", counter: true, fn: testNextIDConcurrent},
 		{name: "APIKeys", fn: testAPIKeys},
+	}
+	domains = []contract{
 		{name: "Domains", fn: testDomains},
 		{name: "DomainNameConcurrent", fn: testDomainNameConcurrent},
 		{name: "UpdateDomainConcurrent", fn: testUpdateDomainConcurrent},
-		{name: "Templates", fn: testTemplates},
+	}
+	templates = []contract{{name: "Templates", fn: testTemplates}}
+	emails    = []contract{
 		{name: "Emails", fn: testEmails},
 		{name: "CreateEmailsTwice", fn: testCreateEmailsTwice},
 		{name: "CreateEmailsConcurrentSameID", fn: testCreateEmailsConcurrentSameID},
@@ -66,10 +70,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{name: "OverdueScheduled", fn: testOverdueScheduled},
 		{name: "LargeContent", fn: testLargeContent},
 		{name: "ListEmails", fn: testListEmails},
+	}
+	idempotency = []contract{
 		{name: "Idempotency", fn: testIdempotency},
 		{name: "IdempotencyExpiryAndTakeover", fn: testIdempotencyExpiryAndTakeover},
 		{name: "IdempotencyConcurrent", fn: testIdempotencyConcurrent},
-		{name: "Suppressions", fn: testSuppressions},
+	}
+	suppressions = []contract{{name: "Suppressions", fn: testSuppressions}}
+	contacts     = []contract{
 		{name: "ContactBooks", fn: testContactBooks},
 		{name: "PutContact", fn: testPutContact},
 		{name: "PutContactConcurrent", fn: testPutContactConcurrent},
@@ -78,17 +86,74 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 		{name: "UpdateContact", fn: testUpdateContact},
 		{name: "DeleteContacts", fn: testDeleteContacts},
 		{name: "DeleteContactBook", fn: testDeleteContactBook},
+	}
+	campaigns = []contract{
 		{name: "Campaigns", fn: testCampaigns},
 		{name: "UpdateCampaignConcurrent", fn: testUpdateCampaignConcurrent},
 		{name: "CampaignCounters", fn: testCampaignCounters},
 		{name: "CampaignCountersConcurrent", counter: true, fn: testCampaignCountersConcurrent},
 	}
+)
+
+// RunTeams and the Run functions after it run the contract of one group of the port; Run runs
+// them all, and the contention case every adapter must pass.
+func RunTeams(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, teams)
+}
+
+func RunDomains(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, domains)
+}
+
+func RunTemplates(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, templates)
+}
+
+func RunEmails(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, emails)
+}
+
+func RunIdempotency(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, idempotency)
+}
+
+func RunSuppressions(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, suppressions)
+}
+
+func RunContacts(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, contacts)
+}
+
+func RunCampaigns(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, campaigns)
+}
+
+// Run runs the whole contract against the stores newStore returns. newStore is called once per
+// subtest; a fresh store per call is best. A shared store works for every subtest but the limit
+// check of PendingEmails, which assumes no pending email older than 1990 exists besides its own.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
+	t.Helper()
 	t.Run("ContentionExhausted", func(t *testing.T) {
 		if opts.WithAttempts == nil {
 			t.Fatal("storetest.Options.WithAttempts is required: the contention case runs on every adapter")
 		}
 		testContentionExhausted(t, newStore(t), opts.WithAttempts)
 	})
+	for _, g := range []struct {
+		name string
+		run  func(*testing.T, func(*testing.T) store.Store, Options)
+	}{
+		{"Teams", RunTeams}, {"Domains", RunDomains}, {"Templates", RunTemplates}, {"Emails", RunEmails},
+		{"Idempotency", RunIdempotency}, {"Suppressions", RunSuppressions}, {"Contacts", RunContacts},
+		{"Campaigns", RunCampaigns},
+	} {
+		t.Run(g.name, func(t *testing.T) { g.run(t, newStore, opts) })
+	}
+}
+
+func run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options, tests []contract) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.counter && opts.Emulated {
