@@ -1,405 +1,45 @@
-// Command mailroom-bench measures POST /api/v1/emails on the real local server (started in
-// process on a free loopback port, with a temporary data directory) against a bare net/http
-// handler that answers the same JSON shape without doing anything, under the same load: C
-// keep-alive clients, a warm-up, then N requests. It also measures the delivery side: how long
-// until every accepted email has left QUEUED (reached SENT). Every run is bounded by -n and by
-// -duration, and talks to 127.0.0.1 only.
-//
-// A second phase (campaign.go) measures a campaign: a fresh local server, -campaign contacts
-// imported through the bulk endpoint, one campaign with sendNow and -campaign-batch, and the time
-// until it is SENT (every email written: the fan-out), bounded by -campaign-timeout; delivery to
-// the outbox is reported, waited for at most -delivery-wait after the fan-out.
-//
-// Usage: go run ./cmd/mailroom-bench [-c 16] [-n 5000] [-warmup 500] [-duration 60s] [-workers 4]
-//
-//	[-http=true] [-campaign 100000] [-campaign-batch 10000] [-campaign-timeout 10m]
-//	[-delivery-wait 120s] [-import-c 4] [-cpuprofile prefix]
+// Command mailroom-bench runs the local server's benchmarks (make bench): POST /api/v1/emails
+// next to a bare net/http handler, and a 100,000-contact campaign (pkg/bench).
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"runtime"
-	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
-	"github.com/mailroom/mailroom/pkg/auth"
-	"github.com/mailroom/mailroom/pkg/config"
-	"github.com/mailroom/mailroom/pkg/server"
+	"github.com/mailroom/mailroom/pkg/bench"
 )
-
-// The domain the bench sends from, and a normal recipient so the whole delivery pipeline runs.
-const (
-	benchDomain = "example.com"
-	benchFrom   = "Bench <bench@example.com>"
-	benchTo     = "reader@example.org"
-)
-
-type options struct {
-	clients  int
-	requests int
-	warmup   int
-	duration time.Duration
-	workers  int
-
-	http            bool
-	campaign        int
-	campaignBatch   int
-	campaignTimeout time.Duration
-	deliveryWait    time.Duration
-	importClients   int
-	cpuProfile      string
-}
 
 func main() {
-	var o options
-	flag.IntVar(&o.clients, "c", 16, "concurrent clients (keep-alive connections)")
-	flag.IntVar(&o.requests, "n", 5000, "measured requests per target")
-	flag.IntVar(&o.warmup, "warmup", 500, "warm-up requests per target (not measured)")
-	flag.DurationVar(&o.duration, "duration", 60*time.Second, "hard limit for the whole run")
-	flag.IntVar(&o.workers, "workers", 4, "delivery goroutines of the local server")
-	flag.BoolVar(&o.http, "http", true, "run the POST /api/v1/emails phase")
-	flag.IntVar(&o.campaign, "campaign", 100000, "contacts of the campaign phase (0 skips it)")
-	flag.IntVar(&o.campaignBatch, "campaign-batch", 10000, "batchSize of the campaign")
-	flag.DurationVar(&o.campaignTimeout, "campaign-timeout", 10*time.Minute, "hard limit for the whole campaign phase")
-	flag.DurationVar(&o.deliveryWait, "delivery-wait", 120*time.Second, "how long to wait for delivery after the fan-out")
-	flag.IntVar(&o.importClients, "import-c", 4, "concurrent bulk import requests")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the campaign phase to `prefix`.{import,fanout,delivery}.pprof")
+	var o bench.Options
+	flag.IntVar(&o.Clients, "c", 16, "concurrent clients (keep-alive connections)")
+	flag.IntVar(&o.Requests, "n", 5000, "measured requests per target")
+	flag.IntVar(&o.Warmup, "warmup", 500, "warm-up requests per target (not measured)")
+	flag.DurationVar(&o.Duration, "duration", 60*time.Second, "hard limit for the whole run")
+	flag.IntVar(&o.Workers, "workers", 4, "delivery goroutines of the local server")
+	flag.BoolVar(&o.HTTP, "http", true, "run the POST /api/v1/emails phase")
+	flag.IntVar(&o.Campaign, "campaign", 100000, "contacts of the campaign phase (0 skips it)")
+	flag.IntVar(&o.CampaignBatch, "campaign-batch", 10000, "batchSize of the campaign")
+	flag.DurationVar(&o.CampaignTimeout, "campaign-timeout", 10*time.Minute, "hard limit for the whole campaign phase")
+	flag.DurationVar(&o.DeliveryWait, "delivery-wait", 120*time.Second, "how long to wait for delivery after the fan-out")
+	flag.IntVar(&o.ImportClients, "import-c", 4, "concurrent bulk import requests")
+	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles of the campaign phase to `prefix`.{import,fanout,delivery}.pprof")
 	flag.Parse()
-	if o.clients < 1 || o.requests < 1 || o.warmup < 0 || o.duration <= 0 || o.workers < 1 {
-		fmt.Fprintln(os.Stderr, "mailroom-bench: -c, -n, -workers must be positive, -warmup non-negative, -duration positive")
+	if err := o.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
 		os.Exit(2)
 	}
-	if o.campaign < 0 || o.campaignBatch < 1 || o.campaignTimeout <= 0 || o.deliveryWait < 0 || o.importClients < 1 {
-		fmt.Fprintln(os.Stderr, "mailroom-bench: -campaign non-negative, -campaign-batch, -import-c, -campaign-timeout positive, -delivery-wait non-negative")
-		os.Exit(2)
-	}
-	if o.http {
-		if err := run(o); err != nil {
+	if o.HTTP {
+		if err := bench.Run(o); err != nil {
 			fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
 			os.Exit(1)
 		}
 	}
-	if o.campaign > 0 {
-		if err := runCampaign(o); err != nil {
+	if o.Campaign > 0 {
+		if err := bench.RunCampaign(o); err != nil {
 			fmt.Fprintln(os.Stderr, "mailroom-bench: campaign:", err)
 			os.Exit(1)
 		}
 	}
-}
-
-func run(o options) error {
-	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
-	defer cancel()
-
-	srv, key, removeData, err := startServer(ctx, o, "mailroom-bench-")
-	if err != nil {
-		return err
-	}
-	defer removeData()
-	defer func() {
-		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-
-	bare, err := startBare()
-	if err != nil {
-		return err
-	}
-	defer bare.Close()
-
-	body, err := json.Marshal(map[string]any{
-		"from": benchFrom, "to": benchTo, "subject": "Benchmark", "text": "Hello from mailroom-bench.",
-	})
-	if err != nil {
-		return err
-	}
-
-	fmt.Printf("mailroom-bench: %d clients, %d warm-up + %d measured requests per target, %d delivery workers, GOMAXPROCS %d\n\n",
-		o.clients, o.warmup, o.requests, o.workers, runtime.GOMAXPROCS(0))
-
-	// The bare handler first (it needs little of the time budget), then Mailroom: warm up, let
-	// the warm-up emails drain, then measure the load and, after it, the delivery backlog.
-	bareTarget := target{name: "bare net/http", url: bare.url + "/api/v1/emails", key: key, body: body}
-	load(ctx, bareTarget, o.warmup, o.clients)
-	br := load(ctx, bareTarget, o.requests, o.clients)
-
-	mailroom := target{name: "mailroom", url: srv.URL + "/api/v1/emails", key: key, body: body}
-	load(ctx, mailroom, o.warmup, o.clients)
-	if _, _, err := waitDelivered(ctx, srv); err != nil {
-		return fmt.Errorf("warm-up delivery: %w", err)
-	}
-	mr := load(ctx, mailroom, o.requests, o.clients)
-	backlog, _ := pending(ctx, srv)
-	drained, left, derr := waitDelivered(ctx, srv)
-
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\trequests\terrors\trequests/s\tp50\tp90\tp99\t")
-	for _, r := range []result{mr, br} {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t\n", r.name, r.requests, r.errors, r.rate(),
-			ms(r.percentile(50)), ms(r.percentile(90)), ms(r.percentile(99)))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if mr.rate() > 0 && br.rate() > 0 {
-		fmt.Printf("\nratio: bare handler / mailroom = %.1fx requests/s (mailroom reaches %.1f%% of the bare handler)\n",
-			br.rate()/mr.rate(), 100*mr.rate()/br.rate())
-	}
-
-	accepted := mr.requests - mr.errors
-	sent, took := accepted-left, mr.elapsed+drained
-	switch {
-	case derr == nil && took > 0:
-		fmt.Printf("delivery: all %d accepted emails reached SENT %s after the first measured request (%.0f emails/s); backlog when the load ended: %d, drained in %s\n",
-			accepted, ms(took), float64(sent)/took.Seconds(), backlog, ms(drained))
-	case took > 0:
-		fmt.Printf("delivery: only %d of %d accepted emails reached SENT in %s after the first measured request (%.0f emails/s); backlog when the load ended: %d; stopped waiting: %v\n",
-			sent, accepted, ms(took), float64(sent)/took.Seconds(), backlog, derr)
-	}
-	if ctx.Err() != nil {
-		fmt.Printf("note: stopped by -duration %s before finishing\n", o.duration)
-	}
-	return nil
-}
-
-// target is one endpoint under load: every request is the same authenticated POST.
-type target struct {
-	name string
-	url  string
-	key  string
-	body []byte
-}
-
-// result is what load measured: latencies of every finished request (successful or not).
-type result struct {
-	name      string
-	requests  int
-	errors    int
-	elapsed   time.Duration
-	latencies []time.Duration // sorted ascending
-}
-
-func (r result) rate() float64 {
-	if r.elapsed <= 0 {
-		return 0
-	}
-	return float64(r.requests) / r.elapsed.Seconds()
-}
-
-// percentile is the nearest-rank percentile p (0..100] of the latencies.
-func (r result) percentile(p float64) time.Duration {
-	if len(r.latencies) == 0 {
-		return 0
-	}
-	i := int(float64(len(r.latencies))*p/100+0.999999) - 1
-	return r.latencies[min(max(i, 0), len(r.latencies)-1)]
-}
-
-// load sends n requests to t from c concurrent keep-alive clients and stops early when ctx ends.
-// A request counts as an error unless it answers 200 with a JSON body carrying an emailId.
-func load(ctx context.Context, t target, n, c int) result {
-	client := &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			Proxy:               nil, // loopback only, never through a proxy
-			MaxIdleConns:        c,
-			MaxIdleConnsPerHost: c,
-			MaxConnsPerHost:     c,
-			IdleConnTimeout:     time.Minute,
-			DisableCompression:  true,
-		},
-	}
-	defer client.CloseIdleConnections()
-
-	var (
-		next   atomic.Int64
-		errs   atomic.Int64
-		mu     sync.Mutex
-		lat    = make([]time.Duration, 0, n)
-		wg     sync.WaitGroup
-		issued = func() bool { return next.Add(1) <= int64(n) }
-	)
-	start := time.Now()
-	for range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mine := make([]time.Duration, 0, n/c+1)
-			for ctx.Err() == nil && issued() {
-				t0 := time.Now()
-				if err := send(ctx, client, t); err != nil {
-					errs.Add(1)
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(lat)
-	return result{name: t.name, requests: len(lat), errors: int(errs.Load()), elapsed: elapsed, latencies: lat}
-}
-
-// send makes one request and reads the whole answer, so that the connection is reused.
-func send(ctx context.Context, client *http.Client, t target) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+t.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		EmailID string `json:"emailId"`
-	}
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, data)
-	}
-	if err := json.Unmarshal(data, &out); err != nil || out.EmailID == "" {
-		return fmt.Errorf("unexpected body %s", data)
-	}
-	return nil
-}
-
-// pending is the number of emails still QUEUED or being sent.
-func pending(ctx context.Context, srv *server.Server) (int, error) {
-	ids, err := srv.App.Store.PendingEmails(ctx, 1<<30)
-	return len(ids), err
-}
-
-// waitDelivered polls the store until no email is waiting for delivery or ctx ends; it says how
-// long it waited and how many emails were still waiting at the end.
-func waitDelivered(ctx context.Context, srv *server.Server) (time.Duration, int, error) {
-	start := time.Now()
-	last := 0
-	for {
-		n, err := pending(ctx, srv)
-		if err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			return time.Since(start), last, err
-		}
-		if last = n; n == 0 {
-			return time.Since(start), 0, nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), last, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// createDomain registers the sending domain through the API (verified at once locally).
-func createDomain(ctx context.Context, baseURL, key string) error {
-	body := fmt.Sprintf(`{"name":%q,"region":"us-east-1"}`, benchDomain)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/api/v1/domains", bytes.NewBufferString(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("create domain %s: status %d: %s", benchDomain, resp.StatusCode, data)
-	}
-	return nil
-}
-
-// bareServer answers every request like a successful send, doing nothing else.
-type bareServer struct {
-	url  string
-	http *http.Server
-}
-
-func startBare() (*bareServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	var n atomic.Int64
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"emailId":"bare`+strconv.FormatInt(n.Add(1), 10)+`"}`)
-	})
-	s := &bareServer{url: "http://" + ln.Addr().String(), http: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
-	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(os.Stderr, "mailroom-bench: bare server:", err)
-		}
-	}()
-	return s, nil
-}
-
-func (s *bareServer) Close() { _ = s.http.Close() }
-
-// startServer runs the real local server in process on a fresh data directory (named with
-// prefix), with a bootstrap FULL key and the verified domain example.com. The caller shuts the
-// server down, then calls removeData.
-func startServer(ctx context.Context, o options, prefix string) (srv *server.Server, key string, removeData func(), err error) {
-	dataDir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	removeData = func() { os.RemoveAll(dataDir) }
-	if key, _, err = auth.Generate(); err != nil {
-		removeData()
-		return nil, "", nil, err
-	}
-	cfg := config.Config{
-		Backend:         config.BackendEmbedded,
-		DataDir:         dataDir,
-		Workers:         o.workers,
-		AuthCacheTTL:    time.Minute,
-		LogLevel:        slog.LevelWarn,
-		BootstrapAPIKey: key,
-	}
-	if srv, err = server.Start(ctx, cfg, "127.0.0.1:0", nil); err != nil {
-		removeData()
-		return nil, "", nil, fmt.Errorf("start server: %w", err)
-	}
-	if err := createDomain(ctx, srv.URL, key); err != nil {
-		_ = srv.Shutdown(context.Background())
-		removeData()
-		return nil, "", nil, err
-	}
-	return srv, key, removeData, nil
-}
-
-// ms formats a duration in milliseconds with two decimals.
-func ms(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -69,8 +69,10 @@ type progressPoint struct {
 	queue int
 }
 
-func runCampaign(o options) error {
-	ctx, cancel := context.WithTimeout(context.Background(), o.campaignTimeout)
+// RunCampaign is the campaign phase: a bulk import of o.Campaign contacts and a campaign sent
+// to them on the local server, with its fan-out and delivery rates.
+func RunCampaign(o Options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), o.CampaignTimeout)
 	defer cancel()
 
 	srv, key, removeData, err := startServer(ctx, o, "mailroom-bench-campaign-")
@@ -92,9 +94,9 @@ func runCampaign(o options) error {
 	}}
 
 	fmt.Printf("\ncampaign: %d contacts, batchSize %d, %d delivery workers, import concurrency %d, bound %s (delivery wait %s), GOMAXPROCS %d\n",
-		o.campaign, o.campaignBatch, o.workers, o.importClients, o.campaignTimeout, o.deliveryWait, runtime.GOMAXPROCS(0))
+		o.Campaign, o.CampaignBatch, o.Workers, o.ImportClients, o.CampaignTimeout, o.DeliveryWait, runtime.GOMAXPROCS(0))
 
-	r := campaignResult{contacts: o.campaign}
+	r := campaignResult{contacts: o.Campaign}
 	defer func() { printCampaign(r, o) }()
 
 	var book struct {
@@ -105,10 +107,10 @@ func runCampaign(o options) error {
 	}
 
 	// Import.
-	stopProfile := profile(o.cpuProfile, "import")
+	stopProfile := profile(o.CPUProfile, "import")
 	defer stopProfile() // when the import stops early
 	start := time.Now()
-	imported, err := importContacts(ctx, c, book.ID, o.campaign, o.importClients, start)
+	imported, err := importContacts(ctx, c, book.ID, o.Campaign, o.ImportClients, start)
 	r.imported, r.importTook = imported, time.Since(start)
 	stopProfile()
 	if err != nil {
@@ -117,13 +119,13 @@ func runCampaign(o options) error {
 	}
 
 	// Fan-out.
-	stopProfile = profile(o.cpuProfile, "fanout")
+	stopProfile = profile(o.CPUProfile, "fanout")
 	defer stopProfile() // when the fan-out stops early
 	var created campaignCounters
 	start = time.Now()
 	err = c.do(ctx, http.MethodPost, "/campaigns", map[string]any{
 		"name": "bench", "from": benchFrom, "subject": campaignSubject, "html": campaignHTML,
-		"contactBookId": book.ID, "sendNow": true, "batchSize": o.campaignBatch,
+		"contactBookId": book.ID, "sendNow": true, "batchSize": o.CampaignBatch,
 	}, &created)
 	r.createTook = time.Since(start)
 	if err != nil {
@@ -158,7 +160,7 @@ func runCampaign(o options) error {
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			r.fanoutTook = time.Since(start)
-			r.stopped = fmt.Sprintf("fan-out not finished within -campaign-timeout %s", o.campaignTimeout)
+			r.stopped = fmt.Sprintf("fan-out not finished within -campaign-timeout %s", o.CampaignTimeout)
 			return nil
 		}
 	}
@@ -166,9 +168,9 @@ func runCampaign(o options) error {
 	stopProfile()
 
 	// Delivery: reported, waited for at most -delivery-wait after the fan-out.
-	stopProfile = profile(o.cpuProfile, "delivery")
+	stopProfile = profile(o.CPUProfile, "delivery")
 	defer stopProfile()
-	wctx, wcancel := context.WithTimeout(ctx, o.deliveryWait)
+	wctx, wcancel := context.WithTimeout(ctx, o.DeliveryWait)
 	defer wcancel()
 	for {
 		cur, err := observe()
@@ -255,7 +257,7 @@ func importContacts(ctx context.Context, c *apiClient, bookID string, n, clients
 	return int(done.Load()), firstErr
 }
 
-func printCampaign(r campaignResult, o options) {
+func printCampaign(r campaignResult, o Options) {
 	rate := func(n int, d time.Duration) string {
 		if d <= 0 {
 			return "-"
@@ -296,7 +298,7 @@ func printCampaign(r campaignResult, o options) {
 		fmt.Println(line)
 	}
 	if r.fanoutDone && !r.deliveryDone {
-		fmt.Printf("delivery did not finish within -delivery-wait %s after the fan-out (not awaited further)\n", o.deliveryWait)
+		fmt.Printf("delivery did not finish within -delivery-wait %s after the fan-out (not awaited further)\n", o.DeliveryWait)
 	}
 	if r.peakRSS != "" {
 		fmt.Printf("peak RSS of the bench process (server in process): %s\n", r.peakRSS)
