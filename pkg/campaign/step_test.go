@@ -1,0 +1,142 @@
+package campaign
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+// stepFixture is a campaign of 5 contacts on the embedded store: reader0..reader4, of whom
+// reader1 unsubscribed and reader3 is suppressed, so 3 are mailed.
+func stepFixture(t *testing.T, batchSize int) (*Service, *bolt.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now().UTC()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(st.CreateDomain(ctx, store.Domain{ID: 1, TeamID: 1, Name: "example.com", Region: "us-east-1",
+		Status: store.DomainSuccess, CreatedAt: now, UpdatedAt: now}))
+	must(st.CreateContactBook(ctx, store.ContactBook{ID: "cbbench", TeamID: 1, Name: "b", CreatedAt: now, UpdatedAt: now}))
+	for i := range 5 {
+		c := benchContact(i)
+		c.Subscribed = i != 1
+		_, err := st.PutContact(ctx, 1, "cbbench", c.Email, c.ID, func(x *store.Contact, _ bool) error {
+			*x = c
+			return nil
+		})
+		must(err)
+	}
+	must(st.PutSuppression(ctx, store.Suppression{TeamID: 1, Email: benchContact(3).Email, Reason: store.ReasonManual, CreatedAt: now}))
+	c := benchCampaign()
+	c.BatchSize, c.Status = batchSize, store.CampaignScheduled
+	c.CreatedAt, c.UpdatedAt = now, now
+	must(st.CreateCampaign(ctx, c))
+	return benchService(st), st
+}
+
+// TestStep: batch steps, table-driven: which steps run, what they write, where the cursor and
+// the status end.
+func TestStep(t *testing.T) {
+	type run struct {
+		n        int
+		wantNext int
+		wantMore bool
+	}
+	for _, c := range []struct {
+		name       string
+		batchSize  int
+		before     func(t *testing.T, st *bolt.Store)
+		steps      []run
+		wantStatus string
+		wantTotal  int64 // emails written (the campaign's total)
+		wantCursor string
+	}{
+		{name: "batches of 2 walk the book in email order", batchSize: 2,
+			steps:      []run{{0, 1, true}, {1, 2, true}, {2, 3, false}},
+			wantStatus: store.CampaignSent, wantTotal: 3, wantCursor: benchContact(4).Email},
+		{name: "a full last batch ends the campaign at once", batchSize: 5,
+			steps:      []run{{0, 1, false}},
+			wantStatus: store.CampaignSent, wantTotal: 3, wantCursor: benchContact(4).Email},
+		{name: "a repeated step writes nothing", batchSize: 2,
+			steps:      []run{{0, 1, true}, {0, 0, false}, {0, 0, false}},
+			wantStatus: store.CampaignRunning, wantTotal: 1, wantCursor: benchContact(1).Email},
+		{name: "a step out of order does nothing", batchSize: 2,
+			steps:      []run{{0, 1, true}, {2, 0, false}},
+			wantStatus: store.CampaignRunning, wantTotal: 1, wantCursor: benchContact(1).Email},
+		{name: "a paused campaign does not move", batchSize: 2,
+			before: func(t *testing.T, st *bolt.Store) {
+				setStatus(t, st, store.CampaignPaused)
+			},
+			steps:      []run{{0, 0, false}},
+			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: ""},
+		{name: "a deleted book pauses the campaign", batchSize: 2,
+			before: func(t *testing.T, st *bolt.Store) {
+				if err := st.DeleteContactBook(context.Background(), 1, "cbbench"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			steps:      []run{{0, 0, false}},
+			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: ""},
+		{name: "an unverified domain pauses the campaign", batchSize: 2,
+			before: func(t *testing.T, st *bolt.Store) {
+				if _, err := st.UpdateDomain(context.Background(), 1, 1, func(d *store.Domain) error {
+					d.Status = store.DomainFailed
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			steps:      []run{{0, 0, false}},
+			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, st := stepFixture(t, c.batchSize)
+			if c.before != nil {
+				c.before(t, st)
+			}
+			for _, r := range c.steps {
+				next, more, err := s.Step(context.Background(), 1, "cpbench", r.n)
+				if err != nil || next != r.wantNext || more != r.wantMore {
+					t.Fatalf("Step(%d) = %d, %v, %v; want %d, %v", r.n, next, more, err, r.wantNext, r.wantMore)
+				}
+			}
+			got, err := st.GetCampaign(context.Background(), 1, "cpbench")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != c.wantStatus || got.Counters[store.CountTotal] != c.wantTotal || got.Cursor != c.wantCursor {
+				t.Errorf("status %s, total %d, cursor %q; want %s, %d, %q", got.Status, got.Counters[store.CountTotal],
+					got.Cursor, c.wantStatus, c.wantTotal, c.wantCursor)
+			}
+			// Nobody unsubscribed or suppressed is ever mailed.
+			for _, skipped := range []int{1, 3} {
+				if _, err := st.GetEmail(context.Background(), EmailID("cpbench", benchContact(skipped).ID)); err == nil {
+					t.Errorf("reader%d was mailed", skipped)
+				}
+			}
+		})
+	}
+}
+
+func setStatus(t *testing.T, st *bolt.Store, status string) {
+	t.Helper()
+	if _, err := st.UpdateCampaign(context.Background(), 1, "cpbench", func(c *store.Campaign) error {
+		c.Status = status
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,121 @@
+package contact_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/contact"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func newService(t *testing.T) (*contact.Service, string) {
+	t.Helper()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	s := &contact.Service{Store: st, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	b, err := s.CreateBook(context.Background(), 1, contact.BookFields{Name: ptr("News")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, b.ID
+}
+
+// TestUpsertSubscription: the subscription rules of an upsert by email. A new contact is
+// subscribed unless it says otherwise; an unsubscribed contact stays unsubscribed through an
+// import that does not say "subscribed": true, which alone re-subscribes it.
+func TestUpsertSubscription(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		existing *bool // nil: no contact yet; else its subscription
+		request  *bool
+		want     bool
+	}{
+		{"new, unspecified", nil, nil, true},
+		{"new, subscribed false", nil, ptr(false), false},
+		{"new, subscribed true", nil, ptr(true), true},
+		{"unsubscribed, re-imported without the field", ptr(false), nil, false},
+		{"unsubscribed, re-imported with false", ptr(false), ptr(false), false},
+		{"unsubscribed, explicitly re-subscribed", ptr(false), ptr(true), true},
+		{"subscribed, re-imported without the field", ptr(true), nil, true},
+		{"subscribed, unsubscribed by the request", ptr(true), ptr(false), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, book := newService(t)
+			ctx := context.Background()
+			if c.existing != nil {
+				if _, err := s.Upsert(ctx, 1, book, contact.Fields{Email: ptr("Ann@Example.org"), Subscribed: c.existing, FirstName: ptr("Ann")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.Upsert(ctx, 1, book, contact.Fields{Email: ptr("ann@example.org"), Subscribed: c.request})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Subscribed != c.want {
+				t.Errorf("subscribed = %v, want %v", got.Subscribed, c.want)
+			}
+			if got.Email != "ann@example.org" {
+				t.Errorf("email %q, want it lower-cased (one contact per address)", got.Email)
+			}
+			if c.existing != nil && got.FirstName != "Ann" {
+				t.Errorf("first name %q: an upsert that does not name a field keeps it", got.FirstName)
+			}
+			_, n, err := s.List(ctx, 1, book, storeFilter())
+			if err != nil || n != 1 {
+				t.Errorf("%d contacts (%v), want 1", n, err)
+			}
+		})
+	}
+}
+
+// TestBulk: every element is validated before any is written, the error names the element,
+// and the size is bounded.
+func TestBulk(t *testing.T) {
+	many := make([]contact.Fields, contact.MaxBulk+1)
+	for i := range many {
+		many[i] = contact.Fields{Email: ptr(strings.Repeat("a", 1+i%5) + "@example.org")}
+	}
+	for _, c := range []struct {
+		name    string
+		list    []contact.Fields
+		wantN   int
+		wantErr string
+	}{
+		{"empty", nil, 0, "body: at least 1 contact"},
+		{"too many", many, 0, "body: at most 1000 contacts"},
+		{"one bad element", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("not an address")}}, 0, "[1].email"},
+		{"missing email", []contact.Fields{{FirstName: ptr("x")}}, 0, "[0].email"},
+		{"two good ones", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("B@example.org")}}, 2, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, book := newService(t)
+			ctx := context.Background()
+			n, err := s.Bulk(ctx, 1, book, c.list)
+			if c.wantErr != "" {
+				fe, ok := fault.As(err)
+				if !ok || fe.Kind != fault.Invalid || !strings.Contains(fe.Error(), c.wantErr) {
+					t.Fatalf("err %v, want a 400 naming %q", err, c.wantErr)
+				}
+			} else if err != nil || n != c.wantN {
+				t.Fatalf("n %d err %v, want %d", n, err, c.wantN)
+			}
+			_, total, err := s.List(ctx, 1, book, storeFilter())
+			if err != nil || total != c.wantN {
+				t.Errorf("%d contacts stored (%v), want %d: nothing is written unless all are valid", total, err, c.wantN)
+			}
+		})
+	}
+}
+
+func storeFilter() store.ContactFilter { return store.ContactFilter{Limit: 100} }
