@@ -5,8 +5,8 @@ package main
 
 import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
-	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
 )
 
-func main() { lambdafn.Main("Reconciler", withses.Mailer, withscheduler.Campaigns) }
+func main() { lambdafn.Main("Reconciler", withmailer.Mailer, withscheduler.Campaigns) }

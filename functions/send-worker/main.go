@@ -5,7 +5,7 @@ package main
 
 import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
-	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 )
 
-func main() { lambdafn.Main("SendWorker", withses.Mailer) }
+func main() { lambdafn.Main("SendWorker", withmailer.Mailer) }

@@ -314,7 +314,7 @@ var plugs = []struct {
 	pkg   string // under pkg/lambdafn
 	name  string
 }{
-	{func(p lambdafn.Ports) bool { return p.Send }, "withses", "Mailer"},
+	{func(p lambdafn.Ports) bool { return p.Send }, "withmailer", "Mailer"},
 	{func(p lambdafn.Ports) bool { return len(p.Identities) > 0 }, "withses", "Identities"},
 	{func(p lambdafn.Ports) bool { return len(p.EmailSchedules) > 0 }, "withscheduler", "Emails"},
 	{func(p lambdafn.Ports) bool { return len(p.CampaignSchedules) > 0 }, "withscheduler", "Campaigns"},

@@ -1032,3 +1032,55 @@ func TestOperable(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionsLinkOnlyWhatTheyUse: no function links the local server's parts (bbolt, the
+// outbox, the in-process scheduler), and a function links the SES client, the scheduler
+// client, the MIME builder or the natural-language dates only when its ports use them.
+func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
+	cmd := exec.Command("go", "list", "-tags", "lambda.norpc", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./functions/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		deps[strings.TrimPrefix(f[0], "github.com/mailroom/mailroom/functions/")] = f[1:]
+	}
+	never := []string{"go.etcd.io/bbolt", "github.com/mailroom/mailroom/pkg/mail/outbox",
+		"github.com/mailroom/mailroom/pkg/schedule/local", "github.com/mailroom/mailroom/pkg/app",
+		"github.com/aws/aws-sdk-go-v2/config"}
+	for _, f := range deploy.Functions() {
+		d, ok := deps[f.Dir]
+		if !ok {
+			t.Errorf("go list has no functions/%s", f.Dir)
+			continue
+		}
+		p := f.Ports
+		only := map[string]bool{
+			"github.com/aws/aws-sdk-go-v2/service/sesv2":           p.Send || len(p.Identities) > 0,
+			"github.com/aws/aws-sdk-go-v2/service/scheduler":       len(p.EmailSchedules) > 0 || len(p.CampaignSchedules) > 0,
+			"github.com/wneessen/go-mail":                          p.Send,
+			"github.com/mailroom/mailroom/pkg/naturaldate":         p.Dates,
+			"github.com/mailroom/mailroom/pkg/deliver":             p.Send,
+			"github.com/mailroom/mailroom/pkg/identity/ses":        len(p.Identities) > 0 || p.Send,
+			"github.com/mailroom/mailroom/pkg/lambdafn/withses":    p.Send || len(p.Identities) > 0,
+			"github.com/mailroom/mailroom/pkg/lambdafn/withmailer": p.Send,
+		}
+		for _, pkg := range d {
+			if slices.Contains(never, pkg) {
+				t.Errorf("%s links %s", f.Name, pkg)
+			}
+			if allowed, listed := only[pkg]; listed && !allowed {
+				t.Errorf("%s links %s, which its ports do not use", f.Name, pkg)
+			}
+		}
+	}
+	if d := deps["get-template"]; len(d) == 0 || slices.ContainsFunc(d, func(p string) bool {
+		return strings.Contains(p, "bbolt") || strings.Contains(p, "outbox") || strings.Contains(p, "sesv2") ||
+			strings.Contains(p, "naturaldate")
+	}) {
+		t.Error("get-template links bbolt, the outbox, SES v2 or the date rules")
+	}
+}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
-	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
@@ -309,20 +309,20 @@ func TestBuildRefusesPlugsThatDifferFromPorts(t *testing.T) {
 		!strings.Contains(err.Error(), "SES mailer") {
 		t.Errorf("SendWorker without its mailer: %v", err)
 	}
-	if _, err := lambdafn.Build(ctx, "GetTemplate", getenv, cfg, lambdafn.BuildOptions{}, withses.Mailer); err == nil ||
+	if _, err := lambdafn.Build(ctx, "GetTemplate", getenv, cfg, lambdafn.BuildOptions{}, withmailer.Mailer); err == nil ||
 		!strings.Contains(err.Error(), "do not name") {
 		t.Errorf("GetTemplate with a mailer: %v", err)
 	}
 	if _, err := lambdafn.Build(ctx, "NoSuchFunction", getenv, cfg, lambdafn.BuildOptions{}); err == nil {
 		t.Error("an unknown function built")
 	}
-	w, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withses.Mailer)
+	w, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withmailer.Mailer)
 	if err != nil || w.Deliverer == nil || w.Reconcile == nil || w.AWS.Region != "eu-west-1" {
 		t.Fatalf("SendWorker with its mailer: %+v, %v", w, err)
 	}
 	// A function's variables must all be set: a deployment that does not configure a port fails.
 	delete(env, "SES_CONFIGURATION_SET")
-	if _, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withses.Mailer); err == nil ||
+	if _, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withmailer.Mailer); err == nil ||
 		!strings.Contains(err.Error(), "SES_CONFIGURATION_SET") {
 		t.Errorf("SendWorker without its configuration set: %v", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withdates"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
@@ -819,7 +820,7 @@ func newFixture(t *testing.T) *fixture {
 
 // plugValues are the plugs by the names functions' mains pass them (deploy.PlugNames).
 var plugValues = map[string]lambdafn.Plug{
-	"withses.Mailer": withses.Mailer, "withses.Identities": withses.Identities,
+	"withmailer.Mailer": withmailer.Mailer, "withses.Identities": withses.Identities,
 	"withscheduler.Emails": withscheduler.Emails, "withscheduler.Campaigns": withscheduler.Campaigns,
 	"withdates.English": withdates.English,
 }
