@@ -51,7 +51,8 @@ func Parse(s string, now time.Time) (time.Time, error) {
 		return t.UTC(), nil
 	}
 	now = now.UTC().Truncate(time.Second)
-	words := strings.Fields(strings.ToLower(strings.ReplaceAll(s, ",", " ")))
+	s = strings.NewReplacer(",", " ", "a.m.", "am", "p.m.", "pm").Replace(strings.ToLower(s))
+	words := strings.Fields(s)
 	switch {
 	case len(words) == 0:
 		return time.Time{}, ErrNotUnderstood
@@ -103,6 +104,9 @@ func Parse(s string, now time.Time) (time.Time, error) {
 		}
 		return t, nil
 	}
+	if len(words) > 2 || (len(words) == 2 && words[1] != "am" && words[1] != "pm") {
+		return time.Time{}, ErrNotUnderstood // a time, and at most "am" or "pm" apart from it
+	}
 	clock, ok := timeOfDay(strings.Join(words, ""))
 	if !ok {
 		return time.Time{}, ErrNotUnderstood
@@ -122,7 +126,7 @@ func in(words []string, now time.Time) (time.Time, error) {
 	if len(words) != 2 {
 		return time.Time{}, ErrNotUnderstood
 	}
-	n, err := strconv.Atoi(words[0])
+	n, err := number(words[0])
 	if words[0] == "a" || words[0] == "an" {
 		n, err = 1, nil
 	}
@@ -131,6 +135,14 @@ func in(words []string, now time.Time) (time.Time, error) {
 		return time.Time{}, ErrNotUnderstood
 	}
 	return now.Add(time.Duration(n) * unit), nil
+}
+
+// number reads ASCII digits only (no sign, no spaces).
+func number(s string) (int, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, ErrNotUnderstood
+	}
+	return strconv.Atoi(s)
 }
 
 // timeOfDay reads 9am, 9:30pm, 21:15, noon or midnight (spaces already removed) as the time
@@ -149,8 +161,8 @@ func timeOfDay(s string) (time.Duration, bool) {
 		s, meridiem = rest, "pm"
 	}
 	hs, ms, hasMinutes := strings.Cut(s, ":")
-	h, err := strconv.Atoi(hs)
-	if err != nil || len(hs) == 0 || len(hs) > 2 {
+	h, err := number(hs)
+	if err != nil || len(hs) > 2 {
 		return 0, false
 	}
 	m := 0
@@ -158,7 +170,7 @@ func timeOfDay(s string) (time.Duration, bool) {
 		if len(ms) != 2 {
 			return 0, false
 		}
-		if m, err = strconv.Atoi(ms); err != nil || m > 59 {
+		if m, err = number(ms); err != nil || m > 59 {
 			return 0, false
 		}
 	} else if meridiem == "" {

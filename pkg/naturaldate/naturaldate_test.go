@@ -36,6 +36,9 @@ func TestParse(t *testing.T) {
 		{"9am", at(5, 9, 0)},  // already past today: tomorrow
 		{"today 23:59", at(4, 23, 59)},
 		{"today", now},
+		{"tomorrow 5 p.m.", at(5, 17, 0)},
+		{"tomorrow 9:30 A.M.", at(5, 9, 30)},
+		{"tomorrow 09:00", at(5, 9, 0)},
 	} {
 		got, err := naturaldate.Parse(c.in, now)
 		if err != nil || !got.Equal(c.want) {
@@ -46,6 +49,8 @@ func TestParse(t *testing.T) {
 		"", "whenever you like", "last monday", "2 days ago", "yesterday 9am", "today 9am", "in -2 hours",
 		"in 2 fortnights", "in 0 days", "next", "next week", "13pm", "0am", "24:00", "9:7", "9", "1200",
 		"03/04/2027", "Feb 30", "tomorrow at", "monday tuesday", strings.Repeat("in 2 hours ", 10),
+		"tomorrow -5:00", "-1:00", "tomorrow 9:-5", "tomorrow -0:-5", "in +3 hours", "tomorrow 2 1:15",
+		"tomorrow 1 2:30pm", "9:30 am pm",
 	} {
 		if got, err := naturaldate.Parse(in, now); !errors.Is(err, naturaldate.ErrNotUnderstood) {
 			t.Errorf("Parse(%q) = %v, %v; want not understood", in, got, err)

@@ -1,12 +1,12 @@
 package dynamo
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -50,23 +50,8 @@ func (st *Store) GetContactBook(ctx context.Context, teamID int64, id string) (s
 
 // ListContactBooks is one Query of the team's BOOK# items, sorted newest first in code.
 func (st *Store) ListContactBooks(ctx context.Context, teamID int64) ([]store.ContactBook, error) {
-	items, err := st.query(ctx, &dynamodb.QueryInput{
-		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": avS(bookKey(teamID, "").PK), ":p": avS(bookPrefix),
-		},
-	}, 0)
-	if err != nil {
-		return nil, err
-	}
-	out, err := decodeAll(items, func(it bookItem) store.ContactBook { return it.ContactBook })
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(out, func(a, b store.ContactBook) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
-	})
-	return out, nil
+	return newestFirst(ctx, st, bookKey(teamID, "").PK, bookPrefix, func(it bookItem) store.ContactBook { return it.ContactBook },
+		func(b store.ContactBook) (time.Time, string) { return b.CreatedAt, b.ID })
 }
 
 // UpdateContactBook is an UpdateItem that SETs every attribute but ContactCount, conditioned on

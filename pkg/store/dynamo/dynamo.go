@@ -8,6 +8,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,8 +94,11 @@ func optimistic[T any](ctx context.Context, st *Store, what string, attempt func
 			}
 		}
 		v, err := attempt()
-		if !errors.Is(err, errLost) {
-			return v, err
+		switch {
+		case err == nil:
+			return v, nil
+		case !errors.Is(err, errLost):
+			return zero, err
 		}
 	}
 	return zero, &LostRaceError{Item: what, Attempts: st.attempts}
@@ -387,6 +391,28 @@ func setAll(m map[string]types.AttributeValue, skip ...string) (string, map[stri
 }
 
 func (k keys) key() key { return key{k.PK, k.SK} }
+
+// newestFirst queries a partition's items whose sort key has prefix and returns their records
+// newest first, then by id descending.
+func newestFirst[I, T any](ctx context.Context, st *Store, pk, prefix string, record func(I) T, order func(T) (time.Time, string)) ([]T, error) {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pk), ":p": avS(prefix)},
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out, err := decodeAll(items, record)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b T) int {
+		at, aid := order(a)
+		bt, bid := order(b)
+		return cmp.Or(bt.Compare(at), strings.Compare(bid, aid))
+	})
+	return out, nil
+}
 
 // decodeAll unmarshals the items of a query into their item type and returns the records they
 // carry.

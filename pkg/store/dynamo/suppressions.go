@@ -38,42 +38,23 @@ func (st *Store) PutSuppression(ctx context.Context, sp store.Suppression) error
 // maxBatchGet is the AWS limit of keys per BatchGetItem.
 const maxBatchGet = 100
 
-// GetSuppressions reads the addresses' items in batches of GetItems.
+// GetSuppressions reads the addresses' items in batches of GetItems (batchGet).
 func (st *Store) GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error) {
-	seen := map[string]bool{}
-	var keys []map[string]types.AttributeValue
+	ks := make([]key, 0, len(emails))
 	for _, e := range emails {
-		e = strings.ToLower(e)
-		if !seen[e] {
-			seen[e] = true
-			keys = append(keys, suppressionKey(teamID, e).av())
-		}
+		ks = append(ks, suppressionKey(teamID, strings.ToLower(e)))
 	}
-	out := map[string]store.Suppression{}
-	for len(keys) > 0 {
-		batch := keys[:min(maxBatchGet, len(keys))]
-		keys = keys[len(batch):]
-		for attempt := 0; len(batch) > 0; attempt++ {
-			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
-					return nil, err
-				}
-			}
-			res, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-				RequestItems: map[string]types.KeysAndAttributes{st.table: {Keys: batch}},
-			})
-			if err != nil {
-				return nil, fmt.Errorf("dynamo: get suppressions: %w", err)
-			}
-			for _, m := range res.Responses[st.table] {
-				var it suppressionItem
-				if err := unmarshal(m, &it); err != nil {
-					return nil, err
-				}
-				out[it.Email] = it.Suppression
-			}
-			batch = res.UnprocessedKeys[st.table].Keys
+	items, err := st.batchGet(ctx, ks, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Suppression, len(items))
+	for _, m := range items {
+		var it suppressionItem
+		if err := unmarshal(m, &it); err != nil {
+			return nil, err
 		}
+		out[it.Email] = it.Suppression
 	}
 	return out, nil
 }

@@ -1,14 +1,9 @@
 package dynamo
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"strings"
+	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -34,23 +29,8 @@ func (st *Store) GetTemplate(ctx context.Context, teamID int64, id string) (stor
 
 // ListTemplates returns the team's templates newest first (then by id, descending).
 func (st *Store) ListTemplates(ctx context.Context, teamID int64) ([]store.Template, error) {
-	items, err := st.query(ctx, &dynamodb.QueryInput{
-		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": avS(templateKey(teamID, "").PK), ":p": avS(templatePrefix),
-		},
-	}, 0)
-	if err != nil {
-		return nil, err
-	}
-	out, err := decodeAll(items, func(it templateItem) store.Template { return it.Template })
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(out, func(a, b store.Template) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
-	})
-	return out, nil
+	return newestFirst(ctx, st, templateKey(teamID, "").PK, templatePrefix, func(it templateItem) store.Template { return it.Template },
+		func(t store.Template) (time.Time, string) { return t.CreatedAt, t.ID })
 }
 
 func (st *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn func(*store.Template) error) (store.Template, error) {
