@@ -62,6 +62,12 @@ var errSkip = errors.New("not claimable")
 func (w *Worker) Deliver(ctx context.Context, id string) error {
 	now := w.Now().UTC()
 	e, err := w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+		if ours(e, now) {
+			// Our own claim, committed by an attempt whose answer was lost (a retried
+			// conditional write then finds the email changed, and the store runs this again):
+			// the claim is ours, go on with it rather than wait out the lease.
+			return nil, nil
+		}
 		stale := e.Status == store.StatusSending && e.ClaimedAt != nil && now.Sub(*e.ClaimedAt) > w.lease()
 		if e.Status != store.StatusQueued && !stale {
 			return nil, errSkip

@@ -274,3 +274,39 @@ func TestOutcomeOfALostClaimIsNotRecorded(t *testing.T) {
 type mailerFunc func(context.Context, mail.Outgoing) (string, error)
 
 func (f mailerFunc) Send(ctx context.Context, o mail.Outgoing) (string, error) { return f(ctx, o) }
+
+// lostAnswerStore commits the first UpdateEmail and then runs it again, as a store adapter does
+// when the answer of a conditional write that committed is lost and its retry finds the item
+// changed (the SDK retries a timed-out PutItem; DynamoDB refuses it on the version; the
+// optimistic loop re-reads and calls fn again).
+type lostAnswerStore struct {
+	Store
+	lost atomic.Bool
+}
+
+func (s *lostAnswerStore) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
+	if s.lost.CompareAndSwap(false, true) {
+		if _, err := s.Store.UpdateEmail(ctx, id, fn); err != nil {
+			return store.Email{}, err
+		}
+	}
+	return s.Store.UpdateEmail(ctx, id, fn)
+}
+
+// TestClaimWhoseAnswerWasLost: a claim that committed but whose answer was lost is recognised
+// as the worker's own on the retry, and the email is sent at once, once.
+func TestClaimWhoseAnswerWasLost(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	w.Store = &lostAnswerStore{Store: st}
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.GetEmail(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != store.StatusSent || m.sent[ids[0]] != 1 {
+		t.Errorf("email %s after %d sends, want SENT after 1 (the claim was ours)", e.Status, m.sent[ids[0]])
+	}
+}
