@@ -8,6 +8,7 @@ package ingest
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -84,23 +85,52 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	detail := ev.Detail()
 	rec := store.Event{ID: eventID(ev.EventType, ev.Mail.MessageID, detail), EmailID: e.ID,
 		Status: status, CreatedAt: at.UTC(), Data: detail}
+	settled := false
 	_, err = in.Store.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		settled = false // this may run more than once
 		if status == "SENT" && e.Status == store.StatusSent && e.LatestStatus != "" {
 			// The worker recorded SENT itself when SES accepted the message; SES's own Send
 			// event adds nothing but would double the history entry.
 			return nil, errAlreadyRecorded
 		}
+		now := in.Now().UTC()
+		events := []store.Event{rec}
+		kinds := counterKinds(status, ev)
+		if acceptance[status] && unsettled(e.Status) {
+			// SES accepted the message: its evidence wins over whatever the worker knows or
+			// did not get to record (it died after SES answered, its outcome write failed, or
+			// an ambiguous error made it give up). The email is SENT with SES's message id, its
+			// claim is cleared (the worker's late outcome is then not recorded, and the
+			// reconciler never sends it again) and it is counted sent once.
+			settled = true
+			if e.LatestStatus == store.StatusFailed {
+				e.LatestStatus = store.StatusQueued // FAILED was the worker's guess, not SES's
+			}
+			e.Status, e.ClaimedAt = store.StatusSent, nil
+			if e.MessageID == "" {
+				e.MessageID = ev.Mail.MessageID
+			}
+			e.LatestStatus = email.Advance(e.LatestStatus, store.StatusSent)
+			kinds = append(kinds, store.CountSent)
+			data, _ := json.Marshal(map[string]string{"messageId": ev.Mail.MessageID, "source": "SES " + ev.EventType + " event"})
+			sent := store.Event{ID: SentEventID, EmailID: e.ID, Status: store.StatusSent, CreatedAt: at.UTC(), Data: data}
+			if status == "SENT" {
+				events = []store.Event{sent} // the Send event is the email's one SENT entry
+			} else {
+				events = append([]store.Event{sent}, events...)
+			}
+		}
 		e.LatestStatus = email.Advance(e.LatestStatus, status)
-		e.UpdatedAt = in.Now().UTC()
+		e.UpdatedAt = now
 		if e.CampaignID != "" {
 			// The store counts each kind once per email (recipient) for the campaign.
-			for _, k := range counterKinds(status, ev) {
+			for _, k := range kinds {
 				if !slices.Contains(e.Counted, k) {
 					e.Counted = append(e.Counted, k)
 				}
 			}
 		}
-		return []store.Event{rec}, nil
+		return events, nil
 	})
 	switch {
 	case errors.Is(err, store.ErrDuplicateEvent), errors.Is(err, errAlreadyRecorded):
@@ -108,7 +138,10 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	case err != nil:
 		return fmt.Errorf("record %s for %s: %w", status, e.ID, err)
 	}
-	in.Log.Info("email event", "emailId", e.ID, "teamId", e.TeamID, "status", status)
+	in.Log.Info("email event", "emailId", e.ID, "teamId", e.TeamID, "status", status, "settled", settled)
+	if settled {
+		metric.Add(ctx, in.Metrics, metric.EmailsSent, 1)
+	}
 	if name, ok := eventMetric[status]; ok {
 		metric.Add(ctx, in.Metrics, name, 1)
 	}
@@ -116,6 +149,20 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 }
 
 var errAlreadyRecorded = errors.New("already recorded")
+
+// SentEventID is the id of an email's one SENT history entry, whoever records it first: the
+// worker when SES answers it, or SES's own evidence when the worker could not record it. A
+// second recording of it is a duplicate and is dropped.
+const SentEventID = "1-SENT"
+
+// acceptance are the statuses whose SES events prove that SES accepted the message.
+var acceptance = map[string]bool{"SENT": true, "DELIVERED": true, "BOUNCED": true, "COMPLAINED": true}
+
+// unsettled reports whether an email's own status does not yet say it was sent: queued, being
+// sent (possibly by a worker that died), or failed on an ambiguous answer.
+func unsettled(status string) bool {
+	return status == store.StatusQueued || status == store.StatusSending || status == store.StatusFailed
+}
 
 func (in *Ingester) find(ctx context.Context, ev sesevent.Event) (store.Email, error) {
 	if id := ev.EmailID(); id != "" {

@@ -143,3 +143,69 @@ func TestFindsByMessageIDAndDropsUnknown(t *testing.T) {
 		t.Errorf("unknown email: %v", err)
 	}
 }
+
+// TestSESEvidenceWins: a Send, Delivery, Bounce or Complaint event settles an email the worker
+// left QUEUED, SENDING (it died after SES answered) or FAILED (an ambiguous error): SENT with
+// SES's message id, claim cleared, counted sent once, one SENT entry in its history; FAILED no
+// longer outranks what SES reports.
+func TestSESEvidenceWins(t *testing.T) {
+	for _, c := range []struct {
+		name, status, event, wantLatest string
+	}{
+		{"failed, then delivered", store.StatusFailed, "delivery", "DELIVERED"},
+		{"failed, then sent", store.StatusFailed, "send", "SENT"},
+		{"sending (worker died), then delivered", store.StatusSending, "delivery", "DELIVERED"},
+		{"sending, then sent", store.StatusSending, "send", "SENT"},
+		{"queued, then bounced", store.StatusQueued, "bounce_permanent", "BOUNCED"},
+		{"failed, then complained", store.StatusFailed, "complaint", "COMPLAINED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, st := newIngester(t)
+			ctx := context.Background()
+			claimed := time.Now().Add(-time.Hour)
+			if _, err := st.UpdateEmail(ctx, sampleEmailID, func(e *store.Email) ([]store.Event, error) {
+				e.Status, e.LatestStatus, e.MessageID, e.CampaignID = c.status, c.status, "", "cpx"
+				if c.status == store.StatusSending {
+					e.ClaimedAt = &claimed
+				}
+				return nil, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ev := sample(t, c.event)
+			for range 2 { // a redelivered event changes nothing more
+				if err := in.Publish(ctx, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// SES's Send event arriving after the email was settled adds no second SENT.
+			if err := in.Publish(ctx, sample(t, "send")); err != nil {
+				t.Fatal(err)
+			}
+			e, evs, err := st.GetEmailDetail(ctx, sampleEmailID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := 0
+			for _, x := range evs {
+				if x.Status == store.StatusSent {
+					sent++
+				}
+			}
+			if e.Status != store.StatusSent || e.MessageID != sampleMessageID || e.ClaimedAt != nil || sent != 1 {
+				t.Errorf("status %s, message id %q, claim %v, %d SENT entries; want SENT, SES's id, none, 1",
+					e.Status, e.MessageID, e.ClaimedAt, sent)
+			}
+			if c.wantLatest != "SENT" && e.LatestStatus != c.wantLatest {
+				t.Errorf("latest %s, want %s", e.LatestStatus, c.wantLatest)
+			}
+			if n := strings.Count(strings.Join(e.Counted, ","), store.CountSent); n != 1 {
+				t.Errorf("counted %v: sent %d times, want once", e.Counted, n)
+			}
+		})
+	}
+	// The worker records its SENT under the same id, so whichever comes second is a duplicate.
+	if SentEventID != "1-"+store.StatusSent {
+		t.Errorf("SentEventID %q is not the worker's SENT event id", SentEventID)
+	}
+}
