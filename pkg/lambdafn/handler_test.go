@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -227,8 +228,9 @@ func TestScheduledSend(t *testing.T) {
 }
 
 func TestSESEvents(t *testing.T) {
-	delivery := json.RawMessage(`{"eventType":"Delivery","mail":{"messageId":"m1","destination":["a@example.org"]},
+	delivery := json.RawMessage(`{"eventType":"Delivery","mail":{"messageId":"m1","timestamp":"2025-03-12T19:03:58Z","destination":["a@example.org"]},
 		"delivery":{"timestamp":"2025-03-12T19:04:00Z","recipients":["a@example.org"]}}`)
+	clock := time.Date(2025, 3, 12, 19, 5, 0, 0, time.UTC) // a minute after SES accepted it
 	env := func(detail json.RawMessage) events.CloudWatchEvent {
 		return events.CloudWatchEvent{ID: "1", Source: sesevent.Source, DetailType: "Email Delivered", Detail: detail}
 	}
@@ -237,14 +239,18 @@ func TestSESEvents(t *testing.T) {
 	h := lambdafn.SESEvents(func(_ context.Context, ev sesevent.Event) error {
 		published = append(published, ev.EventType)
 		return ret
-	}, nil)
+	}, func() time.Time { return clock }, nil)
 	ctx := context.Background()
 	if err := h(ctx, env(delivery)); err != nil || !slices.Equal(published, []string{"Delivery"}) {
 		t.Errorf("published %v, err %v", published, err)
 	}
-	ret = ingest.ErrUnknownEmail // another sender's message through the same set: dropped
+	ret = ingest.ErrUnknownEmail // not visible yet: retried for a while
+	if err := h(ctx, env(delivery)); !errors.Is(err, ingest.ErrUnknownEmail) {
+		t.Errorf("email not found a minute after the send: %v, want the error (EventBridge retries)", err)
+	}
+	clock = clock.Add(lambdafn.UnknownEmailRetry) // another sender's message through the same set: dropped
 	if err := h(ctx, env(delivery)); err != nil {
-		t.Errorf("unknown email: %v, want nil", err)
+		t.Errorf("unknown email long after the send: %v, want nil", err)
 	}
 	ret = errors.New("table unavailable") // retried by EventBridge
 	if err := h(ctx, env(delivery)); err == nil {

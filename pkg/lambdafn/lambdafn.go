@@ -210,12 +210,19 @@ func Housekeeping(run func(context.Context) error, log *slog.Logger) func(contex
 	}
 }
 
+// UnknownEmailRetry is how long after SES accepted a message an event about an email not found
+// is retried rather than dropped: the email may not be visible yet (an event can overtake the
+// worker's write, and the message-id index is eventually consistent).
+const UnknownEmailRetry = 15 * time.Minute
+
 // SESEvents records one SES event that a configuration set published to EventBridge (source
-// aws.ses, the SES record as the detail). An event of a type Mailroom does not track, or about
-// an email Mailroom did not send (same configuration set, another sender), is logged and
-// dropped; any other failure is returned so that EventBridge retries it and, in the end, puts it
-// in the rule's dead-letter queue. Replays are recorded once (pkg/ingest).
-func SESEvents(publish func(context.Context, sesevent.Event) error, log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
+// aws.ses, the SES record as the detail). An event of a type Mailroom does not track is logged
+// and dropped. An event about an email not found is returned as an error (EventBridge retries
+// it) for UnknownEmailRetry after SES accepted the message, and dropped after that (another
+// sender's message through the same configuration set); any other failure is returned so that
+// EventBridge retries it and, in the end, puts it in the rule's dead-letter queue. Replays are
+// recorded once (pkg/ingest).
+func SESEvents(publish func(context.Context, sesevent.Event) error, now func() time.Time, log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
 	log = orDiscard(log)
 	return func(ctx context.Context, env events.CloudWatchEvent) error {
 		rid := requestID(ctx)
@@ -232,6 +239,10 @@ func SESEvents(publish func(context.Context, sesevent.Event) error, log *slog.Lo
 		}
 		err = publish(ctx, ev)
 		switch {
+		case errors.Is(err, ingest.ErrUnknownEmail) && !ev.Mail.Timestamp.IsZero() && now().Sub(ev.Mail.Timestamp) < UnknownEmailRetry:
+			log.WarnContext(ctx, "SES event for an email not found yet; retried", "requestId", rid,
+				"eventId", env.ID, "eventType", ev.EventType, "messageId", ev.Mail.MessageID)
+			return err
 		case errors.Is(err, ingest.ErrUnknownEmail):
 			log.InfoContext(ctx, "SES event for an unknown email dropped", "requestId", rid,
 				"eventId", env.ID, "eventType", ev.EventType, "messageId", ev.Mail.MessageID)

@@ -181,7 +181,7 @@ func (w *Wiring) Handler() lambda.Handler {
 		return lambda.NewHandler(CampaignBatch(s.Campaigns.Fire, w.Log))
 	case SESEventsFunction:
 		in := &ingest.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics}
-		return lambda.NewHandler(SESEvents(in.Publish, w.Log))
+		return lambda.NewHandler(SESEvents(in.Publish, w.Now, w.Log))
 	case ReconcilerFunction:
 		jobs := housekeeping.Jobs(w.Reconcile, s.Emails, s.Campaigns, s.Contacts)
 		return lambda.NewHandler(Housekeeping(func(ctx context.Context) error {
