@@ -5,8 +5,7 @@ package main
 
 import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
-	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
 )
 
-func main() { lambdafn.Main("Reconciler", withmailer.Mailer, withscheduler.Campaigns) }
+func main() { lambdafn.Main("Reconciler", withscheduler.Campaigns) }

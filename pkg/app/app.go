@@ -301,9 +301,11 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 // Periodic is the background housekeeping (pkg/housekeeping): locally it runs on a timer; on
 // AWS the Reconciler function runs the same jobs. The error joins the jobs that failed.
 func (a *App) Periodic(ctx context.Context) error {
-	return housekeeping.Run(ctx, a.Log, housekeeping.Jobs(func(ctx context.Context) (int, error) {
-		return a.Worker.Reconcile(ctx, a.Store, 2*time.Minute)
-	}, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts))
+	rq := &housekeeping.Requeue{Store: a.Store, Now: time.Now, Log: a.Log}
+	if a.Pool != nil {
+		rq.Dispatcher = a.Pool
+	}
+	return housekeeping.Run(ctx, a.Log, housekeeping.Jobs(rq.Run, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts))
 }
 
 // fireLocal routes a local schedule to its target. A campaign runs apart from the scheduler's

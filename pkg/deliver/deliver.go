@@ -328,7 +328,7 @@ func (w *Worker) lease() time.Duration {
 	if w.Lease > 0 {
 		return w.Lease
 	}
-	return 5 * time.Minute
+	return email.ClaimLease
 }
 
 func (w *Worker) log() *slog.Logger {

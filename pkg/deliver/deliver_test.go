@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
@@ -188,7 +190,7 @@ func (killedMailer) Send(context.Context, mail.Outgoing) (string, error) {
 	return "", nil
 }
 
-func TestReconcileFinishesEmailsOfAKilledWorker(t *testing.T) {
+func TestRequeueFinishesEmailsOfAKilledWorker(t *testing.T) {
 	m := &countingMailer{sent: map[string]int{}}
 	w, st, ids := setup(t, m, 3)
 	dead := &Worker{Store: st, Mailer: killedMailer{}, Now: time.Now}
@@ -208,17 +210,17 @@ func TestReconcileFinishesEmailsOfAKilledWorker(t *testing.T) {
 	// Right away the reconciler leaves them alone: the claims are within their lease.
 	clock := time.Now()
 	w.Now = func() time.Time { return clock }
-	if _, err := w.Reconcile(context.Background(), st, time.Minute); err != nil {
-		t.Fatal(err)
+	rq := &housekeeping.Requeue{Store: st, Now: func() time.Time { return clock }, Log: slog.New(slog.DiscardHandler),
+		Dispatcher: dispatchTo{w}}
+	if n, err := rq.Run(context.Background()); err != nil || n != 0 {
+		t.Fatalf("fresh claims: requeued %d, %v", n, err)
 	}
-	if len(m.sent) != 0 {
-		t.Fatalf("fresh claims were taken over: %v", m.sent)
-	}
-	// After the lease every email ends in a final status, each sent once.
+	// After the lease and the grace for SES's evidence every email goes back to the worker,
+	// which sends each once: the reconciler itself sends nothing.
 	clock = clock.Add(10 * time.Minute)
-	n, err := w.Reconcile(context.Background(), st, time.Minute)
+	n, err := rq.Run(context.Background())
 	if err != nil || n != 3 {
-		t.Fatalf("reconciled %d, %v", n, err)
+		t.Fatalf("requeued %d, %v", n, err)
 	}
 	for _, id := range ids {
 		e, _ := st.GetEmail(context.Background(), id)
@@ -226,8 +228,17 @@ func TestReconcileFinishesEmailsOfAKilledWorker(t *testing.T) {
 			t.Errorf("%s: %s, sent %d", id, e.Status, m.sent[id])
 		}
 	}
-	if n, _ := w.Reconcile(context.Background(), st, time.Minute); n != 0 {
-		t.Errorf("second pass reconciled %d emails", n)
+	if n, _ := rq.Run(context.Background()); n != 0 {
+		t.Errorf("second pass requeued %d emails", n)
+	}
+}
+
+// dispatchTo delivers what it is handed at once, as the local pool would.
+type dispatchTo struct{ w *Worker }
+
+func (d dispatchTo) Dispatch(ctx context.Context, ids ...string) {
+	for _, id := range ids {
+		_ = d.w.Deliver(ctx, id)
 	}
 }
 

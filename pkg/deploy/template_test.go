@@ -397,7 +397,7 @@ func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 		"SendWorker":     {Table: lambdafn.Write, Send: true},
 		"ScheduledSend":  {Table: lambdafn.Write, EmailSchedules: lambdafn.SchedulePut},
 		"CampaignBatch":  {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, Unsubscribe: lambdafn.Write},
-		"Reconciler":     {Table: lambdafn.Write, Send: true, CampaignSchedules: lambdafn.SchedulePut},
+		"Reconciler":     {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut},
 		"Authorizer":     {Table: lambdafn.Read},
 		"CancelEmail":    {Table: lambdafn.Write, EmailSchedules: lambdafn.ScheduleDelete},
 		"ListEmails":     {Table: lambdafn.Read},

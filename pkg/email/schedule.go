@@ -157,6 +157,9 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	return nil
 }
 
+// ClaimLease is how long a worker's SENDING claim holds before it may be taken over.
+const ClaimLease = 5 * time.Minute
+
 // OverdueGrace is how long after its time a SCHEDULED email is taken for one whose schedule
 // was lost: EventBridge Scheduler fires within the minute and retries for a while.
 const OverdueGrace = 5 * time.Minute

@@ -20,7 +20,8 @@ type Job struct {
 	Run  func(context.Context) (int, error)
 }
 
-// Jobs are Mailroom's: emails stuck QUEUED or SENDING go back through delivery (reconcile),
+// Jobs are Mailroom's: emails stuck QUEUED or SENDING go back to the worker (requeue: never a
+// send of its own),
 // SCHEDULED emails whose schedule never fired are queued, running campaigns that stopped
 // moving get their next step again, and the contacts of deleted books are removed.
 func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, campaigns *campaign.Service,

@@ -323,7 +323,7 @@ func TestBuildRefusesPlugsThatDifferFromPorts(t *testing.T) {
 		t.Error("an unknown function built")
 	}
 	w, err := lambdafn.Build(ctx, "SendWorker", getenv, cfg, lambdafn.BuildOptions{}, withmailer.Mailer)
-	if err != nil || w.Deliverer == nil || w.Reconcile == nil || w.AWS.Region != "eu-west-1" {
+	if err != nil || w.Deliverer == nil || w.AWS.Region != "eu-west-1" {
 		t.Fatalf("SendWorker with its mailer: %+v, %v", w, err)
 	}
 	// A function's variables must all be set: a deployment that does not configure a port fails.

@@ -92,11 +92,12 @@ var uses = map[string]Ports{
 	"Unsubscribe":      {Unsubscribe: Read},
 	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
 	// email's time. A batch step signs unsubscribe links and schedules the next step. The
-	// reconciler delivers what the worker left and restarts stalled campaigns.
+	// reconciler hands stuck emails back to the worker (it never sends) and restarts stalled
+	// campaigns.
 	SendWorkerFunction:    {Send: true},
 	ScheduledSendFunction: {EmailSchedules: SchedulePut},
 	CampaignBatchFunction: {CampaignSchedules: SchedulePut, Unsubscribe: Write},
-	ReconcilerFunction:    {Send: true, CampaignSchedules: SchedulePut},
+	ReconcilerFunction:    {CampaignSchedules: SchedulePut},
 	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity"}},
 	// The authorizer only reads API keys.
 	AuthorizerFunction: {Table: Read},

@@ -514,9 +514,22 @@ func checkReconciler(e *env, out []byte) {
 	if string(out) != "null" {
 		e.t.Errorf("output %s", out)
 	}
+	// The reconciler sends nothing itself: the email whose worker died goes back to QUEUED,
+	// a new stream record for the send worker, which then sends it.
 	em := e.fixture.email(e, e.stuckID)
-	if em.Status != store.StatusSent || em.MessageID == "" {
-		e.t.Errorf("stuck email is %s (message id %q), want SENT", em.Status, em.MessageID)
+	if em.Status != store.StatusQueued || em.ClaimedAt != nil || em.MessageID != "" {
+		e.t.Fatalf("stuck email is %s (claim %v, message id %q), want QUEUED again, unsent", em.Status, em.ClaimedAt, em.MessageID)
+	}
+	e.fixture.checkQueuedItem(e, e.stuckID)
+	queued := e.emailID
+	e.emailID = e.stuckID
+	rec := streamRecord(e, readSample(e.t, lambdafn.SendWorkerFunction))
+	e.emailID = queued
+	if _, err := e.fixture.handler(e.t, lambdafn.SendWorkerFunction).Invoke(context.Background(), rec); err != nil {
+		e.t.Fatal(err)
+	}
+	if em := e.fixture.email(e, e.stuckID); em.Status != store.StatusSent || em.MessageID == "" {
+		e.t.Errorf("requeued email is %s (message id %q) after the worker, want SENT", em.Status, em.MessageID)
 	}
 	st := e.fixture.email(e, e.strandedID)
 	if st.Status != store.StatusQueued {

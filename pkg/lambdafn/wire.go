@@ -48,9 +48,8 @@ type Wiring struct {
 	Metrics metric.Counter
 	Store   *dynamo.Store
 
-	// Set by the plugs. withses.Mailer: the send worker on SES, and its sweep of stuck emails.
+	// Set by the plugs. withmailer.Mailer: the send worker on SES.
 	Deliverer         Deliverer
-	Reconcile         func(context.Context) (int, error)
 	Identities        identity.Identities                        // withses.Identities
 	EmailScheduler    email.Scheduler                            // withscheduler.Emails
 	CampaignScheduler campaign.Scheduler                         // withscheduler.Campaigns
@@ -183,7 +182,8 @@ func (w *Wiring) Handler() lambda.Handler {
 		in := &ingest.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics}
 		return lambda.NewHandler(SESEvents(in.Publish, w.Now, w.Log))
 	case ReconcilerFunction:
-		jobs := housekeeping.Jobs(w.Reconcile, s.Emails, s.Campaigns, s.Contacts)
+		rq := &housekeeping.Requeue{Store: w.Store, Now: w.Now, Log: w.Log}
+		jobs := housekeeping.Jobs(rq.Run, s.Emails, s.Campaigns, s.Contacts)
 		return lambda.NewHandler(Housekeeping(func(ctx context.Context) error {
 			return housekeeping.Run(ctx, w.Log, jobs)
 		}, w.Log))
