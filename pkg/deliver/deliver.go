@@ -27,6 +27,8 @@ type Store interface {
 	store.Emails
 	store.Domains
 	store.Suppressions
+	store.Campaigns
+	store.Contacts
 }
 
 // Worker delivers emails.
@@ -85,6 +87,22 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	log := w.log().With("emailId", id, "teamId", e.TeamID)
 
+	if e.CampaignID != "" {
+		held, status, why, err := w.campaignState(ctx, e)
+		switch {
+		case err != nil:
+			return w.release(ctx, id, now, err)
+		case held:
+			// Paused: the email waits, QUEUED; the reconciler hands it back every few minutes,
+			// and after the resume it goes.
+			log.Info("campaign email held: the campaign is paused", "campaignId", e.CampaignID)
+			return w.release(ctx, id, now, nil)
+		case status != "":
+			log.Info("campaign email not sent", "campaignId", e.CampaignID, "status", status, "reason", why)
+			return w.finish(ctx, id, now, status, "", map[string]string{"error": why})
+		}
+	}
+
 	msg, dom, reason, err := w.prepare(ctx, e)
 	if err != nil {
 		return w.release(ctx, id, now, err)
@@ -116,6 +134,34 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	log.Info("email sent", "messageId", messageID)
 	return w.finish(ctx, id, now, store.StatusSent, messageID, map[string]string{"messageId": messageID})
+}
+
+// campaignState checks a campaign email against its campaign and its contact as they are now,
+// at send time: a paused campaign holds it, a deleted one cancels it, and a contact who
+// unsubscribed (or was removed from the book) since the email was written is not mailed.
+func (w *Worker) campaignState(ctx context.Context, e store.Email) (held bool, status, why string, err error) {
+	c, err := w.Store.GetCampaign(ctx, e.TeamID, e.CampaignID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, store.StatusCancelled, "The campaign was deleted", nil
+	case err != nil:
+		return false, "", "", fmt.Errorf("get campaign: %w", err)
+	case c.Status == store.CampaignPaused:
+		return true, "", "", nil
+	}
+	if e.ContactID == "" {
+		return false, "", "", nil
+	}
+	ct, err := w.Store.GetContact(ctx, e.TeamID, c.ContactBookID, e.ContactID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, store.StatusSuppressed, "The contact was removed from the contact book", nil
+	case err != nil:
+		return false, "", "", fmt.Errorf("get contact: %w", err)
+	case !ct.Subscribed:
+		return false, store.StatusSuppressed, "The contact unsubscribed", nil
+	}
+	return false, "", "", nil
 }
 
 // MessageIDHeader is the Message-ID Mailroom gives an email: stable, so a reply can name it.
@@ -278,6 +324,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 			}
 			e.MessageID = messageID
 			e.LatestStatus = email.Advance(e.LatestStatus, status)
+			if status == store.StatusCancelled {
+				e.LatestStatus = status // ranks below QUEUED, but it is where the email ends
+			}
 			e.ClaimedAt = nil
 			e.UpdatedAt = now
 			return []store.Event{{ID: "1-" + status, EmailID: id, Status: status, CreatedAt: now, Data: raw}}, nil
@@ -287,7 +336,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 			return nil
 		}
 		if err == nil {
-			metric.Add(ctx, w.Metrics, outcomeMetric[status], 1)
+			if name, ok := outcomeMetric[status]; ok {
+				metric.Add(ctx, w.Metrics, name, 1)
+			}
 		}
 		if err == nil || errors.Is(err, store.ErrDuplicateEvent) {
 			return nil

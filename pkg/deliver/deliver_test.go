@@ -321,3 +321,93 @@ func TestClaimWhoseAnswerWasLost(t *testing.T) {
 		t.Errorf("email %s after %d sends, want SENT after 1 (the claim was ours)", e.Status, m.sent[ids[0]])
 	}
 }
+
+// TestCampaignStateAtSendTime: a campaign email is checked against its campaign and contact
+// as they are when it is sent: a paused campaign holds it (QUEUED, not sent, sent after the
+// resume), a deleted campaign cancels it, and a contact who unsubscribed or was removed since
+// the email was written is not mailed.
+func TestCampaignStateAtSendTime(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		change     func(t *testing.T, st store.Store)
+		wantStatus string
+		wantSent   int
+	}{
+		{"running, subscribed: sent", nil, store.StatusSent, 1},
+		{"paused: held", func(t *testing.T, st store.Store) { setCampaign(t, st, store.CampaignPaused) }, store.StatusQueued, 0},
+		{"deleted: cancelled", func(t *testing.T, st store.Store) {
+			if err := st.DeleteCampaign(context.Background(), 1, "cp1"); err != nil {
+				t.Fatal(err)
+			}
+		}, store.StatusCancelled, 0},
+		{"unsubscribed since: not mailed", func(t *testing.T, st store.Store) {
+			if _, err := st.UpdateContact(context.Background(), 1, "cb1", "ct1", func(x *store.Contact) error {
+				x.Subscribed = false
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}, store.StatusSuppressed, 0},
+		{"removed from the book: not mailed", func(t *testing.T, st store.Store) {
+			if _, err := st.DeleteContacts(context.Background(), 1, "cb1", []string{"ct1"}); err != nil {
+				t.Fatal(err)
+			}
+		}, store.StatusSuppressed, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &countingMailer{sent: map[string]int{}}
+			w, st, ids := setup(t, m, 1)
+			ctx := context.Background()
+			now := time.Now().UTC()
+			if err := st.CreateContactBook(ctx, store.ContactBook{ID: "cb1", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.PutContact(ctx, 1, "cb1", "b@example.org", "ct1", func(x *store.Contact, _ bool) error {
+				x.Subscribed = true
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, ContactBookID: "cb1",
+				Status: store.CampaignRunning, CreatedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			// The email was written by a batch step for the contact.
+			if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
+				e.CampaignID, e.ContactID = "cp1", "ct1"
+				return nil, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if c.change != nil {
+				c.change(t, st)
+			}
+			if err := w.Deliver(ctx, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			e, err := st.GetEmail(ctx, ids[0])
+			if err != nil || e.Status != c.wantStatus || m.sent[ids[0]] != c.wantSent {
+				t.Fatalf("status %s, sent %d (%v); want %s, %d", e.Status, m.sent[ids[0]], err, c.wantStatus, c.wantSent)
+			}
+			if c.wantStatus == store.StatusQueued { // held: sent once the campaign runs again
+				setCampaign(t, st, store.CampaignRunning)
+				if err := w.Deliver(ctx, ids[0]); err != nil {
+					t.Fatal(err)
+				}
+				if e, _ := st.GetEmail(ctx, ids[0]); e.Status != store.StatusSent || m.sent[ids[0]] != 1 {
+					t.Errorf("after the resume: %s, sent %d; want SENT once", e.Status, m.sent[ids[0]])
+				}
+			}
+		})
+	}
+}
+
+func setCampaign(t *testing.T, st store.Store, status string) {
+	t.Helper()
+	if _, err := st.UpdateCampaign(context.Background(), 1, "cp1", func(c *store.Campaign) error {
+		c.Status = status
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
