@@ -63,6 +63,7 @@ var errSkip = errors.New("not claimable")
 // outcome could not be recorded and the caller should retry later.
 func (w *Worker) Deliver(ctx context.Context, id string) error {
 	now := w.Now().UTC()
+	var dropStatus, dropWhy string
 	e, err := w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
 		if ours(e, now) {
 			// Our own claim, committed by an attempt whose answer was lost (a retried
@@ -74,11 +75,29 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		if e.Status != store.StatusQueued && !stale {
 			return nil, errSkip
 		}
+		dropStatus, dropWhy = "", "" // this may run more than once
+		if e.CampaignID != "" {
+			held, status, why, err := w.campaignState(ctx, *e)
+			switch {
+			case err != nil:
+				return nil, err
+			case held:
+				// Paused: the email waits QUEUED, untouched (no write, so no new stream record
+				// and no loop); the reconciler hands it back every few minutes, and after the
+				// resume it goes.
+				return nil, errHeld
+			}
+			dropStatus, dropWhy = status, why
+		}
 		e.Status = store.StatusSending
 		e.ClaimedAt = &now
 		e.UpdatedAt = now
 		return nil, nil
 	})
+	if errors.Is(err, errHeld) {
+		w.log().Info("campaign email held: the campaign is paused", "emailId", id)
+		return nil
+	}
 	if errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -87,20 +106,9 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	log := w.log().With("emailId", id, "teamId", e.TeamID)
 
-	if e.CampaignID != "" {
-		held, status, why, err := w.campaignState(ctx, e)
-		switch {
-		case err != nil:
-			return w.release(ctx, id, now, err)
-		case held:
-			// Paused: the email waits, QUEUED; the reconciler hands it back every few minutes,
-			// and after the resume it goes.
-			log.Info("campaign email held: the campaign is paused", "campaignId", e.CampaignID)
-			return w.release(ctx, id, now, nil)
-		case status != "":
-			log.Info("campaign email not sent", "campaignId", e.CampaignID, "status", status, "reason", why)
-			return w.finish(ctx, id, now, status, "", map[string]string{"error": why})
-		}
+	if dropStatus != "" {
+		log.Info("campaign email not sent", "campaignId", e.CampaignID, "status", dropStatus, "reason", dropWhy)
+		return w.finish(ctx, id, now, dropStatus, "", map[string]string{"error": dropWhy})
 	}
 
 	msg, dom, reason, err := w.prepare(ctx, e)
@@ -135,6 +143,9 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	log.Info("email sent", "messageId", messageID)
 	return w.finish(ctx, id, now, store.StatusSent, messageID, map[string]string{"messageId": messageID})
 }
+
+// errHeld aborts the claim of an email whose campaign is paused: nothing is written.
+var errHeld = errors.New("campaign paused")
 
 // campaignState checks a campaign email against its campaign and its contact as they are now,
 // at send time: a paused campaign holds it, a deleted one cancels it, and a contact who

@@ -382,10 +382,14 @@ func TestCampaignStateAtSendTime(t *testing.T) {
 			if c.change != nil {
 				c.change(t, st)
 			}
+			before, _ := st.GetEmail(ctx, ids[0])
 			if err := w.Deliver(ctx, ids[0]); err != nil {
 				t.Fatal(err)
 			}
 			e, err := st.GetEmail(ctx, ids[0])
+			if c.wantStatus == store.StatusQueued && e.Version != before.Version {
+				t.Errorf("a held email was written (version %d → %d): on AWS that is a new stream record, a loop", before.Version, e.Version)
+			}
 			if err != nil || e.Status != c.wantStatus || m.sent[ids[0]] != c.wantSent {
 				t.Fatalf("status %s, sent %d (%v); want %s, %d", e.Status, m.sent[ids[0]], err, c.wantStatus, c.wantSent)
 			}
