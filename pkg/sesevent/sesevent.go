@@ -311,16 +311,26 @@ func (e Event) Detail() json.RawMessage {
 	return b
 }
 
-// EmailID returns our email id from the X-Usesend-Email-ID header SES echoes in mail.headers
-// ("" when absent, e.g. when SES truncated the headers).
+// EmailID returns our email id from the X-Usesend-Email-ID header SES echoes in mail.headers, or
+// from the message tag every send carries (EmailIDTag) when SES truncated the headers ("" when
+// neither is there: another sender's message).
 func (e Event) EmailID() string {
 	for _, h := range e.Mail.Headers {
 		if strings.EqualFold(h.Name, EmailIDHeader) {
 			return strings.TrimSpace(h.Value)
 		}
 	}
+	if v := e.Mail.Tags[EmailIDTag]; len(v) > 0 {
+		return v[0] // the message tag every send carries, for events whose headers were cut
+	}
 	return ""
 }
+
+// The message tags every Mailroom send carries (SES copies them into mail.tags of each event).
+const (
+	EmailIDTag = "mailroom-email-id"
+	TeamIDTag  = "mailroom-team-id"
+)
 
 // Recipients returns the addresses the event is about: the bounced, complaining, delivered or
 // delayed ones, else every destination of the message.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
 // API is the part of the SES v2 client the Mailer uses (a *sesv2.Client satisfies it).
@@ -50,6 +52,12 @@ func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
 		FromEmailAddress: aws.String(m.From),
 		Destination:      &types.Destination{ToAddresses: m.Recipients},
 		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: m.Raw}},
+		// SES copies message tags into every event of the message (mail.tags): the events
+		// then find their email even when the headers SES passes on are truncated.
+		EmailTags: []types.MessageTag{
+			{Name: aws.String(sesevent.EmailIDTag), Value: aws.String(m.EmailID)},
+			{Name: aws.String(sesevent.TeamIDTag), Value: aws.String(strconv.FormatInt(m.TeamID, 10))},
+		},
 	}
 	set := s.configurationSet
 	if m.ConfigurationSet != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/awstest"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/mail/mailtest"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 )
 
 func TestMain(m *testing.M) { awstest.Main(m) }
@@ -163,5 +164,31 @@ func TestErrorMapping(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEverySendIsTagged: each send carries the email and team ids as message tags, which SES
+// copies into every event of the message, so the events find their email without headers.
+func TestEverySendIsTagged(t *testing.T) {
+	var got *sesv2.SendEmailInput
+	api := apiFunc(func(_ context.Context, in *sesv2.SendEmailInput, _ ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
+		got = in
+		id := "m-1"
+		return &sesv2.SendEmailOutput{MessageId: &id}, nil
+	})
+	if _, err := NewWithAPI(api, "").Send(context.Background(), mail.Outgoing{EmailID: "emabc", TeamID: 42, From: "a@b.test"}); err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]string{}
+	for _, tg := range got.EmailTags {
+		tags[*tg.Name] = *tg.Value
+	}
+	if tags[sesevent.EmailIDTag] != "emabc" || tags[sesevent.TeamIDTag] != "42" {
+		t.Errorf("tags %v, want the email and team ids", tags)
+	}
+	// An event whose headers were cut finds the email by the tag.
+	ev := sesevent.Event{Mail: sesevent.Mail{Tags: map[string][]string{sesevent.EmailIDTag: {"emabc"}}}}
+	if ev.EmailID() != "emabc" {
+		t.Errorf("EmailID from the tag = %q", ev.EmailID())
 	}
 }
