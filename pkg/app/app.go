@@ -224,7 +224,12 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
 		}
 	})
-	a.Mailer = mailses.New(ses, a.Config.ConfigurationSet)
+	a.Mailer = mailses.New(sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
+		if o.BaseEndpoint != nil {
+			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
+		}
+		mailses.NoRetries(o)
+	}), a.Config.ConfigurationSet)
 	a.Identities = idses.New(ses, a.Log)
 	if eventBridge {
 		a.EmailScheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{

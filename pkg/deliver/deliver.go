@@ -131,6 +131,13 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
 		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
 	messageID, err := w.send(ctx, log, out)
+	if errors.Is(err, mail.ErrAmbiguous) {
+		// SES may have accepted it: neither send again nor fail it. The claim stays; SES's
+		// events settle the email (pkg/ingest), and only if none comes within the lease and
+		// its grace does the reconciler hand it back to be sent.
+		log.Warn("send outcome unknown; waiting for the provider's events", "err", err)
+		return nil
+	}
 	if err != nil && ctx.Err() != nil {
 		// Interrupted (shutdown), not the email's fault: back to QUEUED for the next worker.
 		log.Warn("send interrupted; email released", "err", err)
@@ -286,8 +293,8 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 		if err == nil {
 			return id, nil
 		}
-		if errors.Is(err, mail.ErrRejected) || n == attempts {
-			break
+		if errors.Is(err, mail.ErrRejected) || errors.Is(err, mail.ErrAmbiguous) || n == attempts {
+			break // a rejection is final; an ambiguous answer must not be sent again
 		}
 		wait := w.backoff(n)
 		log.Warn("send retry", "attempt", n, "wait", wait.String(), "throttled", errors.Is(err, mail.ErrThrottled))

@@ -282,10 +282,6 @@ func TestOutcomeOfALostClaimIsNotRecorded(t *testing.T) {
 	}
 }
 
-type mailerFunc func(context.Context, mail.Outgoing) (string, error)
-
-func (f mailerFunc) Send(ctx context.Context, o mail.Outgoing) (string, error) { return f(ctx, o) }
-
 // lostAnswerStore commits the first UpdateEmail and then runs it again, as a store adapter does
 // when the answer of a conditional write that committed is lost and its retry finds the item
 // changed (the SDK retries a timed-out PutItem; DynamoDB refuses it on the version; the
@@ -415,3 +411,31 @@ func setCampaign(t *testing.T, st store.Store, status string) {
 		t.Fatal(err)
 	}
 }
+
+// TestAmbiguousSendWaitsForEvidence: after an answer that leaves the outcome unknown (a timeout,
+// a 5xx), the worker neither sends again nor fails the email: it stays claimed, SENDING, for
+// SES's events to settle (pkg/ingest) or, without them, the reconciler after the lease.
+func TestAmbiguousSendWaitsForEvidence(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}, failures: 1, failWith: fmt.Errorf("timeout: %w", mail.ErrAmbiguous)}
+	w, st, ids := setup(t, m, 1)
+	var calls atomic.Int64
+	w.Mailer = mailerFunc(func(ctx context.Context, o mail.Outgoing) (string, error) {
+		calls.Add(1)
+		return m.Send(ctx, o)
+	})
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, evs, err := st.GetEmailDetail(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || e.Status != store.StatusSending || e.ClaimedAt == nil || len(evs) != 1 {
+		t.Errorf("%d send calls; email %s (claim %v) with %d events; want 1 call, SENDING, claimed, no new event",
+			calls.Load(), e.Status, e.ClaimedAt, len(evs))
+	}
+}
+
+type mailerFunc func(context.Context, mail.Outgoing) (string, error)
+
+func (f mailerFunc) Send(ctx context.Context, o mail.Outgoing) (string, error) { return f(ctx, o) }

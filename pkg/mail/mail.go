@@ -15,6 +15,11 @@ var ErrThrottled = errors.New("mail: throttled")
 // retrying is pointless.
 var ErrRejected = errors.New("mail: rejected")
 
+// ErrAmbiguous marks a send whose outcome is unknown: the provider may have accepted the
+// message (a timeout, a dropped connection, a 5xx). Sending again could send it twice; the
+// caller waits for the provider's own evidence instead (its events).
+var ErrAmbiguous = errors.New("mail: outcome unknown")
+
 // Attachment is a decoded attachment.
 type Attachment struct {
 	Filename string

@@ -12,7 +12,7 @@ import (
 // Mailer builds the send worker on SES (SendEmail through the configuration sets).
 func Mailer(w *lambdafn.Wiring) error {
 	worker := &deliver.Worker{
-		Store: w.Store, Mailer: mailses.New(withses.Client(w, "SendEmail"), w.Config.ConfigurationSet), Log: w.Log,
+		Store: w.Store, Mailer: mailses.New(withses.ClientWith(w, mailses.NoRetries, "SendEmail"), w.Config.ConfigurationSet), Log: w.Log,
 		Now: w.Now, ConfigurationSet: w.Config.ConfigurationSet, Metrics: w.Metrics,
 		ReplyReference: deliver.SESReplyReference(w.AWS.Region),
 	}

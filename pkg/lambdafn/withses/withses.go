@@ -14,7 +14,15 @@ import (
 
 // Client is an SES v2 client allowed only ops (every other call fails as ErrNotGranted).
 func Client(w *lambdafn.Wiring, ops ...string) *sesv2.Client {
+	return ClientWith(w, nil, ops...)
+}
+
+// ClientWith is Client with an option of its own applied last.
+func ClientWith(w *lambdafn.Wiring, opt func(*sesv2.Options), ops ...string) *sesv2.Client {
 	return sesv2.NewFromConfig(w.AWS, func(o *sesv2.Options) {
+		if opt != nil {
+			defer opt(o)
+		}
 		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
 			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
 		}

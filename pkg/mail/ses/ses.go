@@ -44,6 +44,12 @@ func NewWithAPI(client API, configurationSet string) *Mailer {
 	return &Mailer{client: client, configurationSet: configurationSet}
 }
 
+// NoRetries is the client option for the mailer's client: SendEmail is not idempotent, so the
+// SDK must not send again after a timeout or a 5xx (it would retry those); the worker retries
+// only what SES refused for its rate (mail.ErrThrottled), and waits for SES's events after an
+// ambiguous answer (mail.ErrAmbiguous).
+func NoRetries(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
+
 // Send hands m.Raw to SES. Every envelope recipient (to, cc and bcc) goes in Destination; the
 // headers in Raw decide what recipients see. Errors wrap mail.ErrThrottled or mail.ErrRejected
 // when the caller should retry later or never.
@@ -108,8 +114,15 @@ func classify(err error) error {
 		}
 	}
 	var respErr *awshttp.ResponseError
-	if errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusTooManyRequests {
-		return fmt.Errorf("ses: send: %w: %w", mail.ErrThrottled, err)
+	if errors.As(err, &respErr) {
+		switch code := respErr.HTTPStatusCode(); {
+		case code == http.StatusTooManyRequests:
+			return fmt.Errorf("ses: send: %w: %w", mail.ErrThrottled, err)
+		case code >= 400 && code < 500:
+			// SES answered and refused: it did not take the message, and will not.
+			return fmt.Errorf("ses: send: %w: %w", mail.ErrRejected, err)
+		}
 	}
-	return fmt.Errorf("ses: send: %w", err)
+	// A 5xx, a timeout or a dropped connection: SES may have accepted the message.
+	return fmt.Errorf("ses: send: %w: %w", mail.ErrAmbiguous, err)
 }

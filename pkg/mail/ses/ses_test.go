@@ -143,8 +143,11 @@ func TestErrorMapping(t *testing.T) {
 		{"AccountSuspended", &types.AccountSuspendedException{}, mail.ErrRejected},
 		{"SendingPaused", &types.SendingPausedException{}, mail.ErrRejected},
 		{"wrapped", fmt.Errorf("operation error SESv2: SendEmail: %w", &types.MessageRejected{}), mail.ErrRejected},
-		{"internal", &types.InternalServiceErrorException{}, nil},
-		{"HTTP 500", httpErr(500, errors.New("boom")), nil},
+		{"internal", &types.InternalServiceErrorException{}, mail.ErrAmbiguous},
+		{"HTTP 500", httpErr(500, errors.New("boom")), mail.ErrAmbiguous},
+		{"HTTP 400", httpErr(400, errors.New("bad")), mail.ErrRejected},
+		{"timeout", context.DeadlineExceeded, mail.ErrAmbiguous},
+		{"connection reset", errors.New("read tcp: connection reset by peer"), mail.ErrAmbiguous},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,7 +161,7 @@ func TestErrorMapping(t *testing.T) {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("cause lost: %v", err)
 			}
-			for _, sentinel := range []error{mail.ErrThrottled, mail.ErrRejected} {
+			for _, sentinel := range []error{mail.ErrThrottled, mail.ErrRejected, mail.ErrAmbiguous} {
 				if errors.Is(err, sentinel) != (sentinel == tc.want) {
 					t.Errorf("errors.Is(%v, %v) = %v", err, sentinel, !(sentinel == tc.want))
 				}
