@@ -130,6 +130,12 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
 		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < SendRoom {
+		// Too close to the invocation's end to send and still record the outcome: a send the
+		// function is killed after would be sent again. Back to QUEUED for the next run.
+		log.Info("no time left to send and record; email released")
+		return w.release(ctx, id, now, nil)
+	}
 	messageID, err := w.send(ctx, log, out)
 	if errors.Is(err, mail.ErrAmbiguous) {
 		// SES may have accepted it: neither send again nor fail it. The claim stays; SES's
@@ -150,6 +156,10 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	log.Info("email sent", "messageId", messageID)
 	return w.finish(ctx, id, now, store.StatusSent, messageID, map[string]string{"messageId": messageID})
 }
+
+// SendRoom is how much of the invocation must be left for a send to start: the send itself
+// (a few hundred milliseconds) and the write of its outcome, with their retries.
+const SendRoom = 5 * time.Second
 
 // errHeld aborts the claim of an email whose campaign is paused: nothing is written.
 var errHeld = errors.New("campaign paused")

@@ -439,3 +439,25 @@ func TestAmbiguousSendWaitsForEvidence(t *testing.T) {
 type mailerFunc func(context.Context, mail.Outgoing) (string, error)
 
 func (f mailerFunc) Send(ctx context.Context, o mail.Outgoing) (string, error) { return f(ctx, o) }
+
+// TestNoSendWithoutTimeToRecordIt: a send does not start when the invocation's deadline leaves
+// no room to record its outcome; the email goes back to QUEUED, unsent, for the next run.
+func TestNoSendWithoutTimeToRecordIt(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), SendRoom/2)
+	defer cancel()
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := st.GetEmail(context.Background(), ids[0])
+	if m.sent[ids[0]] != 0 || e.Status != store.StatusQueued || e.ClaimedAt != nil {
+		t.Errorf("sent %d, email %s (claim %v); want unsent, QUEUED", m.sent[ids[0]], e.Status, e.ClaimedAt)
+	}
+	// With room, it goes.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	if err := w.Deliver(ctx2, ids[0]); err != nil || m.sent[ids[0]] != 1 {
+		t.Errorf("with time left: sent %d, %v", m.sent[ids[0]], err)
+	}
+}
