@@ -933,7 +933,13 @@ func (f *fixture) checkSchedule(e *env, em store.Email) {
 	if err != nil {
 		e.t.Fatalf("schedule of %s: %v", em.ID, err)
 	}
-	if want := "at(" + em.ScheduledAt.UTC().Format("2006-01-02T15:04:05") + ")"; aws.ToString(sch.ScheduleExpression) != want {
+	// EventBridge Scheduler fires within the minute of an at() time: the schedule is for the
+	// first whole minute not before the email's time, so it never fires early.
+	at := em.ScheduledAt.UTC()
+	if at.Second() != 0 || at.Nanosecond() != 0 {
+		at = at.Truncate(time.Minute).Add(time.Minute)
+	}
+	if want := "at(" + at.Format("2006-01-02T15:04:05") + ")"; aws.ToString(sch.ScheduleExpression) != want {
 		e.t.Errorf("schedule expression %q, want %q", aws.ToString(sch.ScheduleExpression), want)
 	}
 	tg := sch.Target

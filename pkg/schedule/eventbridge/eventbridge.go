@@ -73,9 +73,16 @@ func NewWithAPI(client API, cfg Config) *Scheduler {
 	return &Scheduler{client: client, cfg: cfg}
 }
 
-// Expression returns the at() expression for t, in UTC at second precision.
+// Expression returns the at() expression for t, in UTC, rounded up to the minute: EventBridge
+// Scheduler fires anywhere within the minute of an at() time, so a time to the second could
+// fire up to a minute early, and the target (which goes by the email's or campaign's own time)
+// would only put the same time back. Rounded up, a schedule never fires before t.
 func Expression(t time.Time) string {
-	return "at(" + t.UTC().Format(ExpressionLayout) + ")"
+	t = t.UTC()
+	if m := t.Truncate(time.Minute); !m.Equal(t) {
+		t = m.Add(time.Minute)
+	}
+	return "at(" + t.Format(ExpressionLayout) + ")"
 }
 
 // Put creates the schedule, or updates it when one of that name exists (a reschedule).

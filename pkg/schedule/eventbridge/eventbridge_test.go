@@ -136,9 +136,18 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestExpression(t *testing.T) {
-	at := time.Date(2030, 1, 2, 8, 4, 5, 999_000_000, time.FixedZone("CET", 3600))
-	if got, want := Expression(at), "at(2030-01-02T07:04:05)"; got != want {
-		t.Errorf("Expression = %q, want %q", got, want)
+	cet := time.FixedZone("CET", 3600)
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2030, 1, 2, 8, 4, 5, 999_000_000, cet), "at(2030-01-02T07:05:00)"}, // UTC, rounded up
+		{time.Date(2030, 1, 2, 8, 4, 0, 0, cet), "at(2030-01-02T07:04:00)"},           // a whole minute stays
+		{time.Date(2030, 1, 2, 23, 59, 0, 1, time.UTC), "at(2030-01-03T00:00:00)"},    // into the next day
+	} {
+		if got := Expression(c.at); got != c.want {
+			t.Errorf("Expression(%v) = %q, want %q", c.at, got, c.want)
+		}
 	}
 }
 
