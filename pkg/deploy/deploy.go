@@ -107,9 +107,6 @@ var resourceARNs = map[string][]string{
 	"scheduler-role":    {"!GetAtt SchedulerRole.Arn"},
 }
 
-// ResourceARNs returns the template's spelling of a resource kind of lambdafn.Statement.
-func ResourceARNs(kind string) []string { return resourceARNs[kind] }
-
 // indent prefixes every line of s with n spaces.
 func indent(n int, s string) string {
 	pad := strings.Repeat(" ", n)

@@ -156,7 +156,7 @@ func (p Ports) RequireEnv(getenv func(string) string) error {
 	return nil
 }
 
-// tableOps are the DynamoDB operations that only read.
+// tableReads are the DynamoDB operations that only read.
 var tableReads = []string{"BatchGetItem", "DescribeTable", "GetItem", "Query", "TransactGetItems"}
 
 // ErrNotGranted is the error of an AWS call outside a process's ports.

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/auth"
@@ -58,12 +57,6 @@ type Wiring struct {
 
 // Plug builds one port of a function.
 type Plug func(*Wiring) error
-
-// Grant is the SDK client option limiting a client to what allowed says (see Grant in
-// ports.go), for a plug to build its client with.
-func (w *Wiring) Grant(allowed func(op string, input any) bool) func(*middleware.Stack) error {
-	return Grant(allowed)
-}
 
 // BuildOptions are for tests.
 type BuildOptions struct {

@@ -15,7 +15,7 @@ import (
 // name for them, targeting target.
 func build(w *lambdafn.Wiring, prefix string, ops []string, target string) *eventbridge.Scheduler {
 	c := scheduler.NewFromConfig(w.AWS, func(o *scheduler.Options) {
-		o.APIOptions = append(o.APIOptions, w.Grant(lambdafn.ScheduleGrant(prefix, ops)))
+		o.APIOptions = append(o.APIOptions, lambdafn.Grant(lambdafn.ScheduleGrant(prefix, ops)))
 	})
 	return eventbridge.New(c, eventbridge.Config{Group: w.Config.ScheduleGroup, TargetARN: target,
 		RoleARN: w.Config.ScheduleRoleARN, DeadLetterARN: w.Config.ScheduleDLQARN})

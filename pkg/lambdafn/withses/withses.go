@@ -26,7 +26,7 @@ func ClientWith(w *lambdafn.Wiring, opt func(*sesv2.Options), ops ...string) *se
 		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
 			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
 		}
-		o.APIOptions = append(o.APIOptions, w.Grant(lambdafn.OpsGrant(ops...)))
+		o.APIOptions = append(o.APIOptions, lambdafn.Grant(lambdafn.OpsGrant(ops...)))
 	})
 }
 

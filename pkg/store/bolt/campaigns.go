@@ -144,14 +144,7 @@ func (s *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campaig
 		page, total = nil, 0
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketCampTime).Cursor()
-		var k, v []byte
-		if end := prefixEnd(prefix); end == nil {
-			k, v = c.Last()
-		} else if k, v = c.Seek(end); k == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
-		}
+		k, v := lastWithPrefix(c, prefix)
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
 			var ref campaignRef
 			if err := json.Unmarshal(v, &ref); err != nil {

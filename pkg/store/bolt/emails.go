@@ -290,6 +290,19 @@ func scanTime(b *bbolt.Bucket, prefix, lo, hi []byte) []emailRef {
 
 // prefixEnd returns the smallest key greater than every key with the prefix, or nil when there
 // is none (a prefix of all 0xff).
+// lastWithPrefix positions c on the last key that starts with prefix (or wherever the walk
+// back will find none): the start of a newest-first scan of one team's index.
+func lastWithPrefix(c *bbolt.Cursor, prefix []byte) ([]byte, []byte) {
+	end := prefixEnd(prefix)
+	if end == nil {
+		return c.Last()
+	}
+	if k, _ := c.Seek(end); k != nil {
+		return c.Prev()
+	}
+	return c.Last()
+}
+
 func prefixEnd(prefix []byte) []byte {
 	end := bytes.Clone(prefix)
 	for i := len(end) - 1; i >= 0; i-- {

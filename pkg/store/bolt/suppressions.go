@@ -75,14 +75,7 @@ func (s *Store) ListSuppressions(ctx context.Context, teamID int64, reason strin
 		b := tx.Bucket(bucketSupp)
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketSuppTime).Cursor()
-		var k, v []byte
-		if end := prefixEnd(prefix); end == nil {
-			k, v = c.Last()
-		} else if k, v = c.Seek(end); k == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
-		}
+		k, v := lastWithPrefix(c, prefix)
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
 			if reason != "" && string(v) != reason {
 				continue
