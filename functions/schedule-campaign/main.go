@@ -6,7 +6,10 @@ package main
 import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withdates"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withlambda"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
 )
 
-func main() { lambdafn.Main("ScheduleCampaign", withscheduler.Campaigns, withdates.English) }
+func main() {
+	lambdafn.Main("ScheduleCampaign", withlambda.CampaignInvoke, withscheduler.Campaigns, withdates.English)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/naturaldate"
+	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -474,5 +475,63 @@ func TestCampaignWhoseBookIsDeletedPauses(t *testing.T) {
 	fire(t, e, c.ID, 1)
 	if got := e.campaign(c.ID); got.Status != "PAUSED" || got.Total != 1 {
 		t.Errorf("after its book was deleted: %s, total %d; want PAUSED", got.Status, got.Total)
+	}
+}
+
+// TestCampaignStartFiredEarlyRearmsUnderANewName: a start that fires 50 s before the
+// campaign's time sends nothing and puts one schedule back for that time under a new name;
+// that one starts the campaign. Deleting the campaign removes a pending start.
+func TestCampaignStartFiredEarlyRearmsUnderANewName(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"ann@example.org"}`)
+	at := e.clock.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Later","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"scheduledAt":"`+at.Format(time.RFC3339)+`"}`, &c)
+	type getter interface {
+		Get(context.Context, string) (schedule.Schedule, bool, error)
+	}
+	get := func(name string) (schedule.Schedule, bool) {
+		t.Helper()
+		sc, ok, err := e.app.CampaignScheduler.(getter).Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc, ok
+	}
+	start, ok := get(campaign.ScheduleName(c.ID, 0, 0))
+	if !ok || !start.At.Equal(at) {
+		t.Fatalf("start schedule = %+v %v, want one at %s", start, ok, at)
+	}
+	e.clock.Add(time.Hour - 50*time.Second)
+	if err := e.app.Services.Campaigns.Fire(context.Background(), start.Payload); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.campaign(c.ID); got.Status != "SCHEDULED" || got.Total != 0 {
+		t.Fatalf("an early start ran: %s, total %d", got.Status, got.Total)
+	}
+	rearmed, ok := get(campaign.ScheduleName(c.ID, 0, 1))
+	if !ok || !rearmed.At.Equal(at) {
+		t.Fatalf("re-armed start = %+v %v, want one at %s under a new name", rearmed, ok, at)
+	}
+	if _, ok := get(campaign.ScheduleName(c.ID, 0, 2)); ok {
+		t.Fatal("re-armed twice")
+	}
+	e.clock.Add(50 * time.Second)
+	if err := e.app.Services.Campaigns.Fire(context.Background(), rearmed.Payload); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.campaign(c.ID); got.Status != "SENT" || got.Total != 1 {
+		t.Fatalf("after the on-time start: %s, total %d; want SENT, 1", got.Status, got.Total)
+	}
+
+	// A scheduled campaign deleted before its start: its start schedule goes with it.
+	var d campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Gone","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"scheduledAt":"`+at.Add(time.Hour).Format(time.RFC3339)+`"}`, &d)
+	if _, ok := get(campaign.ScheduleName(d.ID, 0, 0)); !ok {
+		t.Fatal("no start schedule")
+	}
+	e.mustDo("DELETE", "/api/v1/campaigns/"+d.ID, "", nil)
+	if _, ok := get(campaign.ScheduleName(d.ID, 0, 0)); ok {
+		t.Error("the deleted campaign's start schedule is still pending")
 	}
 }

@@ -270,7 +270,7 @@ func TestLostRescheduleHeals(t *testing.T) {
 	type getter interface {
 		Get(context.Context, string) (schedule.Schedule, bool, error)
 	}
-	sc, ok, err := e.app.EmailScheduler.(getter).Get(context.Background(), email.ScheduleName(id))
+	sc, ok, err := e.app.EmailScheduler.(getter).Get(context.Background(), email.ScheduleName(id, t2, 0))
 	if err != nil || !ok || !sc.At.Equal(t2) {
 		t.Fatalf("schedule after the early fire = %v %v %v, want one at %s", sc.At, ok, err, t2)
 	}
@@ -279,4 +279,52 @@ func TestLostRescheduleHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.await(id, "DELIVERED")
+}
+
+// TestEarlyFireRearmsOnceUnderANewName: EventBridge Scheduler may fire within the minute of an
+// at() time. A schedule that fires 50 s before its email's time leaves the email SCHEDULED and
+// puts one schedule back for the same time under a new name (the one that fired is deleted by
+// the service after it completes, so its name cannot be reused); that one sends it.
+func TestEarlyFireRearmsOnceUnderANewName(t *testing.T) {
+	e := newEnv(t)
+	at := e.clock.Now().Add(time.Hour).Truncate(time.Second)
+	id := e.send(scheduled(at))
+	type getter interface {
+		Get(context.Context, string) (schedule.Schedule, bool, error)
+	}
+	sched := e.app.EmailScheduler.(getter)
+	get := func(name string) (schedule.Schedule, bool) {
+		t.Helper()
+		sc, ok, err := sched.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc, ok
+	}
+	first, ok := get(email.ScheduleName(id, at, 0))
+	if !ok || !first.At.Equal(at) {
+		t.Fatalf("schedule of the send = %+v %v, want one at %s", first, ok, at)
+	}
+	e.clock.Add(time.Hour - 50*time.Second)
+	if err := e.app.Services.Emails.Fire(context.Background(), first.Payload); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.get(id); d.LatestStatus != "SCHEDULED" {
+		t.Fatalf("an early fire sent it: %s", d.LatestStatus)
+	}
+	rearmed, ok := get(email.ScheduleName(id, at, 1))
+	if !ok || !rearmed.At.Equal(at) || rearmed.Name == first.Name {
+		t.Fatalf("re-armed schedule = %+v %v, want one at %s under a new name", rearmed, ok, at)
+	}
+	if _, ok := get(email.ScheduleName(id, at, 2)); ok {
+		t.Fatal("re-armed twice")
+	}
+	e.clock.Add(50 * time.Second)
+	if err := e.app.Services.Emails.Fire(context.Background(), rearmed.Payload); err != nil {
+		t.Fatal(err)
+	}
+	e.await(id, "DELIVERED")
+	if _, ok := get(email.ScheduleName(id, at, 2)); ok {
+		t.Fatal("an on-time fire re-armed")
+	}
 }

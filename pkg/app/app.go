@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
@@ -40,6 +41,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
+	"github.com/mailroom/mailroom/pkg/schedule/lambdainvoke"
 	schedlocal "github.com/mailroom/mailroom/pkg/schedule/local"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
@@ -64,7 +66,7 @@ type App struct {
 	// Scheduler (nil with the embedded backend outside Options.Local).
 	EmailScheduler email.Scheduler
 	// CampaignScheduler fires campaigns' steps (locally the same in-process scheduler).
-	CampaignScheduler email.Scheduler
+	CampaignScheduler campaign.Scheduler
 	local             *schedlocal.Scheduler
 	runs              sync.WaitGroup // campaign runs started by local schedules
 	regions           []string       // regions domains may use (AWS: the deployment's)
@@ -239,7 +241,7 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 		a.CampaignScheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.CampaignTargetARN,
 			RoleARN: a.Config.ScheduleRoleARN, DeadLetterARN: a.Config.ScheduleDLQARN,
-		})
+		}).WithInvoker(lambdainvoke.New(lambda.NewFromConfig(awsCfg), a.Config.CampaignTargetARN))
 	}
 	return nil
 }

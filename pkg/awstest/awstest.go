@@ -101,6 +101,15 @@ func start() (*Server, error) {
 		resp, err := http.Get(s.URL + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
+			// Lambda without Docker: an invocation is accepted (202) and runs nothing; tests
+			// see what was invoked through Invocations.
+			resp, err = http.Post(s.URL+"/moto-api/config", "application/json",
+				strings.NewReader(`{"lambda":{"use_docker":false}}`))
+			if err != nil {
+				s.Stop()
+				return nil, fmt.Errorf("configure moto: %w", err)
+			}
+			resp.Body.Close()
 			return s, nil
 		}
 		if time.Now().After(deadline) {

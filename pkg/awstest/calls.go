@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -44,4 +45,43 @@ func (c *Calls) Reset() map[string]int {
 	n := c.n
 	c.n = map[string]int{}
 	return n
+}
+
+// Invocations records the payloads of the Lambda Invoke calls made through a config it is
+// installed on (the calls still reach the emulator, which accepts them and runs nothing).
+type Invocations struct {
+	mu       sync.Mutex
+	payloads []Invocation
+}
+
+// Invocation is one Lambda Invoke call.
+type Invocation struct {
+	Function, Type string
+	Payload        []byte
+}
+
+// Install adds the middleware to cfg (every client made from it afterwards).
+func (v *Invocations) Install(cfg *aws.Config) {
+	cfg.APIOptions = append(cfg.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("awstestInvocations",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleInitialize(ctx, in)
+				if inv, ok := in.Parameters.(*lambda.InvokeInput); ok && err == nil {
+					v.mu.Lock()
+					v.payloads = append(v.payloads, Invocation{Function: aws.ToString(inv.FunctionName),
+						Type: string(inv.InvocationType), Payload: inv.Payload})
+					v.mu.Unlock()
+				}
+				return out, md, err
+			}), middleware.After)
+	})
+}
+
+// Take returns the invocations so far and forgets them.
+func (v *Invocations) Take() []Invocation {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.payloads
+	v.payloads = nil
+	return out
 }

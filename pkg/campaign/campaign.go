@@ -41,10 +41,11 @@ type Domains interface {
 	Lookup(ctx context.Context, teamID int64, name string) (store.Domain, error)
 }
 
-// Scheduler puts the campaign's next step on the clock.
+// Scheduler puts the campaign's next step on the clock, or invokes it now.
 type Scheduler interface {
 	Put(ctx context.Context, s schedule.Schedule) error
 	Delete(ctx context.Context, name string) error
+	Invoke(ctx context.Context, payload []byte) error
 }
 
 // Limits and defaults.
@@ -95,15 +96,31 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fault.Field("scheduledAt", "could not understand %s: use RFC 3339 (2026-01-02T09:00:00Z) or e.g. \"tomorrow 9am\", \"next monday 10:00\", \"in 2 hours\"", shown)
 }
 
-// Payload is what a campaign's schedule delivers to the batch target.
+// Payload is what a campaign's schedule (or direct invocation) delivers to the batch target.
 type Payload struct {
 	CampaignID string `json:"campaignId"`
 	TeamID     int64  `json:"teamId"`
-	Step       int    `json:"step"` // the BatchesDone value this step expects
+	Step       int    `json:"step"`            // the BatchesDone value this step expects
+	Rearm      int    `json:"rearm,omitempty"` // how often this start was put back after firing early
 }
 
-// ScheduleName is the campaign's one schedule name: each next step replaces it.
-func ScheduleName(id string) string { return "campaign-" + id }
+// SchedulePrefix starts every campaign schedule's name (the IAM grant is on it).
+const SchedulePrefix = "campaign-"
+
+// MaxRearms bounds how often a start is put back after firing early.
+const MaxRearms = 5
+
+// ScheduleName is the name of the schedule of step n of a campaign: campaign-<id>-<n>, and -r<k>
+// for the k-th re-arm of a start that fired early. Every step and re-arm has a name of its own,
+// so no create conflicts with the schedule that just fired (which EventBridge Scheduler deletes
+// after it completes); moving a campaign's start updates the schedule of step 0 in place.
+func ScheduleName(id string, step, rearm int) string {
+	name := SchedulePrefix + id + "-" + strconv.Itoa(step)
+	if rearm > 0 {
+		name += "-r" + strconv.Itoa(rearm)
+	}
+	return name
+}
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
@@ -158,7 +175,8 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 	if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
 		return store.Campaign{}, notFound(err)
 	}
-	if err := s.Scheduler.Delete(ctx, ScheduleName(id)); err != nil {
+	// Harmless if it fails, or if another step's schedule is pending: a step finds it gone.
+	if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
 		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
 	}
 	return c, nil
@@ -186,8 +204,9 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 		return err
 	}
 	now := s.Now().UTC()
-	at := now
+	at, startNow := now, true
 	if !w.Now && w.At != nil && w.At.After(now) {
+		startNow = false
 		at = w.At.UTC().Truncate(time.Second)
 		if at.After(now.Add(schedule.MaxAhead)) {
 			return fault.Field("scheduledAt", "at most %d days ahead", int(schedule.MaxAhead.Hours()/24))
@@ -206,7 +225,15 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 	if err != nil {
 		return notFound(err)
 	}
-	return s.put(ctx, c, at, 0)
+	if !startNow {
+		return s.put(ctx, c, at, 0, 0)
+	}
+	// A start moved to now: the schedule of a later start, if any, would find the campaign
+	// running and do nothing; deleting it is tidiness.
+	if err := s.Scheduler.Delete(ctx, ScheduleName(c.ID, 0, 0)); err != nil {
+		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
+	}
+	return s.kick(ctx, c, 0)
 }
 
 // checkAudience refuses a campaign whose book has no subscribed contact.
@@ -236,11 +263,21 @@ func notFoundBook(err error) error {
 	return err
 }
 
-// put schedules step n of the campaign at t.
-func (s *Service) put(ctx context.Context, c store.Campaign, t time.Time, step int) error {
-	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Step: step})
-	if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ScheduleName(c.ID), At: t, Payload: payload}); err != nil {
+// put schedules step n of the campaign at t (rearm: the how-many-th time after early fires).
+func (s *Service) put(ctx context.Context, c store.Campaign, t time.Time, step, rearm int) error {
+	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Step: step, Rearm: rearm})
+	if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ScheduleName(c.ID, step, rearm), At: t, Payload: payload}); err != nil {
 		return fmt.Errorf("schedule campaign %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// kick runs step n of the campaign now, through a direct asynchronous invocation of the batch
+// target.
+func (s *Service) kick(ctx context.Context, c store.Campaign, step int) error {
+	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Step: step})
+	if err := s.Scheduler.Invoke(ctx, payload); err != nil {
+		return fmt.Errorf("start campaign %s step %d: %w", c.ID, step, err)
 	}
 	return nil
 }
@@ -274,11 +311,10 @@ func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
 	if err != nil {
 		return notFound(err)
 	}
-	at := now
 	if c.Status == store.CampaignScheduled {
-		at = *c.ScheduledAt
+		return s.put(ctx, c, *c.ScheduledAt, 0, 0)
 	}
-	return s.put(ctx, c, at, c.BatchesDone)
+	return s.kick(ctx, c, c.BatchesDone)
 }
 
 // notStarted reports whether a campaign has not sent its first batch and is due later.
@@ -299,6 +335,9 @@ func (s *Service) Fire(ctx context.Context, raw []byte) error {
 	step := p.Step
 	for {
 		next, more, err := s.Step(ctx, p.TeamID, p.CampaignID, step)
+		if errors.Is(err, errEarly) {
+			return s.rearm(ctx, p)
+		}
 		if err != nil || !more {
 			return err
 		}
@@ -307,23 +346,41 @@ func (s *Service) Fire(ctx context.Context, raw []byte) error {
 			return notFound(err)
 		}
 		if c.BatchWindowMinutes > 0 {
-			return s.put(ctx, c, s.Now().Add(time.Duration(c.BatchWindowMinutes)*time.Minute), next)
+			return s.put(ctx, c, s.Now().Add(time.Duration(c.BatchWindowMinutes)*time.Minute), next, 0)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*time.Minute {
-			return s.put(ctx, c, s.Now(), next)
+			return s.kick(ctx, c, next)
 		}
 		step = next
 	}
 }
 
+// rearm puts back the start of a campaign whose schedule fired before its time, under a new
+// name, at most MaxRearms times (then the reconciler's recovery starts it once it is overdue).
+func (s *Service) rearm(ctx context.Context, p Payload) error {
+	c, err := s.Store.GetCampaign(ctx, p.TeamID, p.CampaignID)
+	if err != nil {
+		return notFound(err)
+	}
+	if p.Rearm >= MaxRearms {
+		s.Log.Error("campaign start keeps firing early; the reconciler will start it", "campaignId", c.ID)
+		return nil
+	}
+	s.Log.Warn("campaign start fired early: re-armed", "campaignId", c.ID, "rearm", p.Rearm+1)
+	return s.put(ctx, c, *c.ScheduledAt, 0, p.Rearm+1)
+}
+
+// errEarly is Step's answer to a start that fired before the campaign's (moved) time.
+var errEarly = errors.New("campaign start fired early")
+
 // Step runs batch step n: it starts a SCHEDULED campaign, writes the next batch and moves the
-// cursor. It returns the next step's number and whether there is more to send.
+// cursor. It returns the next step's number and whether there is more to send; errEarly for
+// a start before the campaign's time.
 func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int, bool, error) {
 	start := time.Now()
 	c, err := s.Store.GetCampaign(ctx, teamID, id)
 	if err == nil && c.Status == store.CampaignScheduled && n == 0 && notStarted(c, s.Now().UTC().Add(time.Second)) {
-		// A start that fires before the campaign's (moved) time puts the start back.
-		return 0, false, s.put(ctx, c, *c.ScheduledAt, 0)
+		return 0, false, errEarly
 	}
 	if err == nil && c.Status == store.CampaignScheduled && n == 0 {
 		c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
@@ -536,7 +593,7 @@ func (s *Service) RecoverRunning(ctx context.Context, stale time.Duration) (int,
 					if !stalled(c, now, stale) {
 						continue
 					}
-					if err := s.put(ctx, c, now, c.BatchesDone); err != nil {
+					if err := s.kick(ctx, c, c.BatchesDone); err != nil {
 						return n, err
 					}
 					n++

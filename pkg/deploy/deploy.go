@@ -10,6 +10,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"go/format"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,6 +106,7 @@ var resourceARNs = map[string][]string{
 	"schedule/email":    {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"},
 	"schedule/campaign": {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/campaign-*"},
 	"scheduler-role":    {"!GetAtt SchedulerRole.Arn"},
+	"campaign-function": {EnvValue[lambdafn.EnvCampaignTarget]},
 }
 
 // indent prefixes every line of s with n spaces.
@@ -262,8 +264,8 @@ func countHTTP(fns []Function) int {
 // triggers says what invokes each background function.
 var triggers = map[string]string{
 	lambdafn.SendWorkerFunction:    "the table's stream (emails becoming QUEUED)",
-	lambdafn.ScheduledSendFunction: "EventBridge Scheduler (`email-<id>` schedules)",
-	lambdafn.CampaignBatchFunction: "EventBridge Scheduler (`campaign-<id>` schedules)",
+	lambdafn.ScheduledSendFunction: "EventBridge Scheduler (`email-<id>-*` schedules)",
+	lambdafn.CampaignBatchFunction: "EventBridge Scheduler (`campaign-<id>-*` schedules), direct invocations",
 	lambdafn.SESEventsFunction:     "an EventBridge rule on the configuration sets' SES events",
 	lambdafn.ReconcilerFunction:    "every 5 minutes",
 	lambdafn.DomainCheckFunction:   "hourly",
@@ -314,7 +316,8 @@ var plugs = []struct {
 	{func(p lambdafn.Ports) bool { return p.Send }, "withmailer", "Mailer"},
 	{func(p lambdafn.Ports) bool { return len(p.Identities) > 0 }, "withses", "Identities"},
 	{func(p lambdafn.Ports) bool { return len(p.EmailSchedules) > 0 }, "withscheduler", "Emails"},
-	{func(p lambdafn.Ports) bool { return len(p.CampaignSchedules) > 0 }, "withscheduler", "Campaigns"},
+	{func(p lambdafn.Ports) bool { return p.CampaignInvoke }, "withlambda", "CampaignInvoke"}, // before Campaigns
+	{func(p lambdafn.Ports) bool { return len(p.CampaignSchedules) > 0 || p.CampaignInvoke }, "withscheduler", "Campaigns"},
 	{func(p lambdafn.Ports) bool { return p.Dates }, "withdates", "English"},
 }
 
@@ -355,7 +358,11 @@ func MainSource(f Function) []byte {
 	}
 	args := append([]string{strconv.Quote(f.Name)}, names...)
 	fmt.Fprintf(&b, "func main() { lambdafn.Main(%s) }\n", strings.Join(args, ", "))
-	return []byte(b.String())
+	src, err := format.Source([]byte(b.String())) // as gofmt lays out a long main
+	if err != nil {
+		panic(fmt.Sprintf("main of %s: %v", f.Name, err))
+	}
+	return src
 }
 
 // FunctionsMakefile is pkg/deploy/functions.mk, which the Makefile includes: every function

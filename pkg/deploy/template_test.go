@@ -296,6 +296,9 @@ func wantResources(kind string) []any {
 			strings.TrimPrefix(kind, "schedule/") + "-*")}
 	case "scheduler-role":
 		return []any{getAtt("SchedulerRole", "Arn")}
+	case "campaign-function":
+		// Named from the stack, so the ARN needs no reference to the function (no cycle).
+		return []any{arn("arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-campaign-batch")}
 	}
 	return nil
 }
@@ -391,13 +394,15 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 // TestPortsFollowWhatFunctionsDo pins the ports of the functions whose handlers call AWS
 // beyond the table, so that a change to one is a decision: the send worker and the
 // reconciler send; the scheduled-send target re-arms an early schedule; a campaign step signs
-// links and schedules the next step; the domain routes call SES's identities.
+// links, schedules the next step or invokes it; the reconciler restarts a stalled campaign
+// with an invocation; the domain routes call SES's identities.
 func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 	for name, want := range map[string]lambdafn.Ports{
 		"SendWorker":     {Table: lambdafn.Write, Send: true},
 		"ScheduledSend":  {Table: lambdafn.Write, EmailSchedules: lambdafn.SchedulePut},
-		"CampaignBatch":  {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, Unsubscribe: lambdafn.Write},
-		"Reconciler":     {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut},
+		"CampaignBatch":  {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, Unsubscribe: lambdafn.Write},
+		"Reconciler":     {Table: lambdafn.Write, CampaignInvoke: true},
+		"ResumeCampaign": {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true},
 		"Authorizer":     {Table: lambdafn.Read},
 		"CancelEmail":    {Table: lambdafn.Write, EmailSchedules: lambdafn.ScheduleDelete},
 		"ListEmails":     {Table: lambdafn.Read},
@@ -1060,13 +1065,15 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		p := f.Ports
 		only := map[string]bool{
 			"github.com/aws/aws-sdk-go-v2/service/sesv2":           p.Send || len(p.Identities) > 0,
-			"github.com/aws/aws-sdk-go-v2/service/scheduler":       len(p.EmailSchedules) > 0 || len(p.CampaignSchedules) > 0,
+			"github.com/aws/aws-sdk-go-v2/service/scheduler":       len(p.EmailSchedules) > 0 || len(p.CampaignSchedules) > 0 || p.CampaignInvoke,
+			"github.com/aws/aws-sdk-go-v2/service/lambda":          p.CampaignInvoke,
 			"github.com/wneessen/go-mail":                          p.Send,
 			"github.com/mailroom/mailroom/pkg/naturaldate":         p.Dates,
 			"github.com/mailroom/mailroom/pkg/deliver":             p.Send,
 			"github.com/mailroom/mailroom/pkg/identity/ses":        len(p.Identities) > 0 || p.Send,
 			"github.com/mailroom/mailroom/pkg/lambdafn/withses":    p.Send || len(p.Identities) > 0,
 			"github.com/mailroom/mailroom/pkg/lambdafn/withmailer": p.Send,
+			"github.com/mailroom/mailroom/pkg/lambdafn/withlambda": p.CampaignInvoke,
 		}
 		for _, pkg := range d {
 			if slices.Contains(never, pkg) {

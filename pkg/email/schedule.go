@@ -19,20 +19,39 @@ type Scheduler interface {
 	Delete(ctx context.Context, name string) error
 }
 
-// ScheduleName is the deterministic schedule name of an email: rescheduling replaces it and
-// cancelling deletes it without any lookup.
-func ScheduleName(emailID string) string { return "email-" + emailID }
+// SchedulePrefix starts every email schedule's name (the IAM grant is on it).
+const SchedulePrefix = "email-"
 
-// FirePayload is what a scheduled email's schedule delivers to the scheduled-send target (the
-// time is informative: Fire goes by the email's current scheduledAt).
+// MaxRearms bounds how often one time's schedule is put back after firing early.
+const MaxRearms = 5
+
+// ScheduleName is the name of an email's schedule for one time: email-<id>-<unix seconds>, and
+// -r<n> for the n-th re-arm after an early fire. Rescheduling or cancelling deletes the name
+// of the time it replaces without any lookup, and a re-arm never reuses the name of the
+// schedule that just fired (EventBridge Scheduler deletes that one after it completes, and a
+// create under its name would conflict with it).
+func ScheduleName(emailID string, at time.Time, rearm int) string {
+	name := fmt.Sprintf("%s%s-%d", SchedulePrefix, emailID, at.Unix())
+	if rearm > 0 {
+		name += fmt.Sprintf("-r%d", rearm)
+	}
+	return name
+}
+
+// FirePayload is what a scheduled email's schedule delivers to the scheduled-send target: the
+// email, the time the schedule was for and how many times it was re-armed. Fire goes by the
+// email's current scheduledAt; the time in the payload tells an early fire of the current
+// schedule from a stale one.
 type FirePayload struct {
 	EmailID     string    `json:"emailId"`
 	ScheduledAt time.Time `json:"scheduledAt"`
+	Rearm       int       `json:"rearm,omitempty"`
 }
 
-func scheduleFor(e store.Email) schedule.Schedule {
-	payload, _ := json.Marshal(FirePayload{EmailID: e.ID, ScheduledAt: *e.ScheduledAt})
-	return schedule.Schedule{Name: ScheduleName(e.ID), At: *e.ScheduledAt, Payload: payload}
+func scheduleFor(e store.Email, rearm int) schedule.Schedule {
+	at := e.ScheduledAt.UTC().Truncate(time.Second)
+	payload, _ := json.Marshal(FirePayload{EmailID: e.ID, ScheduledAt: at, Rearm: rearm})
+	return schedule.Schedule{Name: ScheduleName(e.ID, at, rearm), At: at, Payload: payload}
 }
 
 // errProcessed is the answer to changing an email that is no longer SCHEDULED.
@@ -56,9 +75,13 @@ func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, a
 		return err
 	}
 	sendNow := !at.After(now)
+	var old time.Time
 	e, err := s.update(ctx, p, id, func(e *store.Email) ([]store.Event, error) {
 		if e.Status != store.StatusScheduled {
 			return nil, errProcessed
+		}
+		if e.ScheduledAt != nil {
+			old = *e.ScheduledAt
 		}
 		data, _ := json.Marshal(map[string]string{"scheduledAt": at.Format(time.RFC3339)})
 		e.ScheduledAt = &at
@@ -73,18 +96,22 @@ func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, a
 	if err != nil {
 		return err
 	}
-	if sendNow {
-		if err := s.Scheduler.Delete(ctx, ScheduleName(id)); err != nil {
-			s.Log.Warn("delete schedule of an email sent now", "emailId", id, "err", err)
+	if !sendNow {
+		// The email already carries the new time; if this Put fails, the old schedule still
+		// fires and the target puts the schedule for the email's time back (the reconciler is
+		// the last resort). Report the failure so the caller retries.
+		if err := s.Scheduler.Put(ctx, scheduleFor(e, 0)); err != nil {
+			return fmt.Errorf("reschedule %s: %w", id, err)
 		}
-		s.dispatch(ctx, id)
-		return nil
 	}
-	// The email already carries the new time; if this Put fails, the old schedule still fires
-	// and the target, seeing a later scheduledAt, leaves it alone. Report the failure so the
-	// caller retries.
-	if err := s.Scheduler.Put(ctx, scheduleFor(e)); err != nil {
-		return fmt.Errorf("reschedule %s: %w", id, err)
+	if !old.IsZero() && !old.Equal(at) {
+		if err := s.Scheduler.Delete(ctx, ScheduleName(id, old, 0)); err != nil {
+			// Harmless: it fires, finds the email moved or queued, and does nothing more.
+			s.Log.Warn("delete the replaced schedule of an email", "emailId", id, "err", err)
+		}
+	}
+	if sendNow {
+		s.dispatch(ctx, id)
 	}
 	return nil
 }
@@ -93,8 +120,8 @@ func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, a
 // and does nothing.
 func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) error {
 	now := s.Now().UTC()
-	_, err := s.update(ctx, p, id, func(e *store.Email) ([]store.Event, error) {
-		if e.Status != store.StatusScheduled {
+	e, err := s.update(ctx, p, id, func(e *store.Email) ([]store.Event, error) {
+		if e.Status != store.StatusScheduled || e.ScheduledAt == nil {
 			return nil, errProcessed
 		}
 		e.Status, e.LatestStatus, e.UpdatedAt = store.StatusCancelled, Advance(e.LatestStatus, store.StatusCancelled), now
@@ -103,7 +130,7 @@ func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) error
 	if err != nil {
 		return err
 	}
-	if err := s.Scheduler.Delete(ctx, ScheduleName(id)); err != nil {
+	if err := s.Scheduler.Delete(ctx, ScheduleName(id, *e.ScheduledAt, 0)); err != nil {
 		// Harmless: the schedule will fire and find the email cancelled.
 		s.Log.Warn("delete schedule of a cancelled email", "emailId", id, "err", err)
 	}
@@ -125,10 +152,14 @@ func (s *Service) update(ctx context.Context, p auth.Principal, id string, fn fu
 }
 
 // Fire is the scheduled-send target: it promotes the email SCHEDULED → QUEUED when the email's
-// own scheduledAt is due. It goes by the email, not by the time in the payload, so any schedule
-// of the email heals a lost or out-of-order one: a schedule that fires before the email's time
-// (a reschedule whose Put was lost, or two reschedules whose Puts crossed) puts the schedule
-// for the email's current time back. Cancelled or already sent emails are left alone; an email
+// own scheduledAt is due (a second early at most: at() times are rounded up to the minute, so
+// an on-time fire is never early). It goes by the email, not by the time in the payload, so any
+// schedule of the email heals a lost or out-of-order one. A fire before the email's time is
+// one of two things. The payload's time is the email's: this schedule fired early, and it is
+// re-armed for the same time under a new name (at most MaxRearms times). The payload's time is
+// another: a schedule the email has moved away from (its delete failed, or a reschedule's Put
+// was lost), which puts the schedule of the email's current time (create or update, so an
+// existing one is left as it is). Cancelled or already sent emails are left alone; an email
 // not written yet (the schedule is made first) is an error so the scheduler retries.
 func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	var p FirePayload
@@ -145,10 +176,18 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 		if gerr != nil {
 			return fmt.Errorf("reschedule %s: %w", p.EmailID, gerr)
 		}
-		if cur.Status == store.StatusScheduled && cur.ScheduledAt != nil {
-			return s.Scheduler.Put(ctx, scheduleFor(cur))
+		if cur.Status != store.StatusScheduled || cur.ScheduledAt == nil {
+			return nil
 		}
-		return nil
+		if !cur.ScheduledAt.Equal(p.ScheduledAt) {
+			return s.Scheduler.Put(ctx, scheduleFor(cur, 0))
+		}
+		if p.Rearm >= MaxRearms {
+			s.Log.Error("scheduled send: schedule keeps firing early; the reconciler will queue it", "emailId", cur.ID)
+			return nil
+		}
+		s.Log.Warn("scheduled send fired early: re-armed", "emailId", cur.ID, "rearm", p.Rearm+1)
+		return s.Scheduler.Put(ctx, scheduleFor(cur, p.Rearm+1))
 	case err != nil:
 		return fmt.Errorf("promote %s: %w", p.EmailID, err)
 	}

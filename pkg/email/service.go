@@ -177,7 +177,7 @@ func (s *Service) commit(ctx context.Context, emails []store.Email, events []sto
 	// retried by the scheduler and ends in its dead-letter queue, sending nothing.
 	for _, e := range emails {
 		if e.Status == store.StatusScheduled {
-			if err := s.Scheduler.Put(ctx, scheduleFor(e)); err != nil {
+			if err := s.Scheduler.Put(ctx, scheduleFor(e, 0)); err != nil {
 				return SendResult{}, fmt.Errorf("schedule %s: %w", e.ID, err)
 			}
 		}

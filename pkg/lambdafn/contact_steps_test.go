@@ -281,10 +281,10 @@ func (f *fixture) campaign(e *env) store.Campaign {
 	return c
 }
 
-// campaignSchedule reads the campaign's schedule from moto's EventBridge Scheduler.
+// campaignSchedule reads the schedule of the campaign's start from moto's EventBridge Scheduler.
 func (f *fixture) campaignSchedule(e *env) (*scheduler.GetScheduleOutput, error) {
 	return scheduler.NewFromConfig(f.awsCfg).GetSchedule(context.Background(), &scheduler.GetScheduleInput{
-		Name: aws.String(campaign.ScheduleName(e.campaignID)), GroupName: aws.String(f.cfg.ScheduleGroup),
+		Name: aws.String(campaign.ScheduleName(e.campaignID, 0, 0)), GroupName: aws.String(f.cfg.ScheduleGroup),
 	})
 }
 
@@ -314,6 +314,26 @@ func (f *fixture) checkCampaignSchedule(e *env, at time.Time, step int) campaign
 	return p
 }
 
+// checkCampaignInvoked: the function invoked the campaign batch function once, asynchronously,
+// with the payload of step (a step due now is an invocation, not a schedule at a past time).
+func (f *fixture) checkCampaignInvoked(e *env, step int) []byte {
+	e.t.Helper()
+	got := f.invocations.Take()
+	if len(got) != 1 {
+		e.t.Fatalf("%d direct invocations, want 1: %+v", len(got), got)
+	}
+	inv := got[0]
+	if inv.Function != f.cfg.CampaignTargetARN || inv.Type != "Event" {
+		e.t.Errorf("invoked %s as %q, want the campaign batch function as Event", inv.Function, inv.Type)
+	}
+	var p campaign.Payload
+	if err := json.Unmarshal(inv.Payload, &p); err != nil || p.CampaignID != e.campaignID ||
+		p.TeamID != e.teamID || p.Step != step {
+		e.t.Errorf("invocation payload %s (%v), want step %d of this campaign", inv.Payload, err, step)
+	}
+	return inv.Payload
+}
+
 // campaignPayload is what the campaign's schedule delivers (the sample's shape, checked).
 func campaignPayload(e *env, raw []byte) []byte {
 	var p map[string]any
@@ -326,6 +346,12 @@ func campaignPayload(e *env, raw []byte) []byte {
 	sch, err := e.fixture.campaignSchedule(e)
 	if err != nil {
 		e.t.Fatalf("schedule of campaign %s: %v", e.campaignID, err)
+	}
+	// The service deletes a schedule once it has fired (ActionAfterCompletion: DELETE).
+	if _, err := scheduler.NewFromConfig(e.fixture.awsCfg).DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{
+		Name: sch.Name, GroupName: sch.GroupName,
+	}); err != nil {
+		e.t.Fatal(err)
 	}
 	var got map[string]any
 	if err := json.Unmarshal([]byte(aws.ToString(sch.Target.Input)), &got); err != nil {
@@ -362,8 +388,7 @@ func checkCampaignBatch(e *env, out []byte) {
 		e.t.Fatalf("after the first invocation: %s, %d steps, total %d; want RUNNING, 1, 1",
 			c.Status, c.BatchesDone, c.Counters[store.CountTotal])
 	}
-	payload := e.fixture.checkCampaignSchedule(e, time.Now(), 1)
-	next, _ := json.Marshal(payload)
+	next := e.fixture.checkCampaignInvoked(e, 1)
 	if _, err := e.handler.Invoke(ctx, next); err != nil {
 		e.t.Fatalf("fire step 1: %v", err)
 	}

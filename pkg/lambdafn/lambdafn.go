@@ -84,20 +84,22 @@ var uses = map[string]Ports{
 	"CreateDomain": {Identities: []string{"CreateEmailIdentity", "GetEmailIdentity", "PutEmailIdentityMailFromAttributes"}},
 	"VerifyDomain": {Identities: []string{"GetEmailIdentity"}},
 	"DeleteDomain": {Identities: []string{"DeleteEmailIdentity"}},
-	// Campaigns: starting one (now or later) and resuming put its schedule; delete removes it.
-	"CreateCampaign":   {CampaignSchedules: SchedulePut, Dates: true},
-	"ScheduleCampaign": {CampaignSchedules: SchedulePut, Dates: true},
-	"ResumeCampaign":   {CampaignSchedules: SchedulePut},
+	// Campaigns: starting one later puts its schedule, starting or resuming one now invokes its
+	// step directly (and deletes a later start's schedule); delete removes its schedule.
+	"CreateCampaign":   {CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
+	"ScheduleCampaign": {CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
+	"ResumeCampaign":   {CampaignSchedules: SchedulePut, CampaignInvoke: true},
 	"DeleteCampaign":   {CampaignSchedules: ScheduleDelete},
 	"Unsubscribe":      {Unsubscribe: Read},
 	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
-	// email's time. A batch step signs unsubscribe links and schedules the next step. The
-	// reconciler hands stuck emails back to the worker (it never sends) and restarts stalled
-	// campaigns.
+	// email's time. A batch step signs unsubscribe links, schedules the next step after a
+	// batch window or invokes it when its own deadline nears, and re-arms a start that fired
+	// early. The reconciler hands stuck emails back to the worker (it never sends) and
+	// restarts stalled campaigns with a direct invocation.
 	SendWorkerFunction:    {Send: true},
 	ScheduledSendFunction: {EmailSchedules: SchedulePut},
-	CampaignBatchFunction: {CampaignSchedules: SchedulePut, Unsubscribe: Write},
-	ReconcilerFunction:    {CampaignSchedules: SchedulePut},
+	CampaignBatchFunction: {CampaignSchedules: SchedulePut, CampaignInvoke: true, Unsubscribe: Write},
+	ReconcilerFunction:    {CampaignInvoke: true},
 	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity"}},
 	// The authorizer only reads API keys.
 	AuthorizerFunction: {Table: Read},

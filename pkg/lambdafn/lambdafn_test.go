@@ -31,6 +31,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withdates"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withlambda"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
@@ -65,6 +66,7 @@ type env struct {
 	// scheduledID is the scheduled email rescheduled then cancelled, firedID the one the
 	// schedule fires, stuckID the one the reconciler finds stuck.
 	scheduledID, firedID, stuckID string
+	firedPayload                  []byte // what firedID's schedule delivered
 	// strandedID is a scheduled email whose schedule was lost, its time long past.
 	strandedID string
 	// lastChecked is the domain's lastCheckedTime before the domain check.
@@ -209,7 +211,7 @@ var emailSteps = []step{
 			if em.Status != store.StatusScheduled || em.ScheduledAt == nil || time.Until(*em.ScheduledAt) < 90*time.Minute {
 				e.t.Errorf("email is %s for %v, want SCHEDULED in about 2 hours", em.Status, em.ScheduledAt)
 			}
-			e.fixture.checkSchedule(e, em)
+			e.fixture.checkSchedule(e, em, 0)
 		}},
 	{function: "CancelEmail", prepare: pathID("emailId", func(e *env) string { return e.scheduledID }),
 		check: func(e *env, b map[string]any) {
@@ -427,7 +429,8 @@ func firePayload(e *env, raw []byte) []byte {
 	}); err != nil {
 		e.t.Fatal(err)
 	}
-	return []byte(aws.ToString(sch.Target.Input))
+	e.firedPayload = []byte(aws.ToString(sch.Target.Input))
+	return e.firedPayload
 }
 
 // checkAuthorizer: the authorizer admits the sample key with its team, and the route's function
@@ -494,8 +497,12 @@ func checkAuthorizer(e *env, out []byte) {
 // strand leaves a scheduled email as a lost schedule would: its time passed 10 minutes ago and
 // no schedule will fire for it.
 func (f *fixture) strand(e *env, id string) {
+	sch, err := f.schedule(e, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if _, err := scheduler.NewFromConfig(f.awsCfg).DeleteSchedule(context.Background(), &scheduler.DeleteScheduleInput{
-		Name: aws.String(email.ScheduleName(id)), GroupName: aws.String(f.cfg.ScheduleGroup),
+		Name: sch.Name, GroupName: sch.GroupName,
 	}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -574,7 +581,7 @@ func checkRearmed(e *env, out []byte) {
 	if em.Status != store.StatusScheduled {
 		e.t.Fatalf("early-fired email is %s, want SCHEDULED", em.Status)
 	}
-	e.fixture.checkSchedule(e, em)
+	e.fixture.checkSchedule(e, em, 1) // a new name: the one that fired is the service's to delete
 }
 
 func checkScheduledSend(e *env, out []byte) {
@@ -589,8 +596,7 @@ func checkScheduledSend(e *env, out []byte) {
 	e.fixture.checkQueuedItem(e, e.firedID)
 	// Fired again (the scheduler is at least once): nothing changes.
 	events := e.fixture.historyCount(e, e.firedID, "")
-	payload := firePayload(e, readSample(e.t, lambdafn.ScheduledSendFunction))
-	if _, err := e.handler.Invoke(ctx, payload); err != nil {
+	if _, err := e.handler.Invoke(ctx, e.firedPayload); err != nil {
 		e.t.Errorf("second fire: %v", err)
 	}
 	if n := e.fixture.historyCount(e, e.firedID, ""); n != events {
@@ -755,6 +761,8 @@ type fixture struct {
 	db     *dynamodb.Client
 	admin  *app.App // for setup and for reading results, not for invocations
 	vars   map[string]string
+	// invocations are the direct Lambda invocations the functions made (moto runs none).
+	invocations awstest.Invocations
 	// metrics holds the metric lines the functions wrote (their standard output on Lambda).
 	metrics syncBuffer
 }
@@ -786,6 +794,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	srv := awstest.Shared(t)
 	f := &fixture{srv: srv, awsCfg: srv.Config(t)}
+	f.invocations.Install(&f.awsCfg)
 	ctx := context.Background()
 	f.db = dynamodb.NewFromConfig(f.awsCfg)
 	table := fmt.Sprintf("lambdafn-%d-%d", time.Now().UnixNano(), tableSeq.Add(1))
@@ -835,7 +844,7 @@ func newFixture(t *testing.T) *fixture {
 var plugValues = map[string]lambdafn.Plug{
 	"withmailer.Mailer": withmailer.Mailer, "withses.Identities": withses.Identities,
 	"withscheduler.Emails": withscheduler.Emails, "withscheduler.Campaigns": withscheduler.Campaigns,
-	"withdates.English": withdates.English,
+	"withdates.English": withdates.English, "withlambda.CampaignInvoke": withlambda.CampaignInvoke,
 }
 
 // handler builds the function as its main does (lambdafn.Main with the plugs of its main.go,
@@ -906,11 +915,22 @@ func (f *fixture) domain(e *env) store.Domain {
 	return d
 }
 
-// schedule reads an email's schedule from moto's EventBridge Scheduler.
+// schedule reads the newest schedule of an email's current time (the last re-arm, if any)
+// from moto's EventBridge Scheduler.
 func (f *fixture) schedule(e *env, emailID string) (*scheduler.GetScheduleOutput, error) {
-	return scheduler.NewFromConfig(f.awsCfg).GetSchedule(context.Background(), &scheduler.GetScheduleInput{
-		Name: aws.String(email.ScheduleName(emailID)), GroupName: aws.String(f.cfg.ScheduleGroup),
-	})
+	e.t.Helper()
+	em, err := f.admin.Store.GetEmail(context.Background(), emailID)
+	if err != nil || em.ScheduledAt == nil {
+		e.t.Fatalf("email %s: %v, scheduled at %v", emailID, err, em.ScheduledAt)
+	}
+	for rearm := email.MaxRearms; ; rearm-- {
+		out, err := scheduler.NewFromConfig(f.awsCfg).GetSchedule(context.Background(), &scheduler.GetScheduleInput{
+			Name: aws.String(email.ScheduleName(emailID, *em.ScheduledAt, rearm)), GroupName: aws.String(f.cfg.ScheduleGroup),
+		})
+		if err == nil || rearm == 0 {
+			return out, err
+		}
+	}
 }
 
 // checkScheduled: a send with a future scheduledAt stored the email SCHEDULED and created its
@@ -921,15 +941,18 @@ func (f *fixture) checkScheduled(e *env, b map[string]any) string {
 	if em.Status != store.StatusScheduled || em.ScheduledAt == nil {
 		e.t.Fatalf("email %s is %s, want SCHEDULED", id, em.Status)
 	}
-	f.checkSchedule(e, em)
+	f.checkSchedule(e, em, 0)
 	return id
 }
 
-// checkSchedule: the email's schedule fires at its scheduledAt, once, the scheduled-send
-// function with the payload it expects, as the template's role, with the dead-letter queue.
-func (f *fixture) checkSchedule(e *env, em store.Email) {
+// checkSchedule: the email's schedule (re-armed rearm times) fires at its scheduledAt, once,
+// the scheduled-send function with the payload it expects, as the template's role, with the
+// dead-letter queue.
+func (f *fixture) checkSchedule(e *env, em store.Email, rearm int) {
 	e.t.Helper()
-	sch, err := f.schedule(e, em.ID)
+	sch, err := scheduler.NewFromConfig(f.awsCfg).GetSchedule(context.Background(), &scheduler.GetScheduleInput{
+		Name: aws.String(email.ScheduleName(em.ID, *em.ScheduledAt, rearm)), GroupName: aws.String(f.cfg.ScheduleGroup),
+	})
 	if err != nil {
 		e.t.Fatalf("schedule of %s: %v", em.ID, err)
 	}
@@ -950,9 +973,10 @@ func (f *fixture) checkSchedule(e *env, em store.Email) {
 	var p struct {
 		EmailID     string `json:"emailId"`
 		ScheduledAt string `json:"scheduledAt"`
+		Rearm       int    `json:"rearm"`
 	}
 	if err := json.Unmarshal([]byte(aws.ToString(tg.Input)), &p); err != nil || p.EmailID != em.ID ||
-		p.ScheduledAt != em.ScheduledAt.UTC().Format(time.RFC3339) {
+		p.ScheduledAt != em.ScheduledAt.UTC().Format(time.RFC3339) || p.Rearm != rearm {
 		e.t.Errorf("schedule input %s (%v), want this email and its scheduledAt", aws.ToString(tg.Input), err)
 	}
 }

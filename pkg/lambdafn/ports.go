@@ -41,6 +41,9 @@ type Ports struct {
 	// UpdateSchedule (a Put does both), DeleteSchedule.
 	EmailSchedules    []string
 	CampaignSchedules []string
+	// CampaignInvoke: the function starts campaign steps that are due now with a direct
+	// asynchronous invocation of the campaign-batch function (lambda:InvokeFunction).
+	CampaignInvoke bool
 	// Unsubscribe is the unsubscribe secret: Read checks links, Write also signs them (and so
 	// needs the public URL they point at).
 	Unsubscribe Access
@@ -87,7 +90,7 @@ func (p Ports) Env() []string {
 	if slices.Contains(p.EmailSchedules, "CreateSchedule") {
 		env = append(env, EnvScheduleTarget)
 	}
-	if slices.Contains(p.CampaignSchedules, "CreateSchedule") {
+	if slices.Contains(p.CampaignSchedules, "CreateSchedule") || p.CampaignInvoke {
 		env = append(env, EnvCampaignTarget)
 	}
 	if p.Unsubscribe >= Read {
@@ -103,7 +106,8 @@ func (p Ports) Env() []string {
 // Statement is one IAM permission: actions on a kind of resource.
 type Statement struct {
 	// Resource names the kind of resource, for the template to spell as an ARN: "identity",
-	// "configuration-set", "schedule/email", "schedule/campaign", "scheduler-role".
+	// "configuration-set", "schedule/email", "schedule/campaign", "scheduler-role",
+	// "campaign-function".
 	Resource []string
 	Actions  []string
 }
@@ -128,6 +132,9 @@ func (p Ports) IAM() []Statement {
 	}
 	if slices.Contains(p.EmailSchedules, "CreateSchedule") || slices.Contains(p.CampaignSchedules, "CreateSchedule") {
 		out = append(out, Statement{Resource: []string{"scheduler-role"}, Actions: []string{"iam:PassRole"}})
+	}
+	if p.CampaignInvoke {
+		out = append(out, Statement{Resource: []string{"campaign-function"}, Actions: []string{"lambda:InvokeFunction"}})
 	}
 	return out
 }

@@ -49,10 +49,11 @@ type Wiring struct {
 
 	// Set by the plugs. withmailer.Mailer: the send worker on SES.
 	Deliverer         Deliverer
-	Identities        identity.Identities                        // withses.Identities
-	EmailScheduler    email.Scheduler                            // withscheduler.Emails
-	CampaignScheduler campaign.Scheduler                         // withscheduler.Campaigns
-	Dates             func(string, time.Time) (time.Time, error) // withdates.English
+	Identities        identity.Identities                             // withses.Identities
+	EmailScheduler    email.Scheduler                                 // withscheduler.Emails
+	CampaignScheduler campaign.Scheduler                              // withscheduler.Campaigns
+	CampaignInvoke    func(ctx context.Context, payload []byte) error // withlambda.CampaignInvoke
+	Dates             func(string, time.Time) (time.Time, error)      // withdates.English
 }
 
 // Plug builds one port of a function.
@@ -142,7 +143,8 @@ func (w *Wiring) checkPlugs() error {
 	check("the SES mailer", p.Send, w.Deliverer != nil)
 	check("SES identities", len(p.Identities) > 0, w.Identities != nil)
 	check("email schedules", len(p.EmailSchedules) > 0, w.EmailScheduler != nil)
-	check("campaign schedules", len(p.CampaignSchedules) > 0, w.CampaignScheduler != nil)
+	check("campaign schedules", len(p.CampaignSchedules) > 0 || p.CampaignInvoke, w.CampaignScheduler != nil)
+	check("campaign invocations", p.CampaignInvoke, w.CampaignInvoke != nil)
 	check("natural-language dates", p.Dates, w.Dates != nil)
 	return errors.Join(errs...)
 }

@@ -4,6 +4,9 @@
 // pkg/schedule/eventbridge (EventBridge Scheduler one-time schedules). Both keep the contract in
 // pkg/schedule/scheduletest.
 //
+// Invoke is the same delivery without a schedule, for work due now (a campaign started or
+// resumed now, the next step of a run that reached its deadline).
+//
 // Delivery is at least once and may be late: a target must be idempotent (the scheduled-send
 // target promotes SCHEDULED → QUEUED with a conditional update, so a repeat finds nothing to do).
 package schedule
@@ -46,6 +49,10 @@ type Scheduler interface {
 	Put(ctx context.Context, s Schedule) error
 	// Delete removes it; a missing schedule is not an error.
 	Delete(ctx context.Context, name string) error
+	// Invoke hands payload to the target now, asynchronously and at least once, without a
+	// schedule: what "now" means, where an at() in the past would be a time whose behaviour
+	// EventBridge Scheduler does not document.
+	Invoke(ctx context.Context, payload []byte) error
 }
 
 // ValidName reports whether name is a valid schedule name: 1 to 64 characters from

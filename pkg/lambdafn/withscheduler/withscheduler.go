@@ -21,14 +21,19 @@ func build(w *lambdafn.Wiring, prefix string, ops []string, target string) *even
 		RoleARN: w.Config.ScheduleRoleARN, DeadLetterARN: w.Config.ScheduleDLQARN})
 }
 
-// Emails builds the scheduler of scheduled emails (email-<id>, target: ScheduledSend).
+// Emails builds the scheduler of scheduled emails (email-*, target: ScheduledSend).
 func Emails(w *lambdafn.Wiring) error {
-	w.EmailScheduler = build(w, email.ScheduleName(""), w.Ports.EmailSchedules, w.Config.ScheduleTargetARN)
+	w.EmailScheduler = build(w, email.SchedulePrefix, w.Ports.EmailSchedules, w.Config.ScheduleTargetARN)
 	return nil
 }
 
-// Campaigns builds the scheduler of campaigns' steps (campaign-<id>, target: CampaignBatch).
+// Campaigns builds the scheduler of campaigns' steps (campaign-*, target: CampaignBatch), with
+// the invoker of a step due now when withlambda.CampaignInvoke was plugged before it.
 func Campaigns(w *lambdafn.Wiring) error {
-	w.CampaignScheduler = build(w, campaign.ScheduleName(""), w.Ports.CampaignSchedules, w.Config.CampaignTargetARN)
+	s := build(w, campaign.SchedulePrefix, w.Ports.CampaignSchedules, w.Config.CampaignTargetARN)
+	if w.CampaignInvoke != nil {
+		s.WithInvoker(w.CampaignInvoke)
+	}
+	w.CampaignScheduler = s
 	return nil
 }

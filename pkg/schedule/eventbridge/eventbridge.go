@@ -1,6 +1,7 @@
 // Package eventbridge is the EventBridge Scheduler adapter of schedule.Scheduler: each schedule
 // is a one-time schedule (at() expression in UTC, no flexible window) in one schedule group,
-// deleted by the service after it runs, whose target receives the payload as its input.
+// deleted by the service after it runs, whose target receives the payload as its input. Work
+// due now goes to the target through an invoker instead (pkg/schedule/lambdainvoke).
 package eventbridge
 
 import (
@@ -46,10 +47,12 @@ type API interface {
 	DeleteSchedule(ctx context.Context, in *scheduler.DeleteScheduleInput, optFns ...func(*scheduler.Options)) (*scheduler.DeleteScheduleOutput, error)
 }
 
-// Scheduler puts schedules into EventBridge Scheduler.
+// Scheduler puts schedules into EventBridge Scheduler, and invokes the target directly for
+// work due now.
 type Scheduler struct {
 	client API
 	cfg    Config
+	invoke func(ctx context.Context, payload []byte) error
 }
 
 var _ schedule.Scheduler = (*Scheduler)(nil)
@@ -71,6 +74,22 @@ func NewWithAPI(client API, cfg Config) *Scheduler {
 		cfg.MaxEventAge = DefaultMaxEventAge
 	}
 	return &Scheduler{client: client, cfg: cfg}
+}
+
+// WithInvoker sets what Invoke calls (lambdainvoke.New: an asynchronous invocation of the
+// target function); without one, Invoke fails.
+func (s *Scheduler) WithInvoker(invoke func(ctx context.Context, payload []byte) error) *Scheduler {
+	s.invoke = invoke
+	return s
+}
+
+// Invoke hands payload to the target at once through the invoker: no schedule, so no at() in
+// the past.
+func (s *Scheduler) Invoke(ctx context.Context, payload []byte) error {
+	if s.invoke == nil {
+		return errors.New("eventbridge: invoke: no invoker configured")
+	}
+	return s.invoke(ctx, payload)
 }
 
 // Expression returns the at() expression for t, in UTC, rounded up to the minute: EventBridge

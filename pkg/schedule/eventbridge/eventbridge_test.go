@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/mailroom/mailroom/pkg/awstest"
 	"github.com/mailroom/mailroom/pkg/schedule"
+	"github.com/mailroom/mailroom/pkg/schedule/lambdainvoke"
 	"github.com/mailroom/mailroom/pkg/schedule/scheduletest"
 )
 
@@ -117,6 +119,36 @@ func TestContractWithoutDeadLetterAndCustomRetry(t *testing.T) {
 		s := New(client, Config{Group: group, TargetARN: targetARN, RoleARN: roleARN, MaxRetries: 3, MaxEventAge: 600})
 		return s, inspect(client, s.cfg)
 	})
+}
+
+// TestInvokeContract invokes through moto's Lambda (which accepts an asynchronous invocation
+// with 202 and runs nothing) and reads what was invoked from the calls the client made.
+func TestInvokeContract(t *testing.T) {
+	scheduletest.RunInvoke(t, func(t *testing.T) (schedule.Scheduler, scheduletest.Invoked) {
+		client, group := newGroup(t)
+		cfg := awstest.Shared(t).Config(t)
+		var rec awstest.Invocations
+		rec.Install(&cfg)
+		s := New(client, Config{Group: group, TargetARN: targetARN, RoleARN: roleARN}).WithInvoker(lambdainvoke.New(lambda.NewFromConfig(cfg), targetARN))
+		return s, func(t *testing.T, n int) [][]byte {
+			var out [][]byte
+			for _, inv := range rec.Take() {
+				if inv.Function != targetARN || inv.Type != "Event" {
+					t.Errorf("invoked %s as %q, want %s as Event", inv.Function, inv.Type, targetARN)
+				}
+				out = append(out, inv.Payload)
+			}
+			return out
+		}
+	})
+}
+
+func TestInvokeWithoutClientFails(t *testing.T) {
+	client, group := newGroup(t)
+	s := New(client, Config{Group: group, TargetARN: targetARN, RoleARN: roleARN})
+	if err := s.Invoke(context.Background(), []byte(`{}`)); err == nil {
+		t.Fatal("Invoke without a Lambda client succeeded")
+	}
 }
 
 func TestConfigDefaults(t *testing.T) {

@@ -11,7 +11,9 @@ package local
 import (
 	"container/heap"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -173,6 +175,17 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	s.dbClosed = true
 	s.mu.Unlock()
 	return errors.Join(waitErr, s.db.Close())
+}
+
+// InvokePrefix starts the names Invoke gives its entries.
+const InvokePrefix = "now-"
+
+// Invoke stores payload as a schedule due at once under a fresh name, so it fires as soon as
+// the loop runs and, like any schedule, again after a crash that came before it fired.
+func (s *Scheduler) Invoke(ctx context.Context, payload []byte) error {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return s.Put(ctx, schedule.Schedule{Name: InvokePrefix + hex.EncodeToString(b[:]), At: time.Now(), Payload: payload})
 }
 
 // Put stores the schedule, replacing one of the same name, and re-arms the timer.

@@ -100,6 +100,43 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func TestInvokeContract(t *testing.T) {
+	scheduletest.RunInvoke(t, func(t *testing.T) (schedule.Scheduler, scheduletest.Invoked) {
+		fire, ch := recorder()
+		s := open(t, "", fire)
+		start(t, s)
+		return s, func(t *testing.T, n int) [][]byte {
+			var got [][]byte
+			timeout := time.After(5 * time.Second)
+			for len(got) < n {
+				select {
+				case p := <-ch:
+					got = append(got, []byte(p))
+				case <-timeout:
+					return got
+				}
+			}
+			quiet(t, ch, 200*time.Millisecond) // and nothing more
+			return got
+		}
+	})
+}
+
+func TestInvokeSurvivesARestartBeforeItFires(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedules.db")
+	s := open(t, path, func(context.Context, []byte) error { return nil })
+	if err := s.Invoke(context.Background(), []byte(`{"step":1}`)); err != nil { // not started: nothing fires
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fire, ch := recorder()
+	s = open(t, path, fire)
+	start(t, s)
+	receive(t, ch, `{"step":1}`)
+}
+
 func TestDueScheduleFires(t *testing.T) {
 	fire, ch := recorder()
 	s := open(t, "", fire)

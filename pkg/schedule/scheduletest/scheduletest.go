@@ -195,3 +195,36 @@ func expect(t *testing.T, inspect Inspect, want schedule.Schedule) {
 		t.Errorf("%s: payload %q, want %q", want.Name, got.Payload, want.Payload)
 	}
 }
+
+// Invoked waits until the target has received n invocations (or gives up after a few seconds)
+// and returns the payloads it received, in any order.
+type Invoked func(t *testing.T, n int) [][]byte
+
+// RunInvoke checks Invoke: each payload reaches the target, as given, without a schedule of
+// its own for the caller to manage. newScheduler returns a scheduler whose target reports to
+// invoked.
+func RunInvoke(t *testing.T, newScheduler func(t *testing.T) (schedule.Scheduler, Invoked)) {
+	ctx := context.Background()
+	t.Run("InvokeDelivers", func(t *testing.T) {
+		s, invoked := newScheduler(t)
+		want := []string{`{"campaignId":"cp1","teamId":1,"step":0}`, `{"campaignId":"cp1","teamId":1,"step":3}`, `{"campaignId":"cp2","teamId":2,"step":1}`}
+		for _, p := range want {
+			if err := s.Invoke(ctx, []byte(p)); err != nil {
+				t.Fatalf("Invoke(%s): %v", p, err)
+			}
+		}
+		got := invoked(t, len(want))
+		seen := map[string]int{}
+		for _, p := range got {
+			seen[string(p)]++
+		}
+		for _, p := range want {
+			if seen[p] != 1 {
+				t.Errorf("payload %s delivered %d times, want once (got %q)", p, seen[p], got)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%d invocations, want %d", len(got), len(want))
+		}
+	})
+}
