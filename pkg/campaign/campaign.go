@@ -558,7 +558,7 @@ func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store
 			to = addr
 		}
 	}
-	return store.Email{
+	e := store.Email{
 		ID: id, TeamID: c.TeamID, DomainID: c.DomainID, From: c.From, To: []string{to},
 		CC: c.CC, BCC: c.BCC, ReplyTo: c.ReplyTo, Subject: oneLine.Replace(Render(c.Subject, values, false)),
 		Content: store.Content{HTML: &html, Headers: []store.Header{
@@ -566,9 +566,10 @@ func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store
 			{Name: "List-Unsubscribe-Post", Value: "List-Unsubscribe=One-Click"},
 			{Name: "Precedence", Value: "bulk"},
 		}},
-		Status: store.StatusQueued, LatestStatus: store.StatusQueued, CreatedAt: now, UpdatedAt: now,
-		CampaignID: c.ID, ContactID: ct.ID, Counted: []string{store.CountTotal},
+		CreatedAt: now, CampaignID: c.ID, ContactID: ct.ID, Counted: []string{store.CountTotal},
 	}
+	_ = email.Create(&e, store.StatusQueued, now) // a new email may always be QUEUED
+	return e
 }
 
 // RecoverRunning reschedules the next step of every RUNNING campaign that has not moved for

@@ -43,9 +43,6 @@ type Worker struct {
 	Attempts int
 	// Backoff is the wait before retry n (1-based); default exponential from 200 ms, jittered.
 	Backoff func(n int) time.Duration
-	// Lease is how long a SENDING claim holds before another worker may take it over
-	// (default 5 minutes): a crashed worker's email is not stuck for ever.
-	Lease time.Duration
 	// ConfigurationSet is the base SES configuration set. Tracking is a property of a set, so
 	// the deployment has four: <base>, <base>-open, <base>-click and <base>-open-click, and each
 	// message goes through the one matching its domain's openTracking and clickTracking.
@@ -71,8 +68,10 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 			// the claim is ours, go on with it rather than wait out the lease.
 			return nil, nil
 		}
-		stale := e.Status == store.StatusSending && e.ClaimedAt != nil && now.Sub(*e.ClaimedAt) > w.lease()
-		if e.Status != store.StatusQueued && !stale {
+		if !email.Allowed(e.Status, store.StatusSending, email.ByWorker) {
+			// Sent, settled, or claimed by another worker: a claim, however old, is never
+			// taken over here; only the reconciler hands it back, once the lease and the
+			// grace for SES's evidence have passed without any.
 			return nil, errSkip
 		}
 		dropStatus, dropWhy = "", "" // this may run more than once
@@ -89,10 +88,7 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 			}
 			dropStatus, dropWhy = status, why
 		}
-		e.Status = store.StatusSending
-		e.ClaimedAt = &now
-		e.UpdatedAt = now
-		return nil, nil
+		return nil, email.Move(e, store.StatusSending, email.ByWorker, now)
 	})
 	if errors.Is(err, errHeld) {
 		w.log().Info("campaign email held: the campaign is paused", "emailId", id)
@@ -346,17 +342,13 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 			if !ours(e, claimedAt) {
 				return nil, errSkip
 			}
-			e.Status = status
+			if err := email.Move(e, status, email.ByWorker, now); err != nil {
+				return nil, err
+			}
 			if status == store.StatusSent && e.CampaignID != "" && !slices.Contains(e.Counted, store.CountSent) {
 				e.Counted = append(e.Counted, store.CountSent) // the store counts it for the campaign
 			}
 			e.MessageID = messageID
-			e.LatestStatus = email.Advance(e.LatestStatus, status)
-			if status == store.StatusCancelled {
-				e.LatestStatus = status // ranks below QUEUED, but it is where the email ends
-			}
-			e.ClaimedAt = nil
-			e.UpdatedAt = now
 			return []store.Event{{ID: "1-" + status, EmailID: id, Status: status, CreatedAt: now, Data: raw}}, nil
 		})
 		if errors.Is(err, errSkip) {
@@ -385,9 +377,7 @@ func (w *Worker) release(ctx context.Context, id string, claimedAt time.Time, ca
 		if !ours(e, claimedAt) {
 			return nil, errSkip
 		}
-		e.Status = store.StatusQueued
-		e.ClaimedAt = nil
-		return nil, nil
+		return nil, email.Move(e, store.StatusQueued, email.ByWorker, w.Now().UTC())
 	})
 	if err != nil && !errors.Is(err, errSkip) {
 		return errors.Join(cause, err)
@@ -401,13 +391,6 @@ func (w *Worker) backoff(n int) time.Duration {
 	}
 	d := 200 * time.Millisecond << (n - 1)
 	return d/2 + time.Duration(rand.Int64N(int64(d)))
-}
-
-func (w *Worker) lease() time.Duration {
-	if w.Lease > 0 {
-		return w.Lease
-	}
-	return email.ClaimLease
 }
 
 func (w *Worker) log() *slog.Logger {

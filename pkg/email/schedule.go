@@ -89,7 +89,9 @@ func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, a
 		status := store.StatusScheduled
 		if sendNow {
 			status = store.StatusQueued
-			e.Status, e.LatestStatus = store.StatusQueued, Advance(e.LatestStatus, store.StatusQueued)
+			if err := Move(e, store.StatusQueued, ByCaller, now); err != nil {
+				return nil, err
+			}
 		}
 		return []store.Event{{ID: "r-" + newNonce()[:16], EmailID: e.ID, Status: status, CreatedAt: now, Data: data}}, nil
 	})
@@ -124,7 +126,9 @@ func (s *Service) Cancel(ctx context.Context, p auth.Principal, id string) error
 		if e.Status != store.StatusScheduled || e.ScheduledAt == nil {
 			return nil, errProcessed
 		}
-		e.Status, e.LatestStatus, e.UpdatedAt = store.StatusCancelled, Advance(e.LatestStatus, store.StatusCancelled), now
+		if err := Move(e, store.StatusCancelled, ByCaller, now); err != nil {
+			return nil, err
+		}
 		return []store.Event{{ID: "cancelled", EmailID: e.ID, Status: store.StatusCancelled, CreatedAt: now}}, nil
 	})
 	if err != nil {
@@ -167,7 +171,7 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 		s.Log.Error("scheduled send: malformed payload dropped")
 		return nil
 	}
-	e, err := s.promote(ctx, p.EmailID, "fired-", nil)
+	e, err := s.promote(ctx, p.EmailID, "fired-", BySchedule, nil)
 	switch {
 	case errors.Is(err, errNothingToDo), errors.Is(err, store.ErrDuplicateEvent):
 		return nil
@@ -219,7 +223,7 @@ func (s *Service) PromoteOverdue(ctx context.Context, grace time.Duration) (int,
 		if ctx.Err() != nil {
 			break
 		}
-		_, err := s.promote(ctx, id, "overdue-", why)
+		_, err := s.promote(ctx, id, "overdue-", ByReconciler, why)
 		switch {
 		case errors.Is(err, errNothingToDo), errors.Is(err, errNotDue), errors.Is(err, store.ErrDuplicateEvent):
 			continue
@@ -237,7 +241,7 @@ func (s *Service) PromoteOverdue(ctx context.Context, grace time.Duration) (int,
 // promote moves a due SCHEDULED email to QUEUED with an event whose id is prefix and the time
 // it was scheduled for (so each time is promoted once); errNothingToDo when it is no longer
 // SCHEDULED, errNotDue when its time is more than a second away.
-func (s *Service) promote(ctx context.Context, id, prefix string, data json.RawMessage) (store.Email, error) {
+func (s *Service) promote(ctx context.Context, id, prefix string, by Mover, data json.RawMessage) (store.Email, error) {
 	now := s.Now().UTC()
 	return s.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
 		switch {
@@ -246,7 +250,9 @@ func (s *Service) promote(ctx context.Context, id, prefix string, data json.RawM
 		case e.ScheduledAt.After(now.Add(time.Second)):
 			return nil, errNotDue
 		}
-		e.Status, e.LatestStatus, e.UpdatedAt = store.StatusQueued, Advance(e.LatestStatus, store.StatusQueued), now
+		if err := Move(e, store.StatusQueued, by, now); err != nil {
+			return nil, err
+		}
 		return []store.Event{{ID: prefix + e.ScheduledAt.Format("20060102T150405"), EmailID: e.ID,
 			Status: store.StatusQueued, CreatedAt: now, Data: data}}, nil
 	})

@@ -230,8 +230,7 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 	}
 	e := store.Email{
 		TeamID: p.TeamID, DomainID: dom.ID, From: r.From, To: r.To, CC: r.CC, BCC: r.BCC,
-		ReplyTo: r.ReplyTo, InReplyToID: r.InReplyToID, CreatedAt: now, UpdatedAt: now,
-		Status: store.StatusQueued,
+		ReplyTo: r.ReplyTo, InReplyToID: r.InReplyToID, CreatedAt: now,
 	}
 	e.Content.Headers = r.Headers
 	for _, a := range r.Attachments {
@@ -255,10 +254,9 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 			return store.Email{}, err
 		}
 		e.ScheduledAt = &t
-		e.Status = store.StatusScheduled
+		return e, Create(&e, store.StatusScheduled, now)
 	}
-	e.LatestStatus = e.Status
-	return e, nil
+	return e, Create(&e, store.StatusQueued, now)
 }
 
 // render fills subject and content from the request and, when templateId is given, from the

@@ -59,11 +59,13 @@ func (r *Requeue) Run(ctx context.Context) (int, error) {
 		_, err := r.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
 			switch {
 			case e.Status == store.StatusQueued && e.UpdatedAt.Before(stuck):
-				e.UpdatedAt = now // the touch: a new stream record for the worker
-				return nil, nil
+				// The touch: a new stream record for the worker.
+				return nil, email.Move(e, store.StatusQueued, email.ByReconciler, now)
 			case e.Status == store.StatusSending && e.ClaimedAt != nil && e.ClaimedAt.Before(takeover):
 				claimed := *e.ClaimedAt
-				e.Status, e.ClaimedAt, e.UpdatedAt = store.StatusQueued, nil, now
+				if err := email.Move(e, store.StatusQueued, email.ByReconciler, now); err != nil {
+					return nil, err
+				}
 				return []store.Event{{ID: "requeued-" + claimed.Format("20060102T150405.000000000"), EmailID: e.ID,
 					Status: store.StatusQueued, CreatedAt: now, Data: why}}, nil
 			}

@@ -106,11 +106,12 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 			if e.LatestStatus == store.StatusFailed {
 				e.LatestStatus = store.StatusQueued // FAILED was the worker's guess, not SES's
 			}
-			e.Status, e.ClaimedAt = store.StatusSent, nil
+			if err := email.Move(e, store.StatusSent, email.BySES, now); err != nil {
+				return nil, err
+			}
 			if e.MessageID == "" {
 				e.MessageID = ev.Mail.MessageID
 			}
-			e.LatestStatus = email.Advance(e.LatestStatus, store.StatusSent)
 			kinds = append(kinds, store.CountSent)
 			data, _ := json.Marshal(map[string]string{"messageId": ev.Mail.MessageID, "source": "SES " + ev.EventType + " event"})
 			sent := store.Event{ID: SentEventID, EmailID: e.ID, Status: store.StatusSent, CreatedAt: at.UTC(), Data: data}
