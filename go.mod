@@ -8,10 +8,11 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.4
-	// dynamodb v1.68 and sesv2 v1.74 are the last releases before the generated "schemas"
-	// packages, whose init costs ~0.6 ms each at every Lambda cold start (make bench-coldstart);
-	// sesv2 above v1.76 also lists identities with calls moto answers 404.
+	// dynamodb v1.68, sesv2 v1.74 and lambda v1.108 are the last releases before the generated
+	// "schemas" packages, whose init costs ~0.6-0.8 ms each at every Lambda cold start (make
+	// bench-coldstart); sesv2 above v1.76 also lists identities with calls moto answers 404.
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.68.0
+	github.com/aws/aws-sdk-go-v2/service/lambda v1.108.0
 	github.com/aws/aws-sdk-go-v2/service/scheduler v1.18.2
 	github.com/aws/aws-sdk-go-v2/service/sesv2 v1.74.0
 	github.com/aws/smithy-go v1.28.8
@@ -31,7 +32,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.24 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.10 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.10 // indirect
-	github.com/aws/aws-sdk-go-v2/service/lambda v1.114.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/signin v1.12.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.3 // indirect
