@@ -15,7 +15,7 @@ kebab = $(patsubst $(1):%,%,$(filter $(1):%,$(FUNCTION_DIRS)))
 LAMBDA_ENV   := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
 
-.PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench bench-coldstart build clean template sam-local
+.PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench bench-coldstart bench-pacing build clean template sam-local
 
 all: build
 
@@ -63,7 +63,7 @@ sdk-test:
 # hello-world (bench-coldstart); the DynamoDB item writes and WCU per campaign recipient
 # (against moto); then POST /api/v1/emails on the local server next to a bare net/http handler
 # measured in one run, and a 100,000-contact campaign run to SENT (fan-out rate).
-bench: bench-coldstart
+bench: bench-coldstart bench-pacing
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... ./cmd/...
 	$(GO) test -count=1 -v -run '^TestCampaignWritesPerRecipient$$' ./pkg/store/dynamo | grep 'per campaign recipient'
 	$(GO) run ./cmd/mailroom-bench
@@ -73,6 +73,12 @@ bench: bench-coldstart
 # a last line "coldstart: worst ratio <r>x (target <= 1.5x) ...".
 bench-coldstart:
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 1x ./test/coldstart | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+
+# bench-pacing sends 2,000 emails through 8 workers, each pacing on its own, against an SES
+# stand-in that admits 20/s (test/pacing), and ends with the line
+# "pacing: achieved <x>/s of allowed <n>/s (<p>%), SENT <a>, FAILED <b>" (target p >= 90, b = 0).
+bench-pacing:
+	$(GO) test -count=1 -v -run '^TestPacingKeepsToTheAccountRate$$' ./test/pacing | grep '^pacing:'
 
 # build puts every function under bin/<kebab-name>/bootstrap.
 build: $(foreach f,$(FUNCTIONS),bin/$(call kebab,$(f))/bootstrap)

@@ -251,6 +251,10 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
 		ConfigurationSet: a.Config.ConfigurationSet, Metrics: a.Metrics,
 	}
+	if a.Config.SESMaxSendRate > 0 {
+		// Paced like the send worker on AWS, against the store's per-second counter.
+		a.Worker.Pacer = &deliver.Pacer{Slots: a.Store, Rate: a.Config.SESMaxSendRate, Now: now, Log: a.Log}
+	}
 	if a.OutboxDir == "" { // SES replaces the Message-ID header with its own
 		region := ""
 		if len(a.regions) == 1 {

@@ -20,16 +20,19 @@ const (
 
 // Config is everything read from the environment, once, in main.
 type Config struct {
-	Backend          string        // BACKEND: embedded (default) or aws
-	Host             string        // HOST (127.0.0.1)
-	Port             int           // PORT (3000)
-	DataDir          string        // DATA_DIR (./.data): embedded database and outbox
-	TableName        string        // TABLE_NAME (mailroom)
-	ConfigurationSet string        // SES_CONFIGURATION_SET: SES configuration set for sends
-	BootstrapAPIKey  string        // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
-	Workers          int           // WORKERS (4): local delivery goroutines
-	AuthCacheTTL     time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
-	LogLevel         slog.Level    // LOG_LEVEL (info)
+	Backend          string // BACKEND: embedded (default) or aws
+	Host             string // HOST (127.0.0.1)
+	Port             int    // PORT (3000)
+	DataDir          string // DATA_DIR (./.data): embedded database and outbox
+	TableName        string // TABLE_NAME (mailroom)
+	ConfigurationSet string // SES_CONFIGURATION_SET: SES configuration set for sends
+	// SESMaxSendRate is SES_MAX_SEND_RATE, sends per second across every worker: it overrides
+	// the account's rate (SES GetAccount) on AWS; locally, sends are paced only when it is set.
+	SESMaxSendRate  float64
+	BootstrapAPIKey string        // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
+	Workers         int           // WORKERS (4): local delivery goroutines
+	AuthCacheTTL    time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
+	LogLevel        slog.Level    // LOG_LEVEL (info)
 	// CreateTable makes the server create the DynamoDB table when missing (local server only).
 	CreateTable bool
 
@@ -83,6 +86,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil {
 		return c, err
+	}
+	if v := getenv("SES_MAX_SEND_RATE"); v != "" {
+		if c.SESMaxSendRate, err = strconv.ParseFloat(v, 64); err != nil || c.SESMaxSendRate < 0 {
+			return c, fmt.Errorf("SES_MAX_SEND_RATE: %q is not a rate (sends per second, 0 for the account's)", v)
+		}
 	}
 	ttl := or(getenv("AUTH_CACHE_TTL"), "60s")
 	if c.AuthCacheTTL, err = time.ParseDuration(ttl); err != nil {

@@ -47,6 +47,8 @@ type Worker struct {
 	// the deployment has four: <base>, <base>-open, <base>-click and <base>-open-click, and each
 	// message goes through the one matching its domain's openTracking and clickTracking.
 	ConfigurationSet string
+	// Pacer keeps sends within the account's rate across every worker (nil: unpaced).
+	Pacer *Pacer
 	// ReplyReference returns the Message-ID header a sent email went out with, for the
 	// In-Reply-To of a reply (SES replaces Message-ID with <messageId@email.amazonses.com>);
 	// nil means the one Mailroom sets, see MessageIDHeader.
@@ -73,6 +75,9 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 			// taken over here; only the reconciler hands it back, once the lease and the
 			// grace for SES's evidence have passed without any.
 			return nil, errSkip
+		}
+		if e.NotBefore != nil && now.Before(*e.NotBefore) {
+			return nil, errSkip // held back (throttled, paused): the reconciler hands it back
 		}
 		dropStatus, dropWhy = "", "" // this may run more than once
 		if e.CampaignID != "" {
@@ -109,7 +114,7 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 
 	msg, dom, reason, err := w.prepare(ctx, e)
 	if err != nil {
-		return w.release(ctx, id, now, err)
+		return w.release(ctx, id, now, err, nil)
 	}
 	if reason != "" {
 		status := store.StatusFailed
@@ -130,9 +135,15 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		// Too close to the invocation's end to send and still record the outcome: a send the
 		// function is killed after would be sent again. Back to QUEUED for the next run.
 		log.Info("no time left to send and record; email released")
-		return w.release(ctx, id, now, nil)
+		return w.release(ctx, id, now, nil, nil)
 	}
-	messageID, err := w.send(ctx, log, out)
+	messageID, retryAt, err := w.send(ctx, log, out)
+	if !retryAt.IsZero() && err == nil {
+		// Not now (throttled, no send slot in time, the account paused): back to QUEUED,
+		// held until retryAt. Throttling never fails an email.
+		log.Info("email waits for a send slot", "until", retryAt.Format(time.RFC3339))
+		return w.release(ctx, id, now, nil, &retryAt)
+	}
 	if errors.Is(err, mail.ErrAmbiguous) {
 		// SES may have accepted it: neither send again nor fail it. The claim stays; SES's
 		// events settle the email (pkg/ingest), and only if none comes within the lease and
@@ -140,10 +151,11 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		log.Warn("send outcome unknown; waiting for the provider's events", "err", err)
 		return nil
 	}
-	if err != nil && ctx.Err() != nil {
-		// Interrupted (shutdown), not the email's fault: back to QUEUED for the next worker.
+	if err != nil && (ctx.Err() != nil || errors.Is(err, errPacing)) {
+		// Interrupted (shutdown) or the pacing counter unreachable, not the email's fault:
+		// back to QUEUED for the next worker.
 		log.Warn("send interrupted; email released", "err", err)
-		return w.release(ctx, id, now, err)
+		return w.release(ctx, id, now, err, nil)
 	}
 	if err != nil {
 		log.Warn("send failed", "err", err)
@@ -286,31 +298,67 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, stri
 	return msg, "", nil
 }
 
-// send tries the mailer, backing off on throttling and transient errors; a rejection is final.
-func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) (string, error) {
+// send hands the message to the mailer, each attempt within the account's rate (Pacer). A
+// throttled attempt is tried again in a later slot while the invocation has time; then, or
+// when the account is paused, send returns the time to try again instead of an error. A
+// rejection or an ambiguous answer is final; other errors are retried with backoff.
+func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) (string, time.Time, error) {
 	attempts := w.Attempts
 	if attempts <= 0 {
 		attempts = 5
 	}
-	var err error
-	for n := 1; n <= attempts; n++ {
-		var id string
-		id, err = w.Mailer.Send(ctx, out)
-		if err == nil {
-			return id, nil
+	for n := 1; ; n++ {
+		if w.Pacer != nil {
+			retryAt, err := w.Pacer.Acquire(ctx, w.sendBy(ctx))
+			if err != nil {
+				return "", time.Time{}, fmt.Errorf("%w: %w", errPacing, err)
+			}
+			if !retryAt.IsZero() {
+				return "", retryAt, nil
+			}
 		}
-		if errors.Is(err, mail.ErrRejected) || errors.Is(err, mail.ErrAmbiguous) || n == attempts {
-			break // a rejection is final; an ambiguous answer must not be sent again
+		id, err := w.Mailer.Send(ctx, out)
+		switch {
+		case err == nil:
+			return id, time.Time{}, nil
+		case errors.Is(err, mail.ErrRejected), errors.Is(err, mail.ErrAmbiguous):
+			return "", time.Time{}, err // final; an ambiguous answer must not be sent again
+		case errors.Is(err, mail.ErrPaused):
+			until := w.Now().UTC().Add(PausedWait)
+			if w.Pacer != nil {
+				w.Pacer.Pause(until, err.Error())
+			} else {
+				log.Error("sending is paused for the account: email waits in QUEUED", "until", until.Format(time.RFC3339))
+			}
+			return "", until, nil
+		case errors.Is(err, mail.ErrThrottled) && w.Pacer != nil:
+			log.Warn("send throttled; next slot", "attempt", n)
+			continue // Acquire stops at the invocation's deadline
+		case n >= attempts && errors.Is(err, mail.ErrThrottled):
+			return "", w.Now().UTC().Add(w.backoff(n) + time.Minute), nil
+		case n >= attempts:
+			return "", time.Time{}, err
 		}
 		wait := w.backoff(n)
 		log.Warn("send retry", "attempt", n, "wait", wait.String(), "throttled", errors.Is(err, mail.ErrThrottled))
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", time.Time{}, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	return "", err
+}
+
+// errPacing marks a failure to take a send slot (the store), which is not the email's fault.
+var errPacing = errors.New("pacing")
+
+// sendBy is the last moment a send may start: the invocation's deadline less the room to
+// record its outcome, or a minute from now without a deadline (the local server).
+func (w *Worker) sendBy(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl.Add(-SendRoom)
+	}
+	return w.Now().UTC().Add(time.Minute)
 }
 
 func sendError(err error) string {
@@ -371,13 +419,18 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 // outcomeMetric is the metric each recorded outcome counts in.
 var outcomeMetric = map[string]string{store.StatusSent: metric.EmailsSent, store.StatusFailed: metric.EmailsFailed}
 
-// release puts a claimed email back to QUEUED after a failure that was not the email's fault.
-func (w *Worker) release(ctx context.Context, id string, claimedAt time.Time, cause error) error {
+// release puts a claimed email back to QUEUED after a failure that was not the email's fault,
+// held back until notBefore when it is set.
+func (w *Worker) release(ctx context.Context, id string, claimedAt time.Time, cause error, notBefore *time.Time) error {
 	_, err := w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
 		if !ours(e, claimedAt) {
 			return nil, errSkip
 		}
-		return nil, email.Move(e, store.StatusQueued, email.ByWorker, w.Now().UTC())
+		if err := email.Move(e, store.StatusQueued, email.ByWorker, w.Now().UTC()); err != nil {
+			return nil, err
+		}
+		e.NotBefore = notBefore
+		return nil, nil
 	})
 	if err != nil && !errors.Is(err, errSkip) {
 		return errors.Join(cause, err)

@@ -98,7 +98,10 @@ func TestConcurrentDeliverSendsOnce(t *testing.T) {
 	}
 }
 
-func TestThrottlingIsRetriedThenFails(t *testing.T) {
+// TestThrottlingNeverFails: a throttled send is retried; one that stays throttled goes back to
+// QUEUED, held until a later time, with no event, and is sent once the reconciler hands it
+// back after that time. A paused account holds the email the same way.
+func TestThrottlingNeverFails(t *testing.T) {
 	m := &countingMailer{sent: map[string]int{}, failures: 2, failWith: fmt.Errorf("slow down: %w", mail.ErrThrottled)}
 	w, st, ids := setup(t, m, 1)
 	if err := w.Deliver(context.Background(), ids[0]); err != nil {
@@ -108,18 +111,38 @@ func TestThrottlingIsRetriedThenFails(t *testing.T) {
 		t.Fatalf("after 2 throttles: %s, sent %d", e.Status, m.sent[ids[0]])
 	}
 
-	m = &countingMailer{sent: map[string]int{}, failures: 100, failWith: fmt.Errorf("slow down: %w", mail.ErrThrottled)}
-	w, st, ids = setup(t, m, 1)
-	w.Attempts = 3
-	if err := w.Deliver(context.Background(), ids[0]); err != nil {
-		t.Fatal(err)
-	}
-	e, evs, _ := st.GetEmailDetail(context.Background(), ids[0])
-	if e.Status != store.StatusFailed || e.LatestStatus != "FAILED" || m.failures != 97 {
-		t.Fatalf("status %s latest %s, attempts used %d", e.Status, e.LatestStatus, 100-m.failures)
-	}
-	if last := evs[len(evs)-1]; last.Status != "FAILED" || string(last.Data) != `{"error":"The mail provider kept throttling the send"}` {
-		t.Errorf("last event %s %s", last.Status, last.Data)
+	for _, tc := range []struct {
+		failWith error
+		failures int // what one delivery uses up: every attempt, or the first answer when paused
+	}{{fmt.Errorf("slow down: %w", mail.ErrThrottled), 3}, {fmt.Errorf("sending paused: %w", mail.ErrPaused), 1}} {
+		failWith := tc.failWith
+		m = &countingMailer{sent: map[string]int{}, failures: tc.failures, failWith: failWith}
+		w, st, ids = setup(t, m, 1)
+		w.Attempts = 3
+		clock := time.Now().UTC()
+		w.Now = func() time.Time { return clock }
+		if err := w.Deliver(context.Background(), ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		e, evs, _ := st.GetEmailDetail(context.Background(), ids[0])
+		if e.Status != store.StatusQueued || e.NotBefore == nil || !e.NotBefore.After(clock) || len(evs) != 1 || m.sent[ids[0]] != 0 {
+			t.Fatalf("%v: %s held until %v with %d events, sent %d; want QUEUED, held, no new event, not sent",
+				failWith, e.Status, e.NotBefore, len(evs), m.sent[ids[0]])
+		}
+		rq := &housekeeping.Requeue{Store: st, Now: func() time.Time { return clock }, Log: slog.New(slog.DiscardHandler), Dispatcher: dispatchTo{w}}
+		if n, _ := rq.Run(context.Background()); n != 0 {
+			t.Fatalf("%v: handed back %d before its time", failWith, n)
+		}
+		if err := w.Deliver(context.Background(), ids[0]); err != nil || m.sent[ids[0]] != 0 {
+			t.Fatalf("%v: a worker sent it before its time: %v, sent %d", failWith, err, m.sent[ids[0]])
+		}
+		clock = e.NotBefore.Add(time.Second)
+		if n, err := rq.Run(context.Background()); err != nil || n != 1 {
+			t.Fatalf("%v: after its time the reconciler handed back %d, %v", failWith, n, err)
+		}
+		if e, _ := st.GetEmail(context.Background(), ids[0]); e.Status != store.StatusSent || m.sent[ids[0]] != 1 {
+			t.Fatalf("%v: after its wait: %s, sent %d", failWith, e.Status, m.sent[ids[0]])
+		}
 	}
 }
 

@@ -86,6 +86,7 @@ func MaxStackName() int {
 // the stack's own resource, never a literal.
 var EnvValue = map[string]string{
 	lambdafn.EnvConfigurationSet:  "!Ref ConfigurationSet",
+	lambdafn.EnvMaxSendRate:       "!Ref SesMaxSendRate",
 	lambdafn.EnvScheduleGroup:     "!Ref ScheduleGroup",
 	lambdafn.EnvScheduleRole:      "!GetAtt SchedulerRole.Arn",
 	lambdafn.EnvScheduleDLQ:       "!GetAtt ScheduleDeadLetterQueue.Arn",
@@ -107,6 +108,7 @@ var resourceARNs = map[string][]string{
 	"schedule/email":    {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"},
 	"schedule/campaign": {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/campaign-*"},
 	"scheduler-role":    {"!GetAtt SchedulerRole.Arn"},
+	"account":           {`"*"`},
 	"campaign-function": {EnvValue[lambdafn.EnvCampaignTarget]},
 }
 
@@ -216,7 +218,8 @@ func Render() ([]byte, error) {
 	}
 	var out bytes.Buffer
 	err = t.Execute(&out, map[string]any{"Functions": fns, "HTTP": http, "EnvValue": EnvValue,
-		"EmailMetrics": metric.Emails, "AuthCacheSeconds": AuthCacheSeconds})
+		"EmailMetrics": metric.Emails, "AuthCacheSeconds": AuthCacheSeconds,
+		"Namespace": metric.Namespace, "SendingPaused": metric.SendingPaused})
 	return out.Bytes(), err
 }
 

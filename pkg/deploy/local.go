@@ -136,6 +136,8 @@ func (l Local) localValue(k string) string {
 		return l.Name
 	case "AUTH_CACHE_TTL":
 		return "60s"
+	case lambdafn.EnvMaxSendRate:
+		return "14" // a new production account's rate; the emulator has no GetAccount
 	case "LOG_LEVEL":
 		return "INFO"
 	case "STACK_NAME":

@@ -268,6 +268,7 @@ func functionARN(name string) map[string]any {
 // wantEnv is, for each variable a port can read, the stack's resource it must come from.
 var wantEnv = map[string]any{
 	lambdafn.EnvConfigurationSet:  ref("ConfigurationSet"),
+	lambdafn.EnvMaxSendRate:       ref("SesMaxSendRate"),
 	lambdafn.EnvScheduleGroup:     ref("ScheduleGroup"),
 	lambdafn.EnvScheduleRole:      getAtt("SchedulerRole", "Arn"),
 	lambdafn.EnvScheduleDLQ:       getAtt("ScheduleDeadLetterQueue", "Arn"),
@@ -296,6 +297,8 @@ func wantResources(kind string) []any {
 			strings.TrimPrefix(kind, "schedule/") + "-*")}
 	case "scheduler-role":
 		return []any{getAtt("SchedulerRole", "Arn")}
+	case "account":
+		return []any{"*"} // ses:GetAccount has no resource
 	case "campaign-function":
 		// Named from the stack, so the ARN needs no reference to the function (no cycle).
 		return []any{arn("arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-campaign-batch")}

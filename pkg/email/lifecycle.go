@@ -53,7 +53,7 @@ var Lifecycle = []Transition{
 	{store.StatusSending, store.StatusFailed, ByWorker, "SES refused it, or it cannot be sent (domain, content)"},
 	{store.StatusSending, store.StatusSuppressed, ByWorker, "every recipient is suppressed, or the contact unsubscribed"},
 	{store.StatusSending, store.StatusCancelled, ByWorker, "its campaign was deleted"},
-	{store.StatusSending, store.StatusQueued, ByWorker, "released before the send (shutdown, too little of the invocation left)"},
+	{store.StatusSending, store.StatusQueued, ByWorker, "released without a send: shutdown, too little of the invocation left, or held until a time (SES throttled it, no send slot in time, the account paused)"},
 	{store.StatusSending, store.StatusQueued, ByReconciler, "the claim is older than its lease plus the grace for SES's evidence"},
 	{store.StatusQueued, store.StatusSent, BySES, "SES accepted it (the claim, if any, is cleared)"},
 	{store.StatusSending, store.StatusSent, BySES, "SES accepted it: the worker died or lost the answer"},
@@ -92,6 +92,7 @@ func Move(e *store.Email, to string, by Mover, now time.Time) error {
 		e.ClaimedAt = nil
 	}
 	e.UpdatedAt = now
+	e.NotBefore = nil // a release sets it after the move
 	return nil
 }
 

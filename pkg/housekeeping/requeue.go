@@ -58,6 +58,12 @@ func (r *Requeue) Run(ctx context.Context) (int, error) {
 		}
 		_, err := r.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
 			switch {
+			case e.Status == store.StatusQueued && e.NotBefore != nil:
+				if now.Before(*e.NotBefore) {
+					return nil, errUntouched // held back until then
+				}
+				// Its wait is over: the touch clears it.
+				return nil, email.Move(e, store.StatusQueued, email.ByReconciler, now)
 			case e.Status == store.StatusQueued && e.UpdatedAt.Before(stuck):
 				// The touch: a new stream record for the worker.
 				return nil, email.Move(e, store.StatusQueued, email.ByReconciler, now)

@@ -307,7 +307,7 @@ func TestHousekeeping(t *testing.T) {
 // TestBuildRefusesPlugsThatDifferFromPorts: a function whose main passes fewer plugs than its
 // ports name, or more, or that is not a function, fails to build (a test, never a cold start).
 func TestBuildRefusesPlugsThatDifferFromPorts(t *testing.T) {
-	env := map[string]string{"TABLE_NAME": "t", "SES_CONFIGURATION_SET": "s"}
+	env := map[string]string{"TABLE_NAME": "t", "SES_CONFIGURATION_SET": "s", "SES_MAX_SEND_RATE": "0"}
 	getenv := func(k string) string { return env[k] }
 	cfg := lambdafn.AWSConfig(func(k string) string { return map[string]string{"AWS_REGION": "eu-west-1"}[k] })
 	ctx := context.Background()

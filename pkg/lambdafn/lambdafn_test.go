@@ -817,6 +817,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	vars := map[string]string{
 		"BACKEND": "aws", "TABLE_NAME": table, "SES_CONFIGURATION_SET": confSet, "LOG_LEVEL": "warn",
+		"SES_MAX_SEND_RATE":   "1000", // moto has no GetAccount; test/pacing reads it from an SES stand-in
 		"STACK_NAME":          "mailroom-test",
 		"SCHEDULE_GROUP":      group,
 		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-ScheduledSendFunction-8XK2QH4M1ZP7",

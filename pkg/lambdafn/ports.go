@@ -61,6 +61,7 @@ var (
 // Environment variables of the ports (GlobalEnv are every function's).
 const (
 	EnvConfigurationSet  = "SES_CONFIGURATION_SET"
+	EnvMaxSendRate       = "SES_MAX_SEND_RATE"
 	EnvScheduleGroup     = "SCHEDULE_GROUP"
 	EnvScheduleRole      = "SCHEDULE_ROLE_ARN"
 	EnvScheduleDLQ       = "SCHEDULE_DLQ_ARN"
@@ -78,7 +79,7 @@ var GlobalEnv = []string{"AUTH_CACHE_TTL", "AWS_ENDPOINT_URL", "BACKEND", "LOG_L
 func (p Ports) Env() []string {
 	var env []string
 	if p.Send {
-		env = append(env, EnvConfigurationSet)
+		env = append(env, EnvConfigurationSet, EnvMaxSendRate)
 	}
 	if len(p.EmailSchedules) > 0 || len(p.CampaignSchedules) > 0 {
 		env = append(env, EnvScheduleGroup)
@@ -120,6 +121,8 @@ func (p Ports) IAM() []Statement {
 		// mailer sends) as ses:SendRawEmail too; AWS's own grant for sending gives both.
 		out = append(out, Statement{Resource: []string{"identity", "configuration-set"},
 			Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}})
+		// The pacer reads the account's rate and quota; GetAccount has no resource.
+		out = append(out, Statement{Resource: []string{"account"}, Actions: []string{"ses:GetAccount"}})
 	}
 	if len(p.Identities) > 0 {
 		out = append(out, Statement{Resource: []string{"identity"}, Actions: prefixed("ses:", p.Identities)})

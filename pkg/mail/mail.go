@@ -20,6 +20,24 @@ var ErrRejected = errors.New("mail: rejected")
 // caller waits for the provider's own evidence instead (its events).
 var ErrAmbiguous = errors.New("mail: outcome unknown")
 
+// ErrPaused marks a send refused because the account may not send now: its sending is paused
+// (by its owner or by the provider's review) or it is suspended. The message is not at fault;
+// every email waits and is tried again later.
+var ErrPaused = errors.New("mail: sending paused")
+
+// Quota is the provider account's sending limits, as the provider reports them.
+type Quota struct {
+	MaxSendRate     float64 // messages per second
+	Max24HourSend   float64 // messages per rolling 24 hours
+	SentLast24Hours float64
+	SendingEnabled  bool
+}
+
+// Account reads the account's sending limits (the SES adapter: GetAccount).
+type Account interface {
+	Quota(ctx context.Context) (Quota, error)
+}
+
 // Attachment is a decoded attachment.
 type Attachment struct {
 	Filename string

@@ -25,6 +25,9 @@ const (
 	EmailsBounced    = "EmailsBounced"    // SES Bounce
 	EmailsComplained = "EmailsComplained" // SES Complaint
 	EmailsFailed     = "EmailsFailed"     // given up on
+	// SendingPaused counts the times a send worker found the account unable to send (SES
+	// sending paused or suspended, the 24-hour quota used up); an alarm watches it.
+	SendingPaused = "SendingPaused"
 )
 
 // Emails lists the email metrics in the order the dashboard shows them.

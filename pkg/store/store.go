@@ -162,7 +162,11 @@ type Email struct {
 	MessageID    string // provider message id once sent
 	Attempts     int
 	ClaimedAt    *time.Time // when a worker moved it to SENDING
-	Version      int64      // optimistic concurrency; adapters manage it
+	// NotBefore holds a QUEUED email back until then: a send SES throttled, an account whose
+	// sending is paused, no send slot within the worker's invocation. The reconciler hands it
+	// to the worker again once it has passed.
+	NotBefore *time.Time
+	Version   int64 // optimistic concurrency; adapters manage it
 	// CampaignID and ContactID tie a campaign email to its campaign and recipient.
 	CampaignID string
 	ContactID  string
@@ -358,6 +362,16 @@ type Store interface {
 	Contacts
 	Campaigns
 	Suppressions
+	Pacing
+}
+
+// Pacing counts sends per second across every worker, so that all of them together stay
+// within the mail provider's account rate (deliver.Pacer).
+type Pacing interface {
+	// TakeSendSlot counts one send in the second that starts at second (whole seconds, UTC)
+	// if fewer than limit were counted there, and returns its position (1..limit); ok is false
+	// when that second is full. Slots of seconds that have passed may be forgotten.
+	TakeSendSlot(ctx context.Context, second time.Time, limit int) (position int, ok bool, err error)
 }
 
 // Teams is the teams, their API keys and the id sequences.

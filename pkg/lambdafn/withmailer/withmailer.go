@@ -15,6 +15,10 @@ func Mailer(w *lambdafn.Wiring) error {
 		Store: w.Store, Mailer: mailses.New(withses.ClientWith(w, mailses.NoRetries, "SendEmail"), w.Config.ConfigurationSet), Log: w.Log,
 		Now: w.Now, ConfigurationSet: w.Config.ConfigurationSet, Metrics: w.Metrics,
 		ReplyReference: deliver.SESReplyReference(w.AWS.Region),
+		// Every instance paces against the table's per-second counter, at SES_MAX_SEND_RATE
+		// or, when that is 0, the account's own rate and daily quota (GetAccount).
+		Pacer: &deliver.Pacer{Slots: w.Store, Rate: w.Config.SESMaxSendRate, Now: w.Now, Log: w.Log, Metrics: w.Metrics,
+			Account: mailses.Account{Client: withses.Client(w, "GetAccount")}},
 	}
 	w.Deliverer = worker
 	return nil

@@ -97,9 +97,13 @@ var throttleCodes = map[string]bool{
 var rejectCodes = map[string]bool{
 	"MessageRejected":                    true,
 	"MailFromDomainNotVerifiedException": true,
-	"AccountSuspendedException":          true,
-	"SendingPausedException":             true,
 	"BadRequestException":                true,
+}
+
+// pausedCodes say the account may not send now, whatever the message.
+var pausedCodes = map[string]bool{
+	"AccountSuspendedException": true,
+	"SendingPausedException":    true,
 }
 
 // classify wraps err with the mail sentinel that tells the caller what to do.
@@ -107,6 +111,8 @@ func classify(err error) error {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch code := apiErr.ErrorCode(); {
+		case pausedCodes[code]:
+			return fmt.Errorf("ses: send: %w: %w", mail.ErrPaused, err)
 		case throttleCodes[code]:
 			return fmt.Errorf("ses: send: %w: %w", mail.ErrThrottled, err)
 		case rejectCodes[code]:

@@ -81,7 +81,8 @@ const maxRetries = 1000
 // Store is the bbolt adapter. It is safe for concurrent use.
 type Store struct {
 	db       *bbolt.DB
-	attempts int // of an optimistic update: maxRetries (tests lower it)
+	attempts int    // of an optimistic update: maxRetries (tests lower it)
+	slots    *slots // shared by the copies WithAttempts makes
 }
 
 // optimistic is the store's one way to change a record. Each attempt takes a snapshot in a read
@@ -174,7 +175,7 @@ func Open(path string) (*Store, error) {
 	// A short batch window: enough to gather concurrent writers, too short for one caller to
 	// notice.
 	db.MaxBatchDelay = 2 * time.Millisecond
-	return &Store{db: db, attempts: maxRetries}, nil
+	return &Store{db: db, attempts: maxRetries, slots: &slots{}}, nil
 }
 
 // Close releases the file.

@@ -93,6 +93,10 @@ var (
 		{name: "CampaignCounters", fn: testCampaignCounters},
 		{name: "CampaignCountersConcurrent", counter: true, fn: testCampaignCountersConcurrent},
 	}
+	pacing = []contract{
+		{name: "SendSlots", fn: testSendSlots},
+		{name: "SendSlotsConcurrent", counter: true, fn: testSendSlotsConcurrent},
+	}
 )
 
 // RunTeams and the Run functions after it run the contract of one group of the port; Run runs
@@ -129,6 +133,10 @@ func RunCampaigns(t *testing.T, newStore func(*testing.T) store.Store, opts Opti
 	run(t, newStore, opts, campaigns)
 }
 
+func RunPacing(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, pacing)
+}
+
 // Run runs the whole contract against the stores newStore returns. newStore is called once per
 // subtest; a fresh store per call is best. A shared store works for every subtest but the limit
 // check of PendingEmails, which assumes no pending email older than 1990 exists besides its own.
@@ -146,7 +154,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 	}{
 		{"Teams", RunTeams}, {"Domains", RunDomains}, {"Templates", RunTemplates}, {"Emails", RunEmails},
 		{"Idempotency", RunIdempotency}, {"Suppressions", RunSuppressions}, {"Contacts", RunContacts},
-		{"Campaigns", RunCampaigns},
+		{"Campaigns", RunCampaigns}, {"Pacing", RunPacing},
 	} {
 		t.Run(g.name, func(t *testing.T) { g.run(t, newStore, opts) })
 	}

@@ -1,0 +1,181 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/metric"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// Pacer keeps the sends of every worker, in every process, within the mail account's rate.
+//
+// The design: one counter per second in the store (store.Pacing), shared by all workers. A
+// send takes a slot of a second with one conditional write that succeeds while the second has
+// fewer sends than the rate allows, then waits for its place within that second (so a second's
+// sends are spread over it, not sent in a burst at its start). A full second sends the worker
+// to the next one. A process remembers the first second it has not seen full, so under a
+// backlog workers book ahead instead of asking again for seconds already full. When no slot is
+// free before the worker must stop (its invocation's deadline), the email goes back to QUEUED
+// with the time to try again. Why this and not a token bucket in one item: a bucket needs a
+// read-modify-write of a shared refill time under contention (a retry storm at high rates),
+// while the per-second counter is a single atomic ADD per send, never contended beyond one
+// second, sharded by the store above 500 sends/s, and expires by TTL.
+type Pacer struct {
+	Slots store.Pacing
+	// Account reads the account's rate and daily quota (SES GetAccount); nil: Rate only.
+	Account mail.Account
+	// Rate overrides the account's rate and quota, in sends per second (SES_MAX_SEND_RATE);
+	// 0: the account's. With neither, sends are not paced.
+	Rate float64
+	Now  func() time.Time
+	Log  *slog.Logger
+	// Refresh is how long a read of the account holds (default 5 minutes).
+	Refresh time.Duration
+	// Metrics counts metric.SendingPaused when the account cannot send (nil: none).
+	Metrics metric.Counter
+
+	mu          sync.Mutex
+	quota       mail.Quota
+	quotaAt     time.Time
+	next        time.Time // the first second this process has not seen full
+	pausedUntil time.Time
+	warned      time.Time
+}
+
+// Pause waits for a paused or suspended account: until then Acquire hands out no slot.
+func (p *Pacer) Pause(until time.Time, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if until.After(p.pausedUntil) {
+		p.pausedUntil = until
+	}
+	p.warn("sending is paused for the account: emails wait in QUEUED", "until", until.Format(time.RFC3339), "reason", why)
+}
+
+// warn logs and counts that the account cannot send, once a minute per process. p.mu is held.
+func (p *Pacer) warn(msg string, args ...any) {
+	if p.now().Sub(p.warned) < time.Minute {
+		return
+	}
+	p.warned = p.now()
+	p.log().Error(msg, args...)
+	metric.Add(context.Background(), p.Metrics, metric.SendingPaused, 1)
+}
+
+// Acquire waits for a send slot that starts before before. It returns a zero time when the
+// caller may send now, or the time to try again (no slot before before, a paused account, an
+// exhausted daily quota).
+func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error) {
+	rate, retry, err := p.limits(ctx)
+	if err != nil || !retry.IsZero() || rate <= 0 {
+		return retry, err
+	}
+	limit := max(1, int(math.Floor(rate)))
+	now := p.now()
+	p.mu.Lock()
+	sec := now.Truncate(time.Second)
+	if p.next.After(sec) {
+		sec = p.next
+	}
+	p.mu.Unlock()
+	for ; sec.Before(before); sec = sec.Add(time.Second) {
+		pos, ok, err := p.Slots.TakeSendSlot(ctx, sec, limit)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("take a send slot: %w", err)
+		}
+		if !ok {
+			p.mu.Lock()
+			if sec.Add(time.Second).After(p.next) {
+				p.next = sec.Add(time.Second)
+			}
+			p.mu.Unlock()
+			continue
+		}
+		at := sec.Add(time.Duration(pos-1) * time.Second / time.Duration(limit))
+		if wait := at.Sub(p.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return time.Time{}, ctx.Err()
+			case <-t.C:
+			}
+		}
+		return time.Time{}, nil
+	}
+	return sec, nil
+}
+
+// limits returns the rate to keep, or a time to wait until when the account may not send.
+func (p *Pacer) limits(ctx context.Context) (float64, time.Time, error) {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Before(p.pausedUntil) {
+		return 0, p.pausedUntil, nil
+	}
+	if p.Account == nil || p.Rate > 0 {
+		// A configured rate is the whole limit: the account is not read (SES refuses sends
+		// past the daily quota itself, and a refusal waits like a throttle).
+		return p.Rate, time.Time{}, nil
+	}
+	refresh := p.Refresh
+	if refresh <= 0 {
+		refresh = 5 * time.Minute
+	}
+	if p.quotaAt.IsZero() || now.Sub(p.quotaAt) >= refresh {
+		q, err := p.Account.Quota(ctx)
+		if err != nil {
+			if p.quotaAt.IsZero() {
+				return 0, time.Time{}, err
+			}
+			p.log().Warn("read the account's sending quota; keeping the last one", "err", err)
+		} else {
+			p.quota, p.quotaAt = q, now
+		}
+	}
+	q := p.quota
+	switch {
+	case !q.SendingEnabled:
+		p.pausedUntil = now.Add(PausedWait)
+		p.warn("sending is disabled for the account: emails wait in QUEUED", "until", p.pausedUntil.Format(time.RFC3339))
+		return 0, p.pausedUntil, nil
+	case q.Max24HourSend > 0 && q.SentLast24Hours >= q.Max24HourSend:
+		p.pausedUntil = now.Add(QuotaWait)
+		p.warn("the account's 24-hour sending quota is used up: emails wait in QUEUED",
+			"max24HourSend", q.Max24HourSend, "sentLast24Hours", q.SentLast24Hours, "until", p.pausedUntil.Format(time.RFC3339))
+		p.quotaAt = time.Time{} // read it again when the wait ends
+		return 0, p.pausedUntil, nil
+	}
+	rate := p.Rate
+	if rate <= 0 {
+		rate = q.MaxSendRate
+	}
+	return rate, time.Time{}, nil
+}
+
+// Waits of an email that cannot go now.
+const (
+	PausedWait = 5 * time.Minute  // the account's sending is paused or suspended
+	QuotaWait  = 15 * time.Minute // the 24-hour quota is used up
+)
+
+func (p *Pacer) now() time.Time {
+	if p.Now != nil {
+		return p.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (p *Pacer) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}

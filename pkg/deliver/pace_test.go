@@ -1,0 +1,76 @@
+package deliver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+type fixedAccount struct {
+	q     mail.Quota
+	reads int
+}
+
+func (a *fixedAccount) Quota(context.Context) (mail.Quota, error) {
+	a.reads++
+	return a.q, nil
+}
+
+// TestPacerHoldsWhenTheAccountCannotSend: a disabled account and a used-up 24-hour quota give
+// a time to wait instead of a slot; an account with room gives slots at its rate, which a
+// configured rate overrides without reading the account.
+func TestPacerHoldsWhenTheAccountCannotSend(t *testing.T) {
+	st, err := bolt.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	clock := func() time.Time { return now }
+	for _, tc := range []struct {
+		name string
+		q    mail.Quota
+		wait time.Duration
+	}{
+		{"disabled", mail.Quota{MaxSendRate: 14, Max24HourSend: 50000, SendingEnabled: false}, PausedWait},
+		{"quota used up", mail.Quota{MaxSendRate: 14, Max24HourSend: 200, SentLast24Hours: 200, SendingEnabled: true}, QuotaWait},
+	} {
+		p := &Pacer{Slots: st, Account: &fixedAccount{q: tc.q}, Now: clock}
+		retry, err := p.Acquire(ctx, now.Add(time.Minute))
+		if err != nil || !retry.Equal(now.Add(tc.wait)) {
+			t.Errorf("%s: retry at %v, %v; want %v", tc.name, retry, err, now.Add(tc.wait))
+		}
+	}
+	// Room: 3/s; the fourth acquire in the same second is booked in the next one.
+	acct := &fixedAccount{q: mail.Quota{MaxSendRate: 3, Max24HourSend: 50000, SendingEnabled: true}}
+	p := &Pacer{Slots: st, Account: acct}
+	first := time.Now().Truncate(time.Second)
+	for i := range 4 {
+		if retry, err := p.Acquire(ctx, time.Now().Add(time.Minute)); err != nil || !retry.IsZero() {
+			t.Fatalf("acquire %d: %v %v", i, retry, err)
+		}
+	}
+	if next := first.Add(time.Second); time.Now().Before(next) {
+		t.Errorf("4 sends at 3/s done at %v, want the fourth in the next second (%v)", time.Now(), next)
+	}
+	if acct.reads != 1 {
+		t.Errorf("the account was read %d times, want once per refresh", acct.reads)
+	}
+	// No slot before the caller must stop: a time to try again, not a wait past it.
+	full := &Pacer{Slots: st, Rate: 1, Account: acct}
+	sec := time.Now().Truncate(time.Second).Add(10 * time.Second)
+	if _, ok, _ := st.TakeSendSlot(ctx, sec, 1); !ok {
+		t.Fatal("setup")
+	}
+	full.next = sec
+	if retry, err := full.Acquire(ctx, sec.Add(500*time.Millisecond)); err != nil || !retry.Equal(sec.Add(time.Second)) {
+		t.Errorf("no slot before the deadline: %v %v, want %v", retry, err, sec.Add(time.Second))
+	}
+	if acct.reads != 1 {
+		t.Error("a configured rate read the account")
+	}
+}
