@@ -5,7 +5,8 @@ package main
 
 import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withlambda"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
 )
 
-func main() { lambdafn.Main("DeleteCampaign", withscheduler.Campaigns) }
+func main() { lambdafn.Main("DeleteCampaign", withlambda.CampaignInvoke, withscheduler.Campaigns) }

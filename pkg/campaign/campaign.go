@@ -179,6 +179,11 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 	if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
 		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
 	}
+	// One step more, which finds the campaign gone and releases the emails it held (if it was
+	// paused) to the worker, which cancels them.
+	if err := s.kick(ctx, c, c.BatchesDone); err != nil {
+		s.Log.Warn("release the deleted campaign's held emails", "campaignId", id, "err", err)
+	}
 	return c, nil
 }
 
@@ -391,10 +396,17 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 		})
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, false, nil // deleted
+		// Deleted: the emails it held go back to the worker, which cancels them.
+		return 0, false, s.releaseHeld(ctx, teamID, id)
 	}
 	if err != nil {
 		return 0, false, err
+	}
+	if c.Status == store.CampaignRunning {
+		// Running again after a pause: the emails held meanwhile go out first.
+		if err := s.releaseHeld(ctx, teamID, id); err != nil {
+			return 0, false, err
+		}
 	}
 	if c.Status != store.CampaignRunning || c.BatchesDone != n {
 		return 0, false, nil // paused, done, or this step already ran
@@ -445,6 +457,46 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 }
 
 var errStepRan = errors.New("step already ran")
+
+// releaseHeld hands the emails a worker held while the campaign was paused back to delivery:
+// a conditional touch each (a new stream record on AWS; locally the delivery pool), in pages.
+func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) error {
+	released := 0
+	for {
+		ids, err := s.Store.HeldEmails(ctx, teamID, id, 500)
+		if err != nil || len(ids) == 0 {
+			if released > 0 {
+				s.Log.Info("campaign emails released after the pause", "campaignId", id, "count", released)
+			}
+			return err
+		}
+		var touched []string
+		for _, eid := range ids {
+			_, err := s.Store.UpdateEmail(ctx, eid, func(e *store.Email) ([]store.Event, error) {
+				if !e.Held {
+					return nil, errNotHeld
+				}
+				return nil, email.Move(e, store.StatusQueued, email.ByCampaign, s.Now().UTC())
+			})
+			switch {
+			case errors.Is(err, errNotHeld), errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return fmt.Errorf("release held email %s: %w", eid, err)
+			default:
+				touched = append(touched, eid)
+			}
+		}
+		released += len(touched)
+		if s.Dispatcher != nil && len(touched) > 0 {
+			s.Dispatcher.Dispatch(ctx, touched...)
+		}
+		if released > 0 && released%5000 < len(touched) {
+			s.Log.Info("releasing held campaign emails", "campaignId", id, "released", released)
+		}
+	}
+}
+
+var errNotHeld = errors.New("not held")
 
 // errCannotSend marks a step that cannot succeed until someone acts (book or domain gone).
 var errCannotSend = errors.New("campaign cannot send")

@@ -63,7 +63,9 @@ var errSkip = errors.New("not claimable")
 func (w *Worker) Deliver(ctx context.Context, id string) error {
 	now := w.Now().UTC()
 	var dropStatus, dropWhy string
+	held := false
 	e, err := w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+		held = false // this may run more than once
 		if ours(e, now) {
 			// Our own claim, committed by an attempt whose answer was lost (a retried
 			// conditional write then finds the email changed, and the store runs this again):
@@ -79,31 +81,37 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		if e.NotBefore != nil && now.Before(*e.NotBefore) {
 			return nil, errSkip // held back (throttled, paused): the reconciler hands it back
 		}
+		if e.Held {
+			return nil, errSkip // its campaign is paused: the campaign releases it
+		}
 		dropStatus, dropWhy = "", "" // this may run more than once
 		if e.CampaignID != "" {
-			held, status, why, err := w.campaignState(ctx, *e)
+			paused, status, why, err := w.campaignState(ctx, *e)
 			switch {
 			case err != nil:
 				return nil, err
-			case held:
-				// Paused: the email waits QUEUED, untouched (no write, so no new stream record
-				// and no loop); the reconciler hands it back every few minutes, and after the
-				// resume it goes.
-				return nil, errHeld
+			case paused:
+				// Held: the email waits QUEUED, out of the pending index (the reconciler does
+				// not touch it), until a step of the resumed (or deleted) campaign releases it.
+				if err := email.Move(e, store.StatusQueued, email.ByWorker, now); err != nil {
+					return nil, err
+				}
+				e.Held, held = true, true
+				return nil, nil
 			}
 			dropStatus, dropWhy = status, why
 		}
 		return nil, email.Move(e, store.StatusSending, email.ByWorker, now)
 	})
-	if errors.Is(err, errHeld) {
-		w.log().Info("campaign email held: the campaign is paused", "emailId", id)
-		return nil
-	}
 	if errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", id, err)
+	}
+	if held {
+		w.log().Info("campaign email held: the campaign is paused", "emailId", id)
+		return nil
 	}
 	log := w.log().With("emailId", id, "teamId", e.TeamID)
 
@@ -168,9 +176,6 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 // SendRoom is how much of the invocation must be left for a send to start: the send itself
 // (a few hundred milliseconds) and the write of its outcome, with their retries.
 const SendRoom = 5 * time.Second
-
-// errHeld aborts the claim of an email whose campaign is paused: nothing is written.
-var errHeld = errors.New("campaign paused")
 
 // campaignState checks a campaign email against its campaign and its contact as they are now,
 // at send time: a paused campaign holds it, a deleted one cancels it, and a contact who

@@ -410,7 +410,7 @@ func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 		"CancelEmail":    {Table: lambdafn.Write, EmailSchedules: lambdafn.ScheduleDelete},
 		"ListEmails":     {Table: lambdafn.Read},
 		"Unsubscribe":    {Table: lambdafn.Write, Unsubscribe: lambdafn.Read},
-		"DeleteCampaign": {Table: lambdafn.Write, CampaignSchedules: lambdafn.ScheduleDelete},
+		"DeleteCampaign": {Table: lambdafn.Write, CampaignSchedules: lambdafn.ScheduleDelete, CampaignInvoke: true},
 	} {
 		if got := lambdafn.PortsOf(name); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: ports %+v, want %+v", name, got, want)

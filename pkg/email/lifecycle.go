@@ -18,6 +18,7 @@ const (
 	BySchedule   Mover = "the schedule"   // the scheduled-send target, when the email's time has come
 	ByWorker     Mover = "the worker"     // the send worker; out of SENDING only with its own claim
 	ByReconciler Mover = "the reconciler" // housekeeping: it hands stuck emails back, never sends
+	ByCampaign   Mover = "the campaign"   // a campaign step, releasing the emails held while it was paused
 	BySES        Mover = "SES's evidence" // a Send, Delivery, Bounce or Complaint event
 )
 
@@ -48,7 +49,9 @@ var Lifecycle = []Transition{
 	{store.StatusScheduled, store.StatusQueued, ByReconciler, "5 minutes past its time (the schedule was lost)"},
 	{store.StatusScheduled, store.StatusCancelled, ByCaller, "cancelled"},
 	{store.StatusQueued, store.StatusSending, ByWorker, "the claim (a claim whose answer was lost is recognised as its own)"},
-	{store.StatusQueued, store.StatusQueued, ByReconciler, "touched after 2 minutes: a new stream record for the worker"},
+	{store.StatusQueued, store.StatusQueued, ByReconciler, "touched after 2 minutes, or once its hold time has passed: a new stream record for the worker"},
+	{store.StatusQueued, store.StatusQueued, ByWorker, "held: its campaign is paused (it leaves the pending index for the campaign's held list)"},
+	{store.StatusQueued, store.StatusQueued, ByCampaign, "released: its campaign resumed, or was deleted (the worker then cancels it)"},
 	{store.StatusSending, store.StatusSent, ByWorker, "SES accepted the message"},
 	{store.StatusSending, store.StatusFailed, ByWorker, "SES refused it, or it cannot be sent (domain, content)"},
 	{store.StatusSending, store.StatusSuppressed, ByWorker, "every recipient is suppressed, or the contact unsubscribed"},
@@ -92,7 +95,7 @@ func Move(e *store.Email, to string, by Mover, now time.Time) error {
 		e.ClaimedAt = nil
 	}
 	e.UpdatedAt = now
-	e.NotBefore = nil // a release sets it after the move
+	e.NotBefore, e.Held = nil, false // a release or a hold sets them after the move
 	return nil
 }
 

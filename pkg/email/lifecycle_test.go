@@ -20,7 +20,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
-var movers = []Mover{ByAPI, ByCaller, BySchedule, ByWorker, ByReconciler, BySES}
+var movers = []Mover{ByAPI, ByCaller, BySchedule, ByWorker, ByReconciler, BySES, ByCampaign}
 
 // TestMoveFollowsTheLifecycle tries every move by every mover: Move does exactly what the
 // table lists, and a refused move leaves the email as it was.

@@ -85,11 +85,12 @@ var uses = map[string]Ports{
 	"VerifyDomain": {Identities: []string{"GetEmailIdentity"}},
 	"DeleteDomain": {Identities: []string{"DeleteEmailIdentity"}},
 	// Campaigns: starting one later puts its schedule, starting or resuming one now invokes its
-	// step directly (and deletes a later start's schedule); delete removes its schedule.
+	// step directly (and deletes a later start's schedule); delete removes its schedule and
+	// invokes one last step, which releases the emails held while it was paused.
 	"CreateCampaign":   {CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
 	"ScheduleCampaign": {CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
 	"ResumeCampaign":   {CampaignSchedules: SchedulePut, CampaignInvoke: true},
-	"DeleteCampaign":   {CampaignSchedules: ScheduleDelete},
+	"DeleteCampaign":   {CampaignSchedules: ScheduleDelete, CampaignInvoke: true},
 	"Unsubscribe":      {Unsubscribe: Read},
 	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
 	// email's time. A batch step signs unsubscribe links, schedules the next step after a

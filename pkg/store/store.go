@@ -166,7 +166,11 @@ type Email struct {
 	// sending is paused, no send slot within the worker's invocation. The reconciler hands it
 	// to the worker again once it has passed.
 	NotBefore *time.Time
-	Version   int64 // optimistic concurrency; adapters manage it
+	// Held marks a QUEUED campaign email whose campaign was paused when a worker took it: it
+	// leaves the pending index for its campaign's (HeldEmails) until the campaign resumes or is
+	// deleted, so a long pause costs nothing and crowds no other email out of the reconciler.
+	Held    bool
+	Version int64 // optimistic concurrency; adapters manage it
 	// CampaignID and ContactID tie a campaign email to its campaign and recipient.
 	CampaignID string
 	ContactID  string
@@ -437,6 +441,9 @@ type Emails interface {
 	// OverdueScheduled lists ids of SCHEDULED emails whose scheduledAt is before t, earliest
 	// first, at most limit (the backstop for a schedule that never fired).
 	OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error)
+	// HeldEmails lists ids of the campaign's held emails (QUEUED with Held), oldest first, at
+	// most limit. PendingEmails does not list them.
+	HeldEmails(ctx context.Context, teamID int64, campaignID string, limit int) ([]string, error)
 }
 
 // IdempotencyKeys is the Idempotency-Key records.

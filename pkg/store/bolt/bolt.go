@@ -50,6 +50,7 @@ var (
 	bucketMsgID     = []byte("emails_by_message_id")       // message id → email id
 	bucketPending   = []byte("emails_pending")             // time|email id → "" (QUEUED and SENDING only)
 	bucketSchedAt   = []byte("emails_scheduled")           // scheduledAt|email id → "" (SCHEDULED only)
+	bucketHeld      = []byte("emails_held")                // team|campaign id|0x00|time|email id → "" (held only)
 	bucketIdem      = []byte("idempotency")                // team|key → Idempotency
 	bucketSupp      = []byte("suppressions")               // team|lower(email) → Suppression
 	bucketSuppTime  = []byte("suppressions_by_team_time")  // team|time|lower(email) → reason
@@ -66,7 +67,7 @@ func allBuckets() [][]byte {
 	return [][]byte{
 		bucketSeq, bucketTeams, bucketKeys, bucketKeysTeam, bucketDomains, bucketDomName,
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
-		bucketMsgID, bucketPending, bucketSchedAt, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
+		bucketMsgID, bucketPending, bucketSchedAt, bucketHeld, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
 		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
 		bucketCampCount,
 	}

@@ -35,7 +35,10 @@ func emailIndexes(e store.Email) []indexEntry {
 	if e.MessageID != "" {
 		out = append(out, indexEntry{bucketMsgID, []byte(e.MessageID), []byte(e.ID)})
 	}
-	if isPending(e.Status) {
+	switch {
+	case e.Status == store.StatusQueued && e.Held && e.CampaignID != "":
+		out = append(out, indexEntry{bucketHeld, heldKey(e.TeamID, e.CampaignID, tk, e.ID), nil})
+	case isPending(e.Status):
 		out = append(out, indexEntry{bucketPending, join(tk, []byte(e.ID)), nil})
 	}
 	if e.Status == store.StatusScheduled && e.ScheduledAt != nil {
@@ -412,6 +415,24 @@ func (s *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) 
 		c := tx.Bucket(bucketPending).Cursor()
 		for k, _ := c.First(); k != nil && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
 			ids = append(ids, string(k[12:]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+func heldKey(teamID int64, campaignID string, tk []byte, id string) []byte {
+	return teamKey(teamID, []byte(campaignID), []byte{0}, tk, []byte(id))
+}
+
+// HeldEmails reads the held index of the campaign.
+func (s *Store) HeldEmails(ctx context.Context, teamID int64, campaignID string, limit int) ([]string, error) {
+	var ids []string
+	prefix := teamKey(teamID, []byte(campaignID), []byte{0})
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketHeld).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
+			ids = append(ids, string(k[len(prefix)+12:]))
 		}
 		return nil
 	})

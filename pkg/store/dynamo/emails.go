@@ -142,11 +142,13 @@ func emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, erro
 	if e.MessageID != "" {
 		it.GSI3PK, it.GSI3SK = messageIDIndexKey(e.MessageID), e.ID
 	}
-	if pending(e.Status) {
-		it.GSI4PK, it.GSI4SK = pendingIndexKey, sortKey
-	}
-	if e.Status == store.StatusScheduled && e.ScheduledAt != nil {
-		it.GSI4PK, it.GSI4SK = scheduledIndexKey, emailSort(*e.ScheduledAt, e.ID)
+	switch {
+	case e.Status == store.StatusQueued && e.Held && e.CampaignID != "":
+		it.GSI4PK, it.GSI4SK = heldIndexKey(e.TeamID, e.CampaignID), sortKey
+	case pending(e.Status):
+		it.GSI4PK, it.GSI4SK = pendingIndexKey(workShard(e.ID)), sortKey
+	case e.Status == store.StatusScheduled && e.ScheduledAt != nil:
+		it.GSI4PK, it.GSI4SK = scheduledIndexKey(workShard(e.ID)), emailSort(*e.ScheduledAt, e.ID)
 	}
 	it.ContentGz, it.ContentRef, it.ContentChunks = c.inline, c.ref, len(c.chunks)
 	m, err := marshal(it)
@@ -699,30 +701,73 @@ func (st *Store) FindEmailByMessageID(ctx context.Context, messageID string) (st
 	return st.emailFromIndex(ctx, items[0])
 }
 
-// PendingEmails reads the sparse GSI4 oldest first, projecting the ids only.
+// PendingEmails reads every pending shard of GSI4, projecting ids and sort keys, and merges
+// them oldest first.
 func (st *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) {
-	return st.workIDs(ctx, &dynamodb.QueryInput{
-		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pendingIndexKey)},
-	}, limit)
+	return st.workIDsAcrossShards(ctx, limit, func(shard int) *dynamodb.QueryInput {
+		return &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String("GSI4PK = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pendingIndexKey(shard))},
+		}
+	})
 }
 
-// OverdueScheduled reads GSI4's SCHEDULED partition up to before (it is sorted by
-// scheduledAt), projecting the ids only.
+// OverdueScheduled reads every scheduled shard of GSI4 up to before (each is sorted by
+// scheduledAt) and merges them earliest first.
 func (st *Store) OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error) {
-	return st.workIDs(ctx, &dynamodb.QueryInput{
-		KeyConditionExpression: aws.String("GSI4PK = :pk AND GSI4SK < :before"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": avS(scheduledIndexKey), ":before": avS(before.UTC().Format(sortTime)),
-		},
-	}, limit)
+	return st.workIDsAcrossShards(ctx, limit, func(shard int) *dynamodb.QueryInput {
+		return &dynamodb.QueryInput{
+			KeyConditionExpression: aws.String("GSI4PK = :pk AND GSI4SK < :before"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": avS(scheduledIndexKey(shard)), ":before": avS(before.UTC().Format(sortTime)),
+			},
+		}
+	})
 }
 
-// workIDs runs a query of GSI4 (the work index) for email ids, at most limit.
-func (st *Store) workIDs(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]string, error) {
+// HeldEmails reads the campaign's held partition of GSI4.
+func (st *Store) HeldEmails(ctx context.Context, teamID int64, campaignID string, limit int) ([]string, error) {
+	refs, err := st.workIDs(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(heldIndexKey(teamID, campaignID))},
+	}, limit)
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.id
+	}
+	return ids, err
+}
+
+// workIDsAcrossShards queries each of the WorkShards partitions (at most limit ids each) and
+// returns the limit first ids by sort key.
+func (st *Store) workIDsAcrossShards(ctx context.Context, limit int, in func(shard int) *dynamodb.QueryInput) ([]string, error) {
+	var all []workRef
+	for shard := legacyShard; shard < WorkShards; shard++ {
+		refs, err := st.workIDs(ctx, in(shard), limit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, refs...)
+	}
+	slices.SortFunc(all, func(a, b workRef) int { return cmp.Compare(a.sort, b.sort) })
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	ids := make([]string, len(all))
+	for i, r := range all {
+		ids[i] = r.id
+	}
+	return ids, nil
+}
+
+// workRef is one entry of GSI4: the email id and its sort key.
+type workRef struct{ id, sort string }
+
+// workIDs runs a query of GSI4 (the work index) for email ids and sort keys, at most limit.
+func (st *Store) workIDs(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]workRef, error) {
 	in.IndexName = aws.String(IndexGSI4)
-	in.ProjectionExpression = aws.String("#id")
-	in.ExpressionAttributeNames = map[string]string{"#id": "ID"}
+	in.ProjectionExpression = aws.String("#id, #sk")
+	in.ExpressionAttributeNames = map[string]string{"#id": "ID", "#sk": AttrGSI4SK}
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(min(limit, 1000)))
 	}
@@ -730,11 +775,13 @@ func (st *Store) workIDs(ctx context.Context, in *dynamodb.QueryInput, limit int
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, 0, len(items))
+	refs := make([]workRef, 0, len(items))
 	for _, m := range items {
-		if v, ok := m["ID"].(*types.AttributeValueMemberS); ok {
-			ids = append(ids, v.Value)
+		id, _ := m["ID"].(*types.AttributeValueMemberS)
+		sk, _ := m[AttrGSI4SK].(*types.AttributeValueMemberS)
+		if id != nil && sk != nil {
+			refs = append(refs, workRef{id.Value, sk.Value})
 		}
 	}
-	return ids, nil
+	return refs, nil
 }

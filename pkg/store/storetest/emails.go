@@ -553,3 +553,53 @@ func testListEmails(t *testing.T, s store.Store) {
 		t.Fatalf("a new team lists %d emails (count %d)", len(list), count)
 	}
 }
+
+// testHeldEmails: a held campaign email leaves the pending index for its campaign's held list
+// and comes back when released.
+func testHeldEmails(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team := newTeam(t, s)
+	noErr(t, "CreateCampaign", s.CreateCampaign(ctx, store.Campaign{ID: "cp-held", TeamID: team, Name: "h",
+		Status: store.CampaignRunning, CreatedAt: now(), UpdatedAt: now()}))
+	var list []store.Email
+	for i := range 3 {
+		e := newEmail(team, 1, now().Add(time.Duration(i)*time.Second), store.StatusQueued)
+		e.CampaignID = "cp-held"
+		list = append(list, e)
+	}
+	createEmails(t, s, list...)
+	hold := func(id string, held bool) {
+		t.Helper()
+		_, err := s.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			e.Held = held
+			return nil, nil
+		})
+		noErr(t, "UpdateEmail", err)
+	}
+	pending := func(id string) bool {
+		t.Helper()
+		ids, err := s.PendingEmails(ctx, 0)
+		noErr(t, "PendingEmails", err)
+		return slices.Contains(ids, id)
+	}
+	hold(list[2].ID, true)
+	hold(list[0].ID, true)
+	held, err := s.HeldEmails(ctx, team, "cp-held", 0)
+	noErr(t, "HeldEmails", err)
+	if want := []string{list[0].ID, list[2].ID}; !equalStrings(held, want) {
+		t.Fatalf("HeldEmails = %v, want %v (oldest first)", held, want)
+	}
+	if pending(list[0].ID) || pending(list[2].ID) || !pending(list[1].ID) {
+		t.Errorf("held emails are still pending, or the other one is not")
+	}
+	if other, err := s.HeldEmails(ctx, team, "cp-other", 0); err != nil || len(other) != 0 {
+		t.Errorf("another campaign's held emails = %v, %v", other, err)
+	}
+	hold(list[0].ID, false)
+	if !pending(list[0].ID) {
+		t.Error("a released email is not pending")
+	}
+	if held, _ := s.HeldEmails(ctx, team, "cp-held", 0); !equalStrings(held, []string{list[2].ID}) {
+		t.Errorf("after the release HeldEmails = %v", held)
+	}
+}

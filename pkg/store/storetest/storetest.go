@@ -68,6 +68,7 @@ var (
 		{name: "FindEmailByMessageID", fn: testFindEmailByMessageID},
 		{name: "PendingEmails", fn: testPendingEmails},
 		{name: "OverdueScheduled", fn: testOverdueScheduled},
+		{name: "HeldEmails", fn: testHeldEmails},
 		{name: "LargeContent", fn: testLargeContent},
 		{name: "ListEmails", fn: testListEmails},
 	}
