@@ -181,6 +181,7 @@ func (a *App) useEmbedded() error {
 	if err != nil {
 		return fmt.Errorf("open embedded store: %w", err)
 	}
+	st.SetRetention(a.Config.Retention)
 	a.Store = st
 	a.Ingester.Store = st // before the outbox: it may publish events spooled at the last stop
 	a.closers = append(a.closers, func(context.Context) error { return st.Close() })
@@ -219,7 +220,9 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 			return fmt.Errorf("ensure table %s: %w", a.Config.TableName, err)
 		}
 	}
-	a.Store = dynamo.New(db, a.Config.TableName)
+	ds := dynamo.New(db, a.Config.TableName)
+	ds.SetRetention(a.Config.Retention)
+	a.Store = ds
 	a.regions = []string{awsCfg.Region}
 	ses := sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
 		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport

@@ -28,7 +28,10 @@ type Config struct {
 	ConfigurationSet string // SES_CONFIGURATION_SET: SES configuration set for sends
 	// SESMaxSendRate is SES_MAX_SEND_RATE, sends per second across every worker: it overrides
 	// the account's rate (SES GetAccount) on AWS; locally, sends are paced only when it is set.
-	SESMaxSendRate  float64
+	SESMaxSendRate float64
+	// Retention is RETENTION_DAYS (90): how long emails, their content and their events are
+	// kept; 0 keeps them for ever.
+	Retention       time.Duration
 	BootstrapAPIKey string        // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
 	Workers         int           // WORKERS (4): local delivery goroutines
 	AuthCacheTTL    time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
@@ -87,6 +90,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil {
 		return c, err
 	}
+	days, err := intEnv(getenv, "RETENTION_DAYS", 90)
+	if err != nil || days < 0 {
+		return c, fmt.Errorf("RETENTION_DAYS: want a number of days (0 keeps emails for ever)")
+	}
+	c.Retention = time.Duration(days) * 24 * time.Hour
 	if v := getenv("SES_MAX_SEND_RATE"); v != "" {
 		if c.SESMaxSendRate, err = strconv.ParseFloat(v, 64); err != nil || c.SESMaxSendRate < 0 {
 			return c, fmt.Errorf("SES_MAX_SEND_RATE: %q is not a rate (sends per second, 0 for the account's)", v)

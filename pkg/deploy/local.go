@@ -136,6 +136,8 @@ func (l Local) localValue(k string) string {
 		return l.Name
 	case "AUTH_CACHE_TTL":
 		return "60s"
+	case "RETENTION_DAYS":
+		return "90"
 	case lambdafn.EnvMaxSendRate:
 		return "14" // a new production account's rate; the emulator has no GetAccount
 	case "LOG_LEVEL":

@@ -26,6 +26,9 @@ type Job struct {
 // moving get their next step again, and the contacts of deleted books are removed.
 func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, campaigns *campaign.Service,
 	contacts *contact.Service) []Job {
+	expire := func(ctx context.Context) (int, error) {
+		return emails.Store.ExpireEmails(ctx, 10000) // the embedded store; DynamoDB's TTL does it itself
+	}
 	return []Job{
 		{"reconciled stuck emails", reconcile},
 		{"queued overdue scheduled emails", func(ctx context.Context) (int, error) {
@@ -35,6 +38,7 @@ func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, c
 			return campaigns.RecoverRunning(ctx, 5*time.Minute)
 		}},
 		{"removed contacts of deleted books", contacts.PurgeDeletedBooks},
+		{"removed emails past their retention", expire},
 	}
 }
 

@@ -73,7 +73,7 @@ const (
 
 // GlobalEnv are the variables every deployed function reads (the template's Globals).
 // AWS_ENDPOINT_URL is the AWS SDK's own: empty on AWS, an emulator's URL under sam local.
-var GlobalEnv = []string{"AUTH_CACHE_TTL", "AWS_ENDPOINT_URL", "BACKEND", "LOG_LEVEL", "STACK_NAME", "TABLE_NAME"}
+var GlobalEnv = []string{"AUTH_CACHE_TTL", "AWS_ENDPOINT_URL", "BACKEND", "LOG_LEVEL", "RETENTION_DAYS", "STACK_NAME", "TABLE_NAME"}
 
 // Env lists, sorted, the variables the ports read beyond GlobalEnv; each is required.
 func (p Ports) Env() []string {

@@ -119,7 +119,9 @@ func Build(_ context.Context, function string, getenv func(string) string, awsCf
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, Grant(TableGrant(w.Ports.Table)))
 	})
-	w.Store = dynamo.New(db, cfg.TableName)
+	ds := dynamo.New(db, cfg.TableName)
+	ds.SetRetention(cfg.Retention)
+	w.Store = ds
 	for _, p := range plugs {
 		if err := p(w); err != nil {
 			return nil, err

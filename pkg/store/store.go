@@ -441,6 +441,11 @@ type Emails interface {
 	// OverdueScheduled lists ids of SCHEDULED emails whose scheduledAt is before t, earliest
 	// first, at most limit (the backstop for a schedule that never fired).
 	OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error)
+	// ExpireEmails removes up to limit emails (with their content and events) created before
+	// the store's retention, and returns how many it removed; campaign counters keep their
+	// counts. An adapter whose database expires items itself (DynamoDB's TTL) removes none.
+	// Either way, an email past its retention is not found, listed or counted from then on.
+	ExpireEmails(ctx context.Context, limit int) (int, error)
 	// HeldEmails lists ids of the campaign's held emails (QUEUED with Held), oldest first, at
 	// most limit. PendingEmails does not list them.
 	HeldEmails(ctx context.Context, teamID int64, campaignID string, limit int) ([]string, error)

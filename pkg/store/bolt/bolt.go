@@ -84,6 +84,16 @@ type Store struct {
 	db       *bbolt.DB
 	attempts int    // of an optimistic update: maxRetries (tests lower it)
 	slots    *slots // shared by the copies WithAttempts makes
+	// retention is how long an email is kept (0: for ever): an older one is not read, listed
+	// or counted, and ExpireEmails deletes it.
+	retention time.Duration
+}
+
+// SetRetention sets how long emails are kept (0: for ever).
+func (s *Store) SetRetention(retention time.Duration) { s.retention = retention }
+
+func (s *Store) expired(created time.Time) bool {
+	return s.retention > 0 && !created.Add(s.retention).After(time.Now())
 }
 
 // optimistic is the store's one way to change a record. Each attempt takes a snapshot in a read

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,7 +75,16 @@ func writeEmail(tx *bbolt.Tx, e store.Email) error {
 	return put(tx.Bucket(bucketContent), []byte(e.ID), content)
 }
 
-func readEmail(tx *bbolt.Tx, id string) (store.Email, error) {
+// readEmail reads an email with its content; one past the retention is not found.
+func (s *Store) readEmail(tx *bbolt.Tx, id string) (store.Email, error) {
+	e, err := readEmailRaw(tx, id)
+	if err == nil && s.expired(e.CreatedAt) {
+		return store.Email{}, store.ErrNotFound
+	}
+	return e, err
+}
+
+func readEmailRaw(tx *bbolt.Tx, id string) (store.Email, error) {
 	e, err := get[store.Email](tx.Bucket(bucketEmails), []byte(id))
 	if err != nil {
 		return e, err
@@ -150,7 +160,7 @@ func (s *Store) GetEmail(ctx context.Context, id string) (store.Email, error) {
 	var e store.Email
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		var err error
-		e, err = readEmail(tx, id)
+		e, err = s.readEmail(tx, id)
 		return err
 	})
 	return e, err
@@ -163,7 +173,7 @@ func (s *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []s
 	)
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		var err error
-		if e, err = readEmail(tx, id); err != nil {
+		if e, err = s.readEmail(tx, id); err != nil {
 			return err
 		}
 		prefix := eventPrefix(id)
@@ -203,6 +213,12 @@ func (s *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Em
 	if f.Start != nil {
 		lo = timeKey(*f.Start)
 	}
+	if s.retention > 0 {
+		// Expired emails are neither listed nor counted, swept yet or not.
+		if cutoff := timeKey(time.Now().Add(-s.retention).Add(time.Nanosecond)); lo == nil || bytes.Compare(lo, cutoff) < 0 {
+			lo = cutoff
+		}
+	}
 	if f.End != nil {
 		hi = timeKey(*f.End)
 	}
@@ -237,7 +253,7 @@ func (s *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Em
 			end = min(start+f.Limit, len(refs))
 		}
 		for _, r := range refs[start:end] {
-			e, err := readEmail(tx, r.id)
+			e, err := s.readEmail(tx, r.id)
 			if err != nil {
 				return fmt.Errorf("bolt: email %s in index: %w", r.id, err)
 			}
@@ -329,7 +345,7 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 		events []store.Event
 	}
 	c, err := optimistic(ctx, s, "email "+id,
-		func(tx *bbolt.Tx) (store.Email, error) { return readEmail(tx, id) },
+		func(tx *bbolt.Tx) (store.Email, error) { return s.readEmail(tx, id) },
 		func(old store.Email) (emailChange, error) {
 			e := cloneEmail(old)
 			events, err := fn(&e)
@@ -401,7 +417,7 @@ func (s *Store) FindEmailByMessageID(ctx context.Context, messageID string) (sto
 			return store.ErrNotFound
 		}
 		var err error
-		e, err = readEmail(tx, string(id))
+		e, err = s.readEmail(tx, string(id))
 		return err
 	})
 	return e, err
@@ -452,4 +468,81 @@ func (s *Store) OverdueScheduled(ctx context.Context, before time.Time, limit in
 		return nil
 	})
 	return ids, err
+}
+
+// ExpireEmails deletes up to limit emails created before the retention, oldest first per team,
+// with their content, events and index entries. Campaign counters are separate and keep their
+// counts; list counts are counted from the index, so they follow.
+func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
+	if s.retention <= 0 {
+		return 0, nil
+	}
+	cutoff := timeKey(time.Now().Add(-s.retention).Add(time.Nanosecond))
+	var ids []string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketEmTime).Cursor()
+		for k, _ := c.First(); k != nil && (limit <= 0 || len(ids) < limit); {
+			if len(k) < 20 {
+				k, _ = c.Next()
+				continue
+			}
+			if bytes.Compare(k[8:20], cutoff) < 0 {
+				ids = append(ids, string(k[20:]))
+				k, _ = c.Next()
+				continue
+			}
+			// This team's remaining emails are newer: on to the next team.
+			next := binary.BigEndian.Uint64(k[:8]) + 1
+			if next == 0 {
+				break
+			}
+			k, _ = c.Seek(u64(int64(next)))
+		}
+		return nil
+	})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	n := 0
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		err := s.update(ctx, func(tx *bbolt.Tx) error {
+			for _, id := range chunk {
+				e, err := readEmailRaw(tx, id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if err := deleteIndexes(tx, emailIndexes(e)); err != nil {
+					return err
+				}
+				evs := tx.Bucket(bucketEvents)
+				prefix := eventPrefix(id)
+				var keys [][]byte
+				c := evs.Cursor()
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+					keys = append(keys, append([]byte(nil), k...))
+				}
+				for _, k := range keys {
+					if err := evs.Delete(k); err != nil {
+						return err
+					}
+				}
+				if err := tx.Bucket(bucketContent).Delete([]byte(id)); err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketEmails).Delete([]byte(id)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+		n += len(chunk)
+	}
+	return n, nil
 }

@@ -27,10 +27,29 @@ import (
 
 // Store implements store.Store on one DynamoDB table.
 type Store struct {
-	client   *dynamodb.Client
-	table    string
-	now      func() time.Time
-	attempts int // of an optimistic update: maxUpdateAttempts (tests lower it)
+	client    *dynamodb.Client
+	table     string
+	now       func() time.Time
+	attempts  int           // of an optimistic update: maxUpdateAttempts (tests lower it)
+	retention time.Duration // how long an email is kept; 0: for ever
+}
+
+// SetRetention makes emails, their content and their events expire retention after the email
+// was created: each item carries the TTL attribute, and reads ignore an expired email before
+// DynamoDB has deleted it (it may take a few days). 0 keeps them for ever.
+func (st *Store) SetRetention(retention time.Duration) { st.retention = retention }
+
+// expiry is the TTL of the items of an email created at created (0: none).
+func (st *Store) expiry(created time.Time) int64 {
+	if st.retention <= 0 {
+		return 0
+	}
+	return created.Add(st.retention).Unix()
+}
+
+// expired reports whether an email created at created is past the retention.
+func (st *Store) expired(created time.Time) bool {
+	return st.retention > 0 && !created.Add(st.retention).After(st.now())
 }
 
 var _ store.Store = (*Store)(nil)

@@ -6,12 +6,15 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/mailroom/mailroom/pkg/awstest"
@@ -331,5 +334,47 @@ func TestTableInput(t *testing.T) {
 		if *g.IndexName != name || *g.KeySchema[0].AttributeName != name+"PK" || *g.KeySchema[1].AttributeName != name+"SK" {
 			t.Errorf("index %d = %s %s %s", i, *g.IndexName, *g.KeySchema[0].AttributeName, *g.KeySchema[1].AttributeName)
 		}
+	}
+}
+
+// TestEveryItemOfAnEmailExpires: with a retention, the email item, its events and its content
+// chunks carry the TTL attribute DynamoDB deletes by, at creation + retention; the table's
+// TTL is on that attribute.
+func TestEveryItemOfAnEmailExpires(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	s.SetRetention(90 * 24 * time.Hour)
+	created := time.Now().UTC().Truncate(time.Second)
+	noise := make([]byte, 450<<10) // incompressible, so the content is chunked
+	rand.Read(noise)
+	html := base64.StdEncoding.EncodeToString(noise)
+	e := store.Email{ID: "em-ttl", TeamID: 1, DomainID: 1, From: "a@example.com", To: []string{"b@example.org"},
+		Subject: "s", Content: store.Content{HTML: &html}, Status: store.StatusQueued, LatestStatus: store.StatusQueued,
+		CreatedAt: created, UpdatedAt: created}
+	if err := s.CreateEmails(ctx, []store.Email{e}, []store.Event{{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: created}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(s.Table()),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "EMAIL#em-ttl"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint(created.Add(90 * 24 * time.Hour).Unix())
+	kinds := map[string]int{}
+	for _, it := range out.Items {
+		sk := it["SK"].(*types.AttributeValueMemberS).Value
+		kinds[strings.SplitN(sk, "#", 2)[0]]++
+		if ttl, ok := it[dynamo.TTLAttribute].(*types.AttributeValueMemberN); !ok || ttl.Value != want {
+			t.Errorf("item %s: ttl %v, want %s", sk, it[dynamo.TTLAttribute], want)
+		}
+	}
+	if kinds["EMAIL"] != 1 || kinds["EVENT"] != 1 || kinds["CONTENT"] < 2 {
+		t.Errorf("items of the email %v, want the email, its event and content chunks", kinds)
+	}
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(s.Table())})
+	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != dynamo.TTLAttribute {
+		t.Errorf("table TTL %+v, %v; want on %s", ttl, err, dynamo.TTLAttribute)
 	}
 }

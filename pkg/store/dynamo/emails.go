@@ -56,6 +56,7 @@ type eventItem struct {
 type chunkItem struct {
 	keys
 	Data []byte `dynamodbav:"data"`
+	TTL  int64  `dynamodbav:"ttl,omitempty"`
 }
 
 // content is an encoded store.Content: inline bytes, or a ref and the chunk items to write.
@@ -65,7 +66,7 @@ type content struct {
 	chunks []map[string]types.AttributeValue
 }
 
-func encodeContent(emailID string, c store.Content) (content, error) {
+func encodeContent(emailID string, c store.Content, ttl int64) (content, error) {
 	raw, err := json.Marshal(c)
 	if err != nil {
 		return content{}, fmt.Errorf("dynamo: encode content: %w", err)
@@ -87,7 +88,7 @@ func encodeContent(emailID string, c store.Content) (content, error) {
 	for i := 0; len(gz) > 0; i++ {
 		part := gz[:min(contentChunkSize, len(gz))]
 		gz = gz[len(part):]
-		m, err := marshal(chunkItem{keys: contentKey(emailID, out.ref, i).keys(), Data: part})
+		m, err := marshal(chunkItem{keys: contentKey(emailID, out.ref, i).keys(), Data: part, TTL: ttl})
 		if err != nil {
 			return content{}, err
 		}
@@ -133,7 +134,7 @@ func pending(status string) bool {
 
 // emailAttrs builds the email item: the index attributes follow from the email's state, so a
 // Put of the new state also moves it in and out of the sparse indexes (GSI3, GSI4).
-func emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, error) {
+func (st *Store) emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, error) {
 	sortKey := emailSort(e.CreatedAt, e.ID)
 	d := day(e.CreatedAt)
 	it := emailItem{keys: emailKey(e.ID).keys(), Email: e}
@@ -156,11 +157,21 @@ func emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, erro
 		return nil, err
 	}
 	delete(m, "Content")
+	if ttl := st.expiry(e.CreatedAt); ttl > 0 {
+		m[TTLAttribute] = avN(ttl)
+	}
 	return m, nil
 }
 
-func eventAttrs(ev store.Event) (map[string]types.AttributeValue, error) {
-	return marshal(eventItem{keys: eventKey(ev.EmailID, ev.ID).keys(), Event: ev})
+// eventAttrs builds an event item of an email created at created (its TTL is the email's).
+func (st *Store) eventAttrs(ev store.Event, created time.Time) (map[string]types.AttributeValue, error) {
+	m, err := marshal(eventItem{keys: eventKey(ev.EmailID, ev.ID).keys(), Event: ev})
+	if err == nil {
+		if ttl := st.expiry(created); ttl > 0 {
+			m[TTLAttribute] = avN(ttl)
+		}
+	}
+	return m, err
 }
 
 // itemSize estimates the size DynamoDB bills for an item (names plus values).
@@ -309,17 +320,17 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			continue
 		}
 		created[e.ID] = true
-		c, err := encodeContent(e.ID, e.Content)
+		c, err := encodeContent(e.ID, e.Content, st.expiry(e.CreatedAt))
 		if err != nil {
 			return err
 		}
-		m, err := emailAttrs(e, c)
+		m, err := st.emailAttrs(e, c)
 		if err != nil {
 			return err
 		}
 		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m}, size: itemSize(m), chunks: c.chunks}
 		for _, ev := range events[e.ID] {
-			em, err := eventAttrs(ev)
+			em, err := st.eventAttrs(ev, e.CreatedAt)
 			if err != nil {
 				return err
 			}
@@ -547,7 +558,7 @@ func (st *Store) emailFromIndex(ctx context.Context, m map[string]types.Attribut
 		}
 		items = append(items, chunks...)
 	}
-	it, err := decodeEmail(items)
+	it, err := st.decodeEmail(items)
 	return it.Email, err
 }
 
@@ -556,9 +567,22 @@ func (st *Store) GetEmail(ctx context.Context, id string) (store.Email, error) {
 	if err != nil {
 		return store.Email{}, err
 	}
-	it, err := decodeEmail(items)
+	it, err := st.decodeEmail(items)
 	return it.Email, err
 }
+
+// decodeEmail decodes an email's items; one past the retention is not found.
+func (st *Store) decodeEmail(items []map[string]types.AttributeValue) (emailItem, error) {
+	it, err := decodeEmail(items)
+	if err == nil && st.expired(it.CreatedAt) {
+		return emailItem{}, store.ErrNotFound
+	}
+	return it, err
+}
+
+// ExpireEmails removes nothing: DynamoDB's TTL deletes an email's items once its retention has
+// passed, and reads ignore them until then.
+func (st *Store) ExpireEmails(context.Context, int) (int, error) { return 0, nil }
 
 // GetEmailDetail is one Query of the email's partition: the email, its chunks and its events.
 func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error) {
@@ -566,7 +590,7 @@ func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []
 	if err != nil {
 		return store.Email{}, nil, err
 	}
-	it, err := decodeEmail(items)
+	it, err := st.decodeEmail(items)
 	if err != nil {
 		return store.Email{}, nil, err
 	}
@@ -598,7 +622,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		if err != nil {
 			return store.Email{}, err
 		}
-		old, err := decodeEmail(items)
+		old, err := st.decodeEmail(items)
 		if err != nil {
 			return store.Email{}, err
 		}
@@ -613,14 +637,14 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		c := content{inline: old.ContentGz, ref: old.ContentRef}
 		c.chunks = make([]map[string]types.AttributeValue, old.ContentChunks) // only counted
 		if !reflect.DeepEqual(e.Content, old.Content) {
-			if c, err = encodeContent(id, e.Content); err != nil {
+			if c, err = encodeContent(id, e.Content, st.expiry(e.CreatedAt)); err != nil {
 				return store.Email{}, err
 			}
 			if err := st.writeChunks(ctx, c.chunks); err != nil {
 				return store.Email{}, err
 			}
 		}
-		m, err := emailAttrs(e, c)
+		m, err := st.emailAttrs(e, c)
 		if err != nil {
 			return store.Email{}, err
 		}
@@ -656,7 +680,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 			ids[ev.ID] = true
 			ev.EmailID = id
-			em, err := eventAttrs(ev)
+			em, err := st.eventAttrs(ev, e.CreatedAt)
 			if err != nil {
 				return store.Email{}, err
 			}

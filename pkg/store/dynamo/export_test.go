@@ -10,3 +10,6 @@ func WithAttempts(st *Store, n int) *Store {
 	c.attempts = n
 	return &c
 }
+
+// Table is the store's table name.
+func (st *Store) Table() string { return st.table }

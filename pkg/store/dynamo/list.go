@@ -97,6 +97,12 @@ func (r listRange) keyCondition(s emailStream, d string) (string, map[string]typ
 // Limit <= 0 returns every matching email after Offset.
 func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Email, int, error) {
 	r := listRange{start: f.Start, end: f.End}
+	if st.retention > 0 {
+		// Expired emails are neither listed nor counted, deleted by TTL or not yet.
+		if cutoff := st.now().Add(-st.retention).Add(time.Nanosecond); r.start == nil || r.start.Before(cutoff) {
+			r.start = &cutoff
+		}
+	}
 	if r.start != nil && r.end != nil && r.start.After(*r.end) {
 		return []store.Email{}, 0, nil
 	}

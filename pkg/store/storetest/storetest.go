@@ -69,6 +69,7 @@ var (
 		{name: "PendingEmails", fn: testPendingEmails},
 		{name: "OverdueScheduled", fn: testOverdueScheduled},
 		{name: "HeldEmails", fn: testHeldEmails},
+		{name: "Retention", fn: testRetention},
 		{name: "LargeContent", fn: testLargeContent},
 		{name: "ListEmails", fn: testListEmails},
 	}
