@@ -15,7 +15,7 @@ kebab = $(patsubst $(1):%,%,$(filter $(1):%,$(FUNCTION_DIRS)))
 LAMBDA_ENV   := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
 
-.PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench bench-coldstart bench-pacing build clean template sam-local
+.PHONY: all run test lint vet fmt-check cfn-lint sdk-test bench bench-coldstart bench-pacing bench-cost build clean template sam-local
 
 all: build
 
@@ -63,7 +63,7 @@ sdk-test:
 # hello-world (bench-coldstart); the DynamoDB item writes and WCU per campaign recipient
 # (against moto); then POST /api/v1/emails on the local server next to a bare net/http handler
 # measured in one run, and a 100,000-contact campaign run to SENT (fan-out rate).
-bench: bench-coldstart bench-pacing
+bench: bench-coldstart bench-pacing bench-cost
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... ./cmd/...
 	$(GO) test -count=1 -v -run '^TestCampaignWritesPerRecipient$$' ./pkg/store/dynamo | grep 'per campaign recipient'
 	$(GO) run ./cmd/mailroom-bench
@@ -79,6 +79,13 @@ bench-coldstart:
 # "pacing: achieved <x>/s of allowed <n>/s (<p>%), SENT <a>, FAILED <b>" (target p >= 90, b = 0).
 bench-pacing:
 	$(GO) test -count=1 -v -run '^TestPacingKeepsToTheAccountRate$$' ./test/pacing | grep '^pacing:'
+
+# bench-cost takes 10 KB-html emails through accepted → SENT → DELIVERED → OPENED against moto,
+# three ways (single sends with an Idempotency-Key, a batch of 100, a campaign), meters every
+# DynamoDB request unit, prices it with the rest (test/cost/prices.go) and ends with the line
+# "cost: $<c> per 1,000 emails beyond SES; WRU per email max <w>" (targets c <= 0.01, w <= 16).
+bench-cost:
+	$(GO) test -run '^$$' -bench EmailCost -benchtime 1x ./test/cost | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 
 # build puts every function under bin/<kebab-name>/bootstrap.
 build: $(foreach f,$(FUNCTIONS),bin/$(call kebab,$(f))/bootstrap)

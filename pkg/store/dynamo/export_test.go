@@ -1,8 +1,5 @@
 package dynamo
 
-// ItemSize exposes the item size estimate to the external tests (write capacity metering).
-var ItemSize = itemSize
-
 // WithAttempts is st limited to n attempts per optimistic update (the contract suite's
 // contention case), sharing st's client and table.
 func WithAttempts(st *Store, n int) *Store {

@@ -191,16 +191,14 @@ func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.E
 		})
 		hits = hits[min(skip, len(hits)):]
 		skip = 0
-		for _, m := range hits {
-			if f.Limit > 0 && len(page) >= f.Limit {
-				break
-			}
-			e, err := st.emailFromIndex(ctx, m)
-			if err != nil {
-				return nil, 0, err
-			}
-			page = append(page, e)
+		if f.Limit > 0 {
+			hits = hits[:min(len(hits), f.Limit-len(page))]
 		}
+		emails, err := st.emailsFromIndex(ctx, hits)
+		if err != nil {
+			return nil, 0, err
+		}
+		page = append(page, emails...)
 	}
 	return page, total, nil
 }
