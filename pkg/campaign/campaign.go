@@ -487,7 +487,12 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 			}
 		}
 		released += len(touched)
-		if s.Dispatcher != nil && len(touched) > 0 {
+		if len(touched) == 0 {
+			// Nothing left to release: what the index still lists is gone (expired) or
+			// released already (the index lags the table); listing it again would spin.
+			return nil
+		}
+		if s.Dispatcher != nil {
 			s.Dispatcher.Dispatch(ctx, touched...)
 		}
 		if released > 0 && released%5000 < len(touched) {

@@ -140,3 +140,26 @@ func setStatus(t *testing.T, st *bolt.Store, status string) {
 		t.Fatal(err)
 	}
 }
+
+// staleHeldIndex lists an email in the held index that the table no longer has (expired, or
+// released and the index not caught up).
+type staleHeldIndex struct{ Store }
+
+func (staleHeldIndex) HeldEmails(context.Context, int64, string, int) ([]string, error) {
+	return []string{"em-gone"}, nil
+}
+
+// TestReleaseHeldDoesNotSpinOnAStaleIndex: a step of a running campaign whose held index still
+// lists an email that cannot be released returns at once instead of listing it for ever.
+func TestReleaseHeldDoesNotSpinOnAStaleIndex(t *testing.T) {
+	s, st := stepFixture(t, 10)
+	s.Store = staleHeldIndex{st}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.releaseHeld(ctx, 1, "cpbench"); err != nil {
+		t.Fatalf("releaseHeld: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("releaseHeld spun until the deadline")
+	}
+}

@@ -111,7 +111,7 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	if held {
 		w.log().Info("campaign email held: the campaign is paused", "emailId", id)
-		return nil
+		return w.recheckHeld(ctx, e)
 	}
 	log := w.log().With("emailId", id, "teamId", e.TeamID)
 
@@ -159,9 +159,16 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		log.Warn("send outcome unknown; waiting for the provider's events", "err", err)
 		return nil
 	}
-	if err != nil && (ctx.Err() != nil || errors.Is(err, errPacing)) {
-		// Interrupted (shutdown) or the pacing counter unreachable, not the email's fault:
-		// back to QUEUED for the next worker.
+	if err != nil && errors.Is(err, errPacing) {
+		// The pacing counter or the account's quota could not be read, not the email's
+		// fault: back to QUEUED, held briefly (a release without a wait would come straight
+		// back through the stream and hammer what failed).
+		retryAt := w.Now().UTC().Add(PacingRetry)
+		log.Warn("no send slot (pacing failed); email released", "err", err, "until", retryAt.Format(time.RFC3339))
+		return w.release(ctx, id, now, err, &retryAt)
+	}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted (shutdown), not the email's fault: back to QUEUED for the next worker.
 		log.Warn("send interrupted; email released", "err", err)
 		return w.release(ctx, id, now, err, nil)
 	}
@@ -171,6 +178,32 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 	}
 	log.Info("email sent", "messageId", messageID)
 	return w.finish(ctx, id, now, store.StatusSent, messageID, map[string]string{"messageId": messageID})
+}
+
+// recheckHeld looks at the campaign again once the hold is written: a resume (or a delete)
+// whose release ran between the worker's read of the campaign and its hold would have missed
+// this email, so the worker releases it itself and delivers it (or cancels it) at once.
+func (w *Worker) recheckHeld(ctx context.Context, e store.Email) error {
+	c, err := w.Store.GetCampaign(ctx, e.TeamID, e.CampaignID)
+	if err == nil && c.Status == store.CampaignPaused {
+		return nil // still paused: the resumed campaign's next step releases it
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("recheck the campaign of held email %s: %w", e.ID, err)
+	}
+	_, err = w.Store.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
+		if !x.Held {
+			return nil, errSkip
+		}
+		return nil, email.Move(x, store.StatusQueued, email.ByCampaign, w.Now().UTC())
+	})
+	if errors.Is(err, errSkip) {
+		return nil // released already
+	}
+	if err != nil {
+		return fmt.Errorf("release held email %s: %w", e.ID, err)
+	}
+	return w.Deliver(ctx, e.ID)
 }
 
 // SendRoom is how much of the invocation must be left for a send to start: the send itself
@@ -312,9 +345,10 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 	if attempts <= 0 {
 		attempts = 5
 	}
+	by := w.sendBy(ctx) // once: a throttled send tries later slots until then, not for ever
 	for n := 1; ; n++ {
 		if w.Pacer != nil {
-			retryAt, err := w.Pacer.Acquire(ctx, w.sendBy(ctx))
+			retryAt, err := w.Pacer.Acquire(ctx, by)
 			if err != nil {
 				return "", time.Time{}, fmt.Errorf("%w: %w", errPacing, err)
 			}
@@ -356,6 +390,9 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 
 // errPacing marks a failure to take a send slot (the store), which is not the email's fault.
 var errPacing = errors.New("pacing")
+
+// PacingRetry is how long an email waits after its send slot could not be taken.
+const PacingRetry = 30 * time.Second
 
 // sendBy is the last moment a send may start: the invocation's deadline less the room to
 // record its outcome, or a minute from now without a deadline (the local server).

@@ -504,3 +504,74 @@ func TestNoSendWithoutTimeToRecordIt(t *testing.T) {
 		t.Errorf("with time left: sent %d, %v", m.sent[ids[0]], err)
 	}
 }
+
+// resumedMeanwhile answers the first GetCampaign as it was (PAUSED), and resumes the campaign
+// right after: the worker's hold then lands after the resume's release looked for held emails.
+type resumedMeanwhile struct {
+	Store
+	once atomic.Bool
+}
+
+func (s *resumedMeanwhile) GetCampaign(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	c, err := s.Store.GetCampaign(ctx, teamID, id)
+	if err == nil && s.once.CompareAndSwap(false, true) {
+		if _, err := s.Store.UpdateCampaign(ctx, teamID, id, func(x *store.Campaign) error {
+			x.Status = store.CampaignRunning
+			return nil
+		}); err != nil {
+			return c, err
+		}
+	}
+	return c, err
+}
+
+// TestHoldAfterTheResumeIsReleasedByTheWorker: a worker that read the campaign as PAUSED holds
+// the email; if the campaign was resumed in between (its release has already run), the worker
+// sees it on its second look, releases the email itself and sends it, once.
+func TestHoldAfterTheResumeIsReleasedByTheWorker(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	ctx := context.Background()
+	if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, Status: store.CampaignPaused, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
+		e.CampaignID = "cp1"
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.Store = &resumedMeanwhile{Store: st}
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := st.GetEmail(ctx, ids[0])
+	if e.Status != store.StatusSent || e.Held || m.sent[ids[0]] != 1 {
+		t.Errorf("email %s (held %v), sent %d; want SENT once", e.Status, e.Held, m.sent[ids[0]])
+	}
+}
+
+// failingSlots is a pacing counter that cannot be reached.
+type failingSlots struct{}
+
+func (failingSlots) TakeSendSlot(context.Context, time.Time, int) (int, bool, error) {
+	return 0, false, fmt.Errorf("throttled")
+}
+
+// TestPacingFailureHoldsTheEmailBriefly: when no send slot can be taken (the counter throttled,
+// the account unreadable), the email goes back to QUEUED held for PacingRetry, so the stream
+// does not hand it straight back; nothing is sent and nothing fails.
+func TestPacingFailureHoldsTheEmailBriefly(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 1)
+	clock := time.Now().UTC()
+	w.Now = func() time.Time { return clock }
+	w.Pacer = &Pacer{Slots: failingSlots{}, Rate: 10, Now: w.Now}
+	if err := w.Deliver(context.Background(), ids[0]); err == nil {
+		t.Error("a delivery that could not pace reported success")
+	}
+	e, _ := st.GetEmail(context.Background(), ids[0])
+	if e.Status != store.StatusQueued || e.NotBefore == nil || !e.NotBefore.Equal(clock.Add(PacingRetry)) || m.sent[ids[0]] != 0 {
+		t.Errorf("email %s held until %v, sent %d; want QUEUED until %v", e.Status, e.NotBefore, m.sent[ids[0]], clock.Add(PacingRetry))
+	}
+}

@@ -116,30 +116,40 @@ func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error
 func (p *Pacer) limits(ctx context.Context) (float64, time.Time, error) {
 	now := p.now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if now.Before(p.pausedUntil) {
+		defer p.mu.Unlock()
 		return 0, p.pausedUntil, nil
 	}
 	if p.Account == nil || p.Rate > 0 {
 		// A configured rate is the whole limit: the account is not read (SES refuses sends
 		// past the daily quota itself, and a refusal waits like a throttle).
+		defer p.mu.Unlock()
 		return p.Rate, time.Time{}, nil
 	}
 	refresh := p.Refresh
 	if refresh <= 0 {
 		refresh = 5 * time.Minute
 	}
-	if p.quotaAt.IsZero() || now.Sub(p.quotaAt) >= refresh {
+	stale, known := p.quotaAt.IsZero() || now.Sub(p.quotaAt) >= refresh, !p.quotaAt.IsZero()
+	p.mu.Unlock()
+	if stale {
+		// Outside the lock: the other sends go on with the last quota meanwhile.
 		q, err := p.Account.Quota(ctx)
-		if err != nil {
-			if p.quotaAt.IsZero() {
-				return 0, time.Time{}, err
-			}
-			p.log().Warn("read the account's sending quota; keeping the last one", "err", err)
-		} else {
-			p.quota, p.quotaAt = q, now
+		if err != nil && !known {
+			return 0, time.Time{}, err
 		}
+		if err != nil {
+			p.log().Warn("read the account's sending quota; keeping the last one", "err", err)
+		}
+		p.mu.Lock()
+		if err == nil {
+			p.quota = q
+		}
+		p.quotaAt = now // after a failure too: the next read waits a refresh, not a send
+		p.mu.Unlock()
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	q := p.quota
 	switch {
 	case !q.SendingEnabled:

@@ -519,3 +519,32 @@ type Suppressions interface {
 	ListSuppressions(ctx context.Context, teamID int64, reason string, offset, limit int) ([]Suppression, int, error)
 	DeleteSuppression(ctx context.Context, teamID int64, email string) error
 }
+
+// ExpiresAt is when an email kept for retention expires: at the end of the UTC day, retention
+// after the later of its creation and its scheduled time (whole days, so that a list's window
+// starts at midnight and needs no partial-day count). Zero retention keeps it: the zero time.
+func ExpiresAt(e Email, retention time.Duration) time.Time {
+	if retention <= 0 {
+		return time.Time{}
+	}
+	base := e.CreatedAt
+	if e.ScheduledAt != nil && e.ScheduledAt.After(base) {
+		base = *e.ScheduledAt
+	}
+	return base.UTC().Truncate(24 * time.Hour).Add(retention + 24*time.Hour)
+}
+
+// Expired reports whether e has expired at now under retention.
+func Expired(e Email, retention time.Duration, now time.Time) bool {
+	at := ExpiresAt(e, retention)
+	return !at.IsZero() && !now.Before(at)
+}
+
+// RetainedFrom is the first creation day whose emails a list shows at now under retention:
+// every email created earlier has expired (zero retention: the zero time, all of them).
+func RetainedFrom(now time.Time, retention time.Duration) time.Time {
+	if retention <= 0 {
+		return time.Time{}
+	}
+	return now.UTC().Add(-retention - 24*time.Hour).Truncate(24 * time.Hour).Add(24 * time.Hour)
+}

@@ -92,9 +92,7 @@ type Store struct {
 // SetRetention sets how long emails are kept (0: for ever).
 func (s *Store) SetRetention(retention time.Duration) { s.retention = retention }
 
-func (s *Store) expired(created time.Time) bool {
-	return s.retention > 0 && !created.Add(s.retention).After(time.Now())
-}
+func (s *Store) expired(e store.Email) bool { return store.Expired(e, s.retention, time.Now()) }
 
 // optimistic is the store's one way to change a record. Each attempt takes a snapshot in a read
 // transaction (read), applies the caller's change to it outside any transaction (change, which

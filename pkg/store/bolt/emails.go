@@ -78,7 +78,7 @@ func writeEmail(tx *bbolt.Tx, e store.Email) error {
 // readEmail reads an email with its content; one past the retention is not found.
 func (s *Store) readEmail(tx *bbolt.Tx, id string) (store.Email, error) {
 	e, err := readEmailRaw(tx, id)
-	if err == nil && s.expired(e.CreatedAt) {
+	if err == nil && s.expired(e) {
 		return store.Email{}, store.ErrNotFound
 	}
 	return e, err
@@ -214,9 +214,9 @@ func (s *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Em
 		lo = timeKey(*f.Start)
 	}
 	if s.retention > 0 {
-		// Expired emails are neither listed nor counted, swept yet or not.
-		if cutoff := timeKey(time.Now().Add(-s.retention).Add(time.Nanosecond)); lo == nil || bytes.Compare(lo, cutoff) < 0 {
-			lo = cutoff
+		// Expired emails are neither listed nor counted, swept yet or not (whole days).
+		if from := timeKey(store.RetainedFrom(time.Now(), s.retention)); lo == nil || bytes.Compare(lo, from) < 0 {
+			lo = from
 		}
 	}
 	if f.End != nil {
@@ -254,6 +254,9 @@ func (s *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Em
 		}
 		for _, r := range refs[start:end] {
 			e, err := s.readEmail(tx, r.id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // expired since the window was chosen (midnight)
+			}
 			if err != nil {
 				return fmt.Errorf("bolt: email %s in index: %w", r.id, err)
 			}
@@ -477,7 +480,7 @@ func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
 	if s.retention <= 0 {
 		return 0, nil
 	}
-	cutoff := timeKey(time.Now().Add(-s.retention).Add(time.Nanosecond))
+	cutoff := timeKey(store.RetainedFrom(time.Now(), s.retention))
 	var ids []string
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketEmTime).Cursor()
@@ -514,6 +517,9 @@ func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
 				}
 				if err != nil {
 					return err
+				}
+				if !s.expired(e) {
+					continue // created before the window but scheduled later: kept until then
 				}
 				if err := deleteIndexes(tx, emailIndexes(e)); err != nil {
 					return err

@@ -39,18 +39,16 @@ type Store struct {
 // DynamoDB has deleted it (it may take a few days). 0 keeps them for ever.
 func (st *Store) SetRetention(retention time.Duration) { st.retention = retention }
 
-// expiry is the TTL of the items of an email created at created (0: none).
-func (st *Store) expiry(created time.Time) int64 {
-	if st.retention <= 0 {
-		return 0
+// expiry is the TTL of the items of e (0: none), see store.ExpiresAt.
+func (st *Store) expiry(e store.Email) int64 {
+	if at := store.ExpiresAt(e, st.retention); !at.IsZero() {
+		return at.Unix()
 	}
-	return created.Add(st.retention).Unix()
+	return 0
 }
 
-// expired reports whether an email created at created is past the retention.
-func (st *Store) expired(created time.Time) bool {
-	return st.retention > 0 && !created.Add(st.retention).After(st.now())
-}
+// expired reports whether e is past the retention.
+func (st *Store) expired(e store.Email) bool { return store.Expired(e, st.retention, st.now()) }
 
 var _ store.Store = (*Store)(nil)
 

@@ -338,8 +338,9 @@ func TestTableInput(t *testing.T) {
 }
 
 // TestEveryItemOfAnEmailExpires: with a retention, the email item, its events and its content
-// chunks carry the TTL attribute DynamoDB deletes by, at creation + retention; the table's
-// TTL is on that attribute.
+// chunks carry the TTL attribute DynamoDB deletes by, at the end of the day retention after
+// its creation, or after its scheduled time when that is later (a reschedule extends every
+// item); the table's TTL is on that attribute.
 func TestEveryItemOfAnEmailExpires(t *testing.T) {
 	s, _ := newStore(t)
 	client, _ := newClient(t)
@@ -355,24 +356,39 @@ func TestEveryItemOfAnEmailExpires(t *testing.T) {
 	if err := s.CreateEmails(ctx, []store.Email{e}, []store.Event{{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: created}}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(s.Table()),
-		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "EMAIL#em-ttl"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := fmt.Sprint(created.Add(90 * 24 * time.Hour).Unix())
-	kinds := map[string]int{}
-	for _, it := range out.Items {
-		sk := it["SK"].(*types.AttributeValueMemberS).Value
-		kinds[strings.SplitN(sk, "#", 2)[0]]++
-		if ttl, ok := it[dynamo.TTLAttribute].(*types.AttributeValueMemberN); !ok || ttl.Value != want {
-			t.Errorf("item %s: ttl %v, want %s", sk, it[dynamo.TTLAttribute], want)
+	check := func(when string, expires time.Time) {
+		t.Helper()
+		out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(s.Table()),
+			KeyConditionExpression:    aws.String("PK = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "EMAIL#em-ttl"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprint(expires.Unix())
+		kinds := map[string]int{}
+		for _, it := range out.Items {
+			sk := it["SK"].(*types.AttributeValueMemberS).Value
+			kinds[strings.SplitN(sk, "#", 2)[0]]++
+			if ttl, ok := it[dynamo.TTLAttribute].(*types.AttributeValueMemberN); !ok || ttl.Value != want {
+				t.Errorf("%s: item %s: ttl %v, want %s", when, sk, it[dynamo.TTLAttribute], want)
+			}
+		}
+		if kinds["EMAIL"] != 1 || kinds["EVENT"] != 1 || kinds["CONTENT"] < 2 {
+			t.Errorf("%s: items of the email %v, want the email, its event and content chunks", when, kinds)
 		}
 	}
-	if kinds["EMAIL"] != 1 || kinds["EVENT"] != 1 || kinds["CONTENT"] < 2 {
-		t.Errorf("items of the email %v, want the email, its event and content chunks", kinds)
+	// The end of the UTC day 90 days after the email's creation.
+	day := created.Truncate(24 * time.Hour)
+	check("created", day.Add(91*24*time.Hour))
+	// Scheduled 200 days later: every item lives 90 days past that day.
+	later := created.Add(200 * 24 * time.Hour)
+	if _, err := s.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
+		x.ScheduledAt = &later
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
+	check("rescheduled", later.Truncate(24*time.Hour).Add(91*24*time.Hour))
 	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(s.Table())})
 	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != dynamo.TTLAttribute {
 		t.Errorf("table TTL %+v, %v; want on %s", ttl, err, dynamo.TTLAttribute)

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -157,17 +158,17 @@ func (st *Store) emailAttrs(e store.Email, c content) (map[string]types.Attribut
 		return nil, err
 	}
 	delete(m, "Content")
-	if ttl := st.expiry(e.CreatedAt); ttl > 0 {
+	if ttl := st.expiry(e); ttl > 0 {
 		m[TTLAttribute] = avN(ttl)
 	}
 	return m, nil
 }
 
-// eventAttrs builds an event item of an email created at created (its TTL is the email's).
-func (st *Store) eventAttrs(ev store.Event, created time.Time) (map[string]types.AttributeValue, error) {
+// eventAttrs builds an event item of e (its TTL is the email's).
+func (st *Store) eventAttrs(ev store.Event, e store.Email) (map[string]types.AttributeValue, error) {
 	m, err := marshal(eventItem{keys: eventKey(ev.EmailID, ev.ID).keys(), Event: ev})
 	if err == nil {
-		if ttl := st.expiry(created); ttl > 0 {
+		if ttl := st.expiry(e); ttl > 0 {
 			m[TTLAttribute] = avN(ttl)
 		}
 	}
@@ -323,7 +324,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			continue
 		}
 		created[e.ID] = true
-		c, err := encodeContent(e.ID, e.Content, st.expiry(e.CreatedAt))
+		c, err := encodeContent(e.ID, e.Content, st.expiry(e))
 		if err != nil {
 			return err
 		}
@@ -340,7 +341,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			p.chunks = nil
 		}
 		for _, ev := range events[e.ID] {
-			em, err := st.eventAttrs(ev, e.CreatedAt)
+			em, err := st.eventAttrs(ev, e)
 			if err != nil {
 				return err
 			}
@@ -574,6 +575,9 @@ func (st *Store) emailsFromIndex(ctx context.Context, ms []map[string]types.Attr
 			}
 		}
 		it, err := st.decodeEmail(items)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // expired since the page was chosen (midnight)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -594,7 +598,7 @@ func (st *Store) GetEmail(ctx context.Context, id string) (store.Email, error) {
 // decodeEmail decodes an email's items; one past the retention is not found.
 func (st *Store) decodeEmail(items []map[string]types.AttributeValue) (emailItem, error) {
 	it, err := decodeEmail(items)
-	if err == nil && st.expired(it.CreatedAt) {
+	if err == nil && st.expired(it.Email) {
 		return emailItem{}, store.ErrNotFound
 	}
 	return it, err
@@ -657,7 +661,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		c := content{inline: old.ContentGz, ref: old.ContentRef}
 		c.chunks = make([]map[string]types.AttributeValue, old.ContentChunks) // only counted
 		if !reflect.DeepEqual(e.Content, old.Content) {
-			if c, err = encodeContent(id, e.Content, st.expiry(e.CreatedAt)); err != nil {
+			if c, err = encodeContent(id, e.Content, st.expiry(e)); err != nil {
 				return store.Email{}, err
 			}
 			if err := st.writeChunks(ctx, c.chunks); err != nil {
@@ -667,6 +671,14 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		m, err := st.emailAttrs(e, c)
 		if err != nil {
 			return store.Email{}, err
+		}
+		if ttl := st.expiry(e); ttl > st.expiry(old.Email) && st.expiry(old.Email) > 0 {
+			// A later scheduled time keeps the email longer: its content and events first, so
+			// that none of them can expire before it (a longer TTL is harmless if this write
+			// then loses its race).
+			if err := st.extendTTL(ctx, id, ttl); err != nil {
+				return store.Email{}, err
+			}
 		}
 		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
 		var counted []types.TransactWriteItem
@@ -700,7 +712,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 			ids[ev.ID] = true
 			ev.EmailID = id
-			em, err := st.eventAttrs(ev, e.CreatedAt)
+			em, err := st.eventAttrs(ev, e)
 			if err != nil {
 				return store.Email{}, err
 			}
@@ -728,6 +740,33 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 	})
 }
 
+// extendTTL sets the TTL of the email's content and event items to ttl.
+func (st *Store) extendTTL(ctx context.Context, id string, ttl int64) error {
+	items, err := st.query(ctx, &dynamodb.QueryInput{
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(emailKey(id).PK)},
+		ProjectionExpression:      aws.String("PK, SK"),
+	}, 0)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if skOf(it) == emailKey(id).SK {
+			continue
+		}
+		_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(st.table), Key: map[string]types.AttributeValue{AttrPK: it[AttrPK], AttrSK: it[AttrSK]},
+			UpdateExpression:          aws.String("SET #ttl = :ttl"),
+			ExpressionAttributeNames:  map[string]string{"#ttl": TTLAttribute},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":ttl": avN(ttl)},
+		})
+		if err != nil {
+			return fmt.Errorf("dynamo: extend the expiry of email %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
 // FindEmailByMessageID is one Query of the sparse GSI3.
 func (st *Store) FindEmailByMessageID(ctx context.Context, messageID string) (store.Email, error) {
 	items, err := st.query(ctx, &dynamodb.QueryInput{
@@ -745,6 +784,9 @@ func (st *Store) FindEmailByMessageID(ctx context.Context, messageID string) (st
 	list, err := st.emailsFromIndex(ctx, items[:1])
 	if err != nil {
 		return store.Email{}, err
+	}
+	if len(list) == 0 {
+		return store.Email{}, store.ErrNotFound // expired
 	}
 	return list[0], nil
 }

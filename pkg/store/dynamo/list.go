@@ -99,8 +99,9 @@ func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.E
 	r := listRange{start: f.Start, end: f.End}
 	if st.retention > 0 {
 		// Expired emails are neither listed nor counted, deleted by TTL or not yet.
-		if cutoff := st.now().Add(-st.retention).Add(time.Nanosecond); r.start == nil || r.start.Before(cutoff) {
-			r.start = &cutoff
+		// Whole days (store.RetainedFrom), so the window needs no partial-day count.
+		if from := store.RetainedFrom(st.now(), st.retention); r.start == nil || r.start.Before(from) {
+			r.start = &from
 		}
 	}
 	if r.start != nil && r.end != nil && r.start.After(*r.end) {

@@ -9,8 +9,9 @@ import (
 )
 
 // testRetention: with a 90-day retention an email created 100 days ago is not found, updated,
-// listed or counted, before ExpireEmails and after it; a recent one is untouched; and the
-// campaign counters keep counting the expired email.
+// listed or counted, before ExpireEmails and after it; a recent one is untouched, and so is one
+// created as long ago but scheduled 10 days ago; and the campaign counters keep counting the
+// expired email.
 func testRetention(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r, ok := s.(interface{ SetRetention(time.Duration) })
@@ -21,7 +22,11 @@ func testRetention(t *testing.T, s store.Store) {
 	camp := createCampaign(t, s, newCampaign(team, "c", "s", store.CampaignRunning, now()))
 	old := campaignEmail(team, camp.ID, now().Add(-100*24*time.Hour))
 	recent := campaignEmail(team, camp.ID, now().Add(-time.Hour))
-	createEmails(t, s, old, recent)
+	// Created 100 days ago for 10 days ago: kept 90 days from its scheduled time.
+	scheduled := newEmail(team, 1, now().Add(-100*24*time.Hour), store.StatusSent)
+	at := now().Add(-10 * 24 * time.Hour)
+	scheduled.ScheduledAt = &at
+	createEmails(t, s, old, recent, scheduled)
 	r.SetRetention(90 * 24 * time.Hour)
 	defer r.SetRetention(0)
 
@@ -38,6 +43,9 @@ func testRetention(t *testing.T, s store.Store) {
 		}
 		if _, err := s.GetEmail(ctx, recent.ID); err != nil {
 			t.Errorf("%s: the recent email: %v", when, err)
+		}
+		if _, err := s.GetEmail(ctx, scheduled.ID); err != nil {
+			t.Errorf("%s: the email scheduled 10 days ago: %v", when, err)
 		}
 		list, n, err := s.ListEmails(ctx, store.EmailFilter{TeamID: team, Limit: 10})
 		noErr(t, "ListEmails", err)
