@@ -394,3 +394,72 @@ func TestEveryItemOfAnEmailExpires(t *testing.T) {
 		t.Errorf("table TTL %+v, %v; want on %s", ttl, err, dynamo.TTLAttribute)
 	}
 }
+
+// TestListsEmailsOfBothLayouts: an email written before list entries (its list index keys on
+// the email item itself) and one written after (a list entry carries them) are listed
+// together, newest first, each once, with their content.
+func TestListsEmailsOfBothLayouts(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	base := time.Now().UTC().Add(-time.Minute)
+	older, newer := email(3, 1, "em-old-layout", base), email(3, 1, "em-new-layout", base.Add(time.Second))
+	if err := s.CreateEmails(ctx, []store.Email{older, newer}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite the older one as the former layout wrote it.
+	got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#em-old-layout"}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#em-old-layout"}, "SK": &types.AttributeValueMemberS{Value: "LIST"}}})
+	if err != nil || entry.Item == nil {
+		t.Fatalf("list entry: %v %v", entry, err)
+	}
+	item := got.Item
+	for _, k := range []string{"GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"} {
+		item[k] = entry.Item[k]
+	}
+	delete(item, "listed")
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#em-old-layout"}, "SK": &types.AttributeValueMemberS{Value: "LIST"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []store.EmailFilter{{TeamID: 3, Limit: 10}, {TeamID: 3, DomainIDs: []int64{1}, Limit: 10}} {
+		list, n, err := s.ListEmails(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 || len(list) != 2 || list[0].ID != newer.ID || list[1].ID != older.ID {
+			t.Fatalf("ListEmails(%+v) = %d emails %v, count %d; want the new then the old", f, len(list), ids(list), n)
+		}
+		for _, e := range list {
+			if e.Content.HTML == nil || e.Subject == "" {
+				t.Errorf("%s listed without its content", e.ID)
+			}
+		}
+	}
+	// An update keeps each layout: the old email stays listed.
+	if _, err := s.UpdateEmail(ctx, older.ID, func(e *store.Email) ([]store.Event, error) {
+		e.LatestStatus = store.StatusSent
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if list, _, err := s.ListEmails(ctx, store.EmailFilter{TeamID: 3, Limit: 10}); err != nil || len(list) != 2 {
+		t.Fatalf("after an update of the old email: %v, %v", ids(list), err)
+	}
+}
+
+func ids(list []store.Email) []string {
+	var out []string
+	for _, e := range list {
+		out = append(out, e.ID)
+	}
+	return out
+}

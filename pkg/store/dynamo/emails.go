@@ -50,6 +50,24 @@ type emailItem struct {
 	ContentGz     []byte `dynamodbav:"contentGz,omitempty"`
 	ContentRef    string `dynamodbav:"contentRef,omitempty"`
 	ContentChunks int    `dynamodbav:"contentChunks,omitempty"`
+	// Listed: the email's list index keys are on its list entry (listKey), not on this item.
+	// Emails written before list entries carry the keys themselves.
+	Listed bool `dynamodbav:"listed,omitempty"`
+}
+
+// listItem is an email's list entry: its id under the list index keys, and its expiry.
+type listItem struct {
+	keys
+	ID  string `dynamodbav:"ID"`
+	TTL int64  `dynamodbav:"ttl,omitempty"`
+}
+
+func (st *Store) listAttrs(e store.Email) (map[string]types.AttributeValue, error) {
+	sortKey, d := emailSort(e.CreatedAt, e.ID), day(e.CreatedAt)
+	it := listItem{keys: listKey(e.ID).keys(), ID: e.ID, TTL: st.expiry(e)}
+	it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
+	it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
+	return marshal(it)
 }
 
 type eventItem struct {
@@ -135,12 +153,14 @@ func pending(status string) bool {
 
 // emailAttrs builds the email item: the index attributes follow from the email's state, so a
 // Put of the new state also moves it in and out of the sparse indexes (GSI3, GSI4).
-func (st *Store) emailAttrs(e store.Email, c content) (map[string]types.AttributeValue, error) {
+func (st *Store) emailAttrs(e store.Email, c content, listed bool) (map[string]types.AttributeValue, error) {
 	sortKey := emailSort(e.CreatedAt, e.ID)
 	d := day(e.CreatedAt)
-	it := emailItem{keys: emailKey(e.ID).keys(), Email: e}
-	it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
-	it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
+	it := emailItem{keys: emailKey(e.ID).keys(), Email: e, Listed: listed}
+	if !listed {
+		it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
+		it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
+	}
 	if e.MessageID != "" {
 		it.GSI3PK, it.GSI3SK = messageIDIndexKey(e.MessageID), e.ID
 	}
@@ -328,11 +348,15 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		if err != nil {
 			return err
 		}
-		m, err := st.emailAttrs(e, c)
+		m, err := st.emailAttrs(e, c, true)
 		if err != nil {
 			return err
 		}
-		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m}, size: itemSize(m), chunks: c.chunks}
+		lm, err := st.listAttrs(e)
+		if err != nil {
+			return err
+		}
+		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m, lm}, size: itemSize(m) + itemSize(lm), chunks: c.chunks}
 		if len(c.chunks) == 1 && itemSize(c.chunks[0]) <= smallContent {
 			// Small content rides in the email's transaction: one call instead of two, at 2
 			// WRU instead of 1 (a transaction bills double).
@@ -552,6 +576,32 @@ func skOf(m map[string]types.AttributeValue) string {
 // emailsFromIndex completes email items read from an index with their content: the content
 // items of the whole page in BatchGetItem calls (an email with inline content needs none).
 func (st *Store) emailsFromIndex(ctx context.Context, ms []map[string]types.AttributeValue) ([]store.Email, error) {
+	// List entries point at their email items: one BatchGetItem for those of the page.
+	var entries []key
+	for _, m := range ms {
+		if skOf(m) == listKey("").SK {
+			if id, ok := m["ID"].(*types.AttributeValueMemberS); ok {
+				entries = append(entries, emailKey(id.Value))
+			}
+		}
+	}
+	if len(entries) > 0 {
+		got, err := st.batchGet(ctx, entries, false)
+		if err != nil {
+			return nil, err
+		}
+		resolved := ms[:0:0]
+		for _, m := range ms {
+			if skOf(m) != listKey("").SK {
+				resolved = append(resolved, m)
+			} else if id, ok := m["ID"].(*types.AttributeValueMemberS); ok {
+				if em, ok := got[emailKey(id.Value)]; ok {
+					resolved = append(resolved, em)
+				}
+			}
+		}
+		ms = resolved
+	}
 	heads := make([]emailItem, len(ms))
 	var ks []key
 	for i, m := range ms {
@@ -668,7 +718,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 				return store.Email{}, err
 			}
 		}
-		m, err := st.emailAttrs(e, c)
+		m, err := st.emailAttrs(e, c, old.Listed)
 		if err != nil {
 			return store.Email{}, err
 		}

@@ -52,6 +52,10 @@ const templatePrefix = "TEMPLATE#"
 // detail. Their sort keys order as CONTENT# < EMAIL < EVENT#.
 func emailKey(id string) key { return key{"EMAIL#" + id, "EMAIL"} }
 
+// listKey is the email's list entry: the item that carries its list index keys (GSI1, GSI2),
+// written once, so that the email item's many rewrites do not write the list indexes.
+func listKey(id string) key { return key{"EMAIL#" + id, "LIST"} }
+
 // eventKey is deterministic per (email, event id) so that a second event with the same id is a
 // failed attribute_not_exists condition; events are sorted by time in code.
 func eventKey(emailID, eventID string) key { return key{"EMAIL#" + emailID, "EVENT#" + eventID} }
