@@ -453,6 +453,13 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	s.Log.Info("campaign batch", "campaignId", id, "teamId", teamID, "batch", n+1, "emailsWritten", written,
 		"total", c.Counters[store.CountTotal], "status", c.Status,
 		"perSecond", int(float64(written)/max(elapsed.Seconds(), 0.001)))
+	if c.Status == store.CampaignSent {
+		// The last step: once more, for a hold written just before a resume whose release
+		// the index had not caught up with; no later step would look.
+		if err := s.releaseHeld(ctx, teamID, id); err != nil {
+			s.Log.Warn("release held emails after the last step", "campaignId", id, "err", err)
+		}
+	}
 	return n + 1, c.Status == store.CampaignRunning, nil
 }
 
