@@ -107,19 +107,12 @@ type Payload struct {
 // SchedulePrefix starts every campaign schedule's name (the IAM grant is on it).
 const SchedulePrefix = "campaign-"
 
-// MaxRearms bounds how often a start is put back after firing early.
-const MaxRearms = 5
-
 // ScheduleName is the name of the schedule of step n of a campaign: campaign-<id>-<n>, and -r<k>
-// for the k-th re-arm of a start that fired early. Every step and re-arm has a name of its own,
-// so no create conflicts with the schedule that just fired (which EventBridge Scheduler deletes
-// after it completes); moving a campaign's start updates the schedule of step 0 in place.
+// for the k-th re-arm of a start that fired early (schedule.Rearmed). Every step has a name of
+// its own, so no create conflicts with the schedule that just fired; moving a campaign's start
+// updates the schedule of step 0 in place.
 func ScheduleName(id string, step, rearm int) string {
-	name := SchedulePrefix + id + "-" + strconv.Itoa(step)
-	if rearm > 0 {
-		name += "-r" + strconv.Itoa(rearm)
-	}
-	return name
+	return schedule.Rearmed(SchedulePrefix+id+"-"+strconv.Itoa(step), rearm)
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -361,13 +354,13 @@ func (s *Service) Fire(ctx context.Context, raw []byte) error {
 }
 
 // rearm puts back the start of a campaign whose schedule fired before its time, under a new
-// name, at most MaxRearms times (then the reconciler's recovery starts it once it is overdue).
+// name, at most schedule.MaxRearms times (then the reconciler's recovery starts it once it is overdue).
 func (s *Service) rearm(ctx context.Context, p Payload) error {
 	c, err := s.Store.GetCampaign(ctx, p.TeamID, p.CampaignID)
 	if err != nil {
 		return notFound(err)
 	}
-	if p.Rearm >= MaxRearms {
+	if p.Rearm >= schedule.MaxRearms {
 		s.Log.Error("campaign start keeps firing early; the reconciler will start it", "campaignId", c.ID)
 		return nil
 	}
@@ -479,14 +472,9 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 		}
 		var touched []string
 		for _, eid := range ids {
-			_, err := s.Store.UpdateEmail(ctx, eid, func(e *store.Email) ([]store.Event, error) {
-				if !e.Held {
-					return nil, errNotHeld
-				}
-				return nil, email.Move(e, store.StatusQueued, email.ByCampaign, s.Now().UTC())
-			})
+			_, err := s.Store.UpdateEmail(ctx, eid, email.ReleaseHeld(s.Now().UTC()))
 			switch {
-			case errors.Is(err, errNotHeld), errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, email.ErrNotHeld), errors.Is(err, store.ErrNotFound):
 			case err != nil:
 				return fmt.Errorf("release held email %s: %w", eid, err)
 			default:
@@ -502,13 +490,11 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 		if s.Dispatcher != nil {
 			s.Dispatcher.Dispatch(ctx, touched...)
 		}
-		if released > 0 && released%5000 < len(touched) {
+		if released%5000 < len(touched) {
 			s.Log.Info("releasing held campaign emails", "campaignId", id, "released", released)
 		}
 	}
 }
-
-var errNotHeld = errors.New("not held")
 
 // errCannotSend marks a step that cannot succeed until someone acts (book or domain gone).
 var errCannotSend = errors.New("campaign cannot send")

@@ -191,13 +191,8 @@ func (w *Worker) recheckHeld(ctx context.Context, e store.Email) error {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("recheck the campaign of held email %s: %w", e.ID, err)
 	}
-	_, err = w.Store.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
-		if !x.Held {
-			return nil, errSkip
-		}
-		return nil, email.Move(x, store.StatusQueued, email.ByCampaign, w.Now().UTC())
-	})
-	if errors.Is(err, errSkip) {
+	_, err = w.Store.UpdateEmail(ctx, e.ID, email.ReleaseHeld(w.Now().UTC()))
+	if errors.Is(err, email.ErrNotHeld) {
 		return nil // released already
 	}
 	if err != nil {

@@ -99,6 +99,20 @@ func Move(e *store.Email, to string, by Mover, now time.Time) error {
 	return nil
 }
 
+// ErrNotHeld is ReleaseHeld's answer for an email that is not held (released already).
+var ErrNotHeld = errors.New("email: not held")
+
+// ReleaseHeld is the UpdateEmail change that releases a held campaign email to the worker:
+// QUEUED again, on behalf of its campaign (resumed or deleted), with a new stream record.
+func ReleaseHeld(now time.Time) func(*store.Email) ([]store.Event, error) {
+	return func(e *store.Email) ([]store.Event, error) {
+		if !e.Held {
+			return nil, ErrNotHeld
+		}
+		return nil, Move(e, store.StatusQueued, ByCampaign, now)
+	}
+}
+
 // Create gives a new email its first status (QUEUED or SCHEDULED) on behalf of by.
 func Create(e *store.Email, to string, now time.Time) error {
 	e.Status = ""

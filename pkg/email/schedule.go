@@ -22,20 +22,11 @@ type Scheduler interface {
 // SchedulePrefix starts every email schedule's name (the IAM grant is on it).
 const SchedulePrefix = "email-"
 
-// MaxRearms bounds how often one time's schedule is put back after firing early.
-const MaxRearms = 5
-
 // ScheduleName is the name of an email's schedule for one time: email-<id>-<unix seconds>, and
-// -r<n> for the n-th re-arm after an early fire. Rescheduling or cancelling deletes the name
-// of the time it replaces without any lookup, and a re-arm never reuses the name of the
-// schedule that just fired (EventBridge Scheduler deletes that one after it completes, and a
-// create under its name would conflict with it).
+// -r<n> for the n-th re-arm after an early fire (schedule.Rearmed). Rescheduling or cancelling
+// deletes the name of the time it replaces without any lookup.
 func ScheduleName(emailID string, at time.Time, rearm int) string {
-	name := fmt.Sprintf("%s%s-%d", SchedulePrefix, emailID, at.Unix())
-	if rearm > 0 {
-		name += fmt.Sprintf("-r%d", rearm)
-	}
-	return name
+	return schedule.Rearmed(fmt.Sprintf("%s%s-%d", SchedulePrefix, emailID, at.Unix()), rearm)
 }
 
 // FirePayload is what a scheduled email's schedule delivers to the scheduled-send target: the
@@ -160,7 +151,7 @@ func (s *Service) update(ctx context.Context, p auth.Principal, id string, fn fu
 // an on-time fire is never early). It goes by the email, not by the time in the payload, so any
 // schedule of the email heals a lost or out-of-order one. A fire before the email's time is
 // one of two things. The payload's time is the email's: this schedule fired early, and it is
-// re-armed for the same time under a new name (at most MaxRearms times). The payload's time is
+// re-armed for the same time under a new name (at most schedule.MaxRearms times). The payload's time is
 // another: a schedule the email has moved away from (its delete failed, or a reschedule's Put
 // was lost), which puts the schedule of the email's current time (create or update, so an
 // existing one is left as it is). Cancelled or already sent emails are left alone; an email
@@ -186,7 +177,7 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 		if !cur.ScheduledAt.Equal(p.ScheduledAt) {
 			return s.Scheduler.Put(ctx, scheduleFor(cur, 0))
 		}
-		if p.Rearm >= MaxRearms {
+		if p.Rearm >= schedule.MaxRearms {
 			s.Log.Error("scheduled send: schedule keeps firing early; the reconciler will queue it", "emailId", cur.ID)
 			return nil
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
+	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -924,7 +925,7 @@ func (f *fixture) schedule(e *env, emailID string) (*scheduler.GetScheduleOutput
 	if err != nil || em.ScheduledAt == nil {
 		e.t.Fatalf("email %s: %v, scheduled at %v", emailID, err, em.ScheduledAt)
 	}
-	for rearm := email.MaxRearms; ; rearm-- {
+	for rearm := schedule.MaxRearms; ; rearm-- {
 		out, err := scheduler.NewFromConfig(f.awsCfg).GetSchedule(context.Background(), &scheduler.GetScheduleInput{
 			Name: aws.String(email.ScheduleName(emailID, *em.ScheduledAt, rearm)), GroupName: aws.String(f.cfg.ScheduleGroup),
 		})

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -53,6 +54,19 @@ type Scheduler interface {
 	// schedule: what "now" means, where an at() in the past would be a time whose behaviour
 	// EventBridge Scheduler does not document.
 	Invoke(ctx context.Context, payload []byte) error
+}
+
+// MaxRearms bounds how often a schedule that fired before its time is put back for it.
+const MaxRearms = 5
+
+// Rearmed is the name of the n-th re-arm of the schedule named name (name itself for n = 0):
+// a re-arm never reuses the name of the schedule that just fired, which EventBridge Scheduler
+// deletes once it completes, and a create under that name would conflict with it.
+func Rearmed(name string, n int) string {
+	if n > 0 {
+		name += "-r" + strconv.Itoa(n)
+	}
+	return name
 }
 
 // ValidName reports whether name is a valid schedule name: 1 to 64 characters from
