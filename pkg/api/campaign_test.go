@@ -16,7 +16,6 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/naturaldate"
-	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -487,17 +486,7 @@ func TestCampaignStartFiredEarlyRearmsUnderANewName(t *testing.T) {
 	at := e.clock.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	var c campaignOut
 	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Later","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"scheduledAt":"`+at.Format(time.RFC3339)+`"}`, &c)
-	type getter interface {
-		Get(context.Context, string) (schedule.Schedule, bool, error)
-	}
-	get := func(name string) (schedule.Schedule, bool) {
-		t.Helper()
-		sc, ok, err := e.app.CampaignScheduler.(getter).Get(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sc, ok
-	}
+	get := e.schedule
 	start, ok := get(campaign.ScheduleName(c.ID, 0, 0))
 	if !ok || !start.At.Equal(at) {
 		t.Fatalf("start schedule = %+v %v, want one at %s", start, ok, at)

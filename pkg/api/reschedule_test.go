@@ -267,12 +267,9 @@ func TestLostRescheduleHeals(t *testing.T) {
 	if d := e.get(id); d.LatestStatus != "SCHEDULED" {
 		t.Fatalf("fired before its time: %s", d.LatestStatus)
 	}
-	type getter interface {
-		Get(context.Context, string) (schedule.Schedule, bool, error)
-	}
-	sc, ok, err := e.app.EmailScheduler.(getter).Get(context.Background(), email.ScheduleName(id, t2, 0))
-	if err != nil || !ok || !sc.At.Equal(t2) {
-		t.Fatalf("schedule after the early fire = %v %v %v, want one at %s", sc.At, ok, err, t2)
+	sc, ok := e.schedule(email.ScheduleName(id, t2, 0))
+	if !ok || !sc.At.Equal(t2) {
+		t.Fatalf("schedule after the early fire = %v %v, want one at %s", sc.At, ok, t2)
 	}
 	e.clock.Add(time.Hour) // T2 fires
 	if err := e.app.Services.Emails.Fire(context.Background(), sc.Payload); err != nil {
@@ -289,18 +286,7 @@ func TestEarlyFireRearmsOnceUnderANewName(t *testing.T) {
 	e := newEnv(t)
 	at := e.clock.Now().Add(time.Hour).Truncate(time.Second)
 	id := e.send(scheduled(at))
-	type getter interface {
-		Get(context.Context, string) (schedule.Schedule, bool, error)
-	}
-	sched := e.app.EmailScheduler.(getter)
-	get := func(name string) (schedule.Schedule, bool) {
-		t.Helper()
-		sc, ok, err := sched.Get(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sc, ok
-	}
+	get := e.schedule
 	first, ok := get(email.ScheduleName(id, at, 0))
 	if !ok || !first.At.Equal(at) {
 		t.Fatalf("schedule of the send = %+v %v, want one at %s", first, ok, at)
@@ -327,4 +313,16 @@ func TestEarlyFireRearmsOnceUnderANewName(t *testing.T) {
 	if _, ok := get(email.ScheduleName(id, at, 2)); ok {
 		t.Fatal("an on-time fire re-armed")
 	}
+}
+
+// schedule reads a pending schedule of the local scheduler (emails' and campaigns' alike).
+func (e *env) schedule(name string) (schedule.Schedule, bool) {
+	e.t.Helper()
+	sc, ok, err := e.app.EmailScheduler.(interface {
+		Get(context.Context, string) (schedule.Schedule, bool, error)
+	}).Get(context.Background(), name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sc, ok
 }
