@@ -72,8 +72,8 @@ func call(t *testing.T, srv *httptest.Server, key, method, path, body string, he
 }
 
 // TestSendBudgetOnDynamoDB: with the API key and the team's domains cached, an unscheduled
-// single send with an Idempotency-Key costs at most 3 DynamoDB calls (claim, write, complete),
-// and without a key 1.
+// single send with an Idempotency-Key costs at most 3 DynamoDB calls (claim; content and list
+// entry; the email with its counters), and without a key 2.
 func TestSendBudgetOnDynamoDB(t *testing.T) {
 	_, srv, calls, key := awsApp(t, false)
 	body := `{"to":"someone@example.org","from":"hello@example.com","subject":"s","text":"t"}`
@@ -89,21 +89,21 @@ func TestSendBudgetOnDynamoDB(t *testing.T) {
 	if n := dynamoCalls(got); n > 3 {
 		t.Errorf("send with Idempotency-Key made %d DynamoDB calls, budget 3: %v", n, got)
 	}
-	if got["DynamoDB.PutItem"] != 1 || got["DynamoDB.TransactWriteItems"] != 1 || got["DynamoDB.UpdateItem"] != 1 {
-		t.Errorf("calls = %v, want claim (PutItem), write (TransactWriteItems), complete (UpdateItem)", got)
+	if got["DynamoDB.PutItem"] != 1 || got["DynamoDB.BatchWriteItem"] != 1 || got["DynamoDB.TransactWriteItems"] != 1 {
+		t.Errorf("calls = %v, want claim (PutItem), content and list entry (BatchWriteItem), email (TransactWriteItems)", got)
 	}
 	if code, b := call(t, srv, key, "POST", "/api/v1/emails", body, nil); code != 200 {
 		t.Fatalf("send: %d %s", code, b)
 	}
-	if got := calls.Reset(); dynamoCalls(got) != 1 {
-		t.Errorf("send without a key made %v, want 1 call", got)
+	if got := calls.Reset(); dynamoCalls(got) != 2 {
+		t.Errorf("send without a key made %v, want 2 calls", got)
 	}
-	// A replay is one call: the claim returns the finished record.
+	// A replay is two calls: the claim returns the record, and its email is found.
 	if code, _ := call(t, srv, key, "POST", "/api/v1/emails", body, map[string]string{"Idempotency-Key": "counted"}); code != 200 {
 		t.Fatal("replay failed")
 	}
-	if got := calls.Reset(); dynamoCalls(got) != 1 {
-		t.Errorf("replay made %v, want 1 call", got)
+	if got := calls.Reset(); dynamoCalls(got) != 2 || got["DynamoDB.PutItem"] != 1 || got["DynamoDB.Query"] != 1 {
+		t.Errorf("replay made %v, want the claim (PutItem) and the email's read (Query)", got)
 	}
 }
 

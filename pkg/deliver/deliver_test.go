@@ -554,8 +554,8 @@ func TestHoldAfterTheResumeIsReleasedByTheWorker(t *testing.T) {
 // failingSlots is a pacing counter that cannot be reached.
 type failingSlots struct{}
 
-func (failingSlots) TakeSendSlot(context.Context, time.Time, int) (int, bool, error) {
-	return 0, false, fmt.Errorf("throttled")
+func (failingSlots) TakeSendSlots(context.Context, time.Time, int, int) (int, int, error) {
+	return 0, 0, fmt.Errorf("throttled")
 }
 
 // TestPacingFailureHoldsTheEmailBriefly: when no send slot can be taken (the counter throttled,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/deliver/batch"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -40,7 +41,14 @@ type Pacer struct {
 	// Metrics counts metric.SendingPaused when the account cannot send (nil: none).
 	Metrics metric.Counter
 
-	mu          sync.Mutex
+	taking sync.Mutex // one batch's slots are taken by one of its sends
+	mu     sync.Mutex
+	// reserved is the slots taken for this process and not yet used: positions pos..pos+left-1
+	// of second sec.
+	reserved struct {
+		sec       time.Time
+		pos, left int
+	}
 	quota       mail.Quota
 	quotaAt     time.Time
 	next        time.Time // the first second this process has not seen full
@@ -77,19 +85,49 @@ func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error
 		return retry, err
 	}
 	limit := max(1, int(math.Floor(rate)))
-	now := p.now()
+	if at, ok := p.fromReserved(before, limit); ok {
+		return time.Time{}, sleepUntil(ctx, at, p.now())
+	}
+	want := min(max(1, batch.Of(ctx)), limit, maxReserve)
+	if want > 1 {
+		// The sends of a batch ask at about the same time: one of them takes the slots of all,
+		// the others wait for it and use them (the lock is not held while a send waits for
+		// its place in the second).
+		p.taking.Lock()
+		if at, ok := p.fromReserved(before, limit); ok {
+			p.taking.Unlock()
+			return time.Time{}, sleepUntil(ctx, at, p.now())
+		}
+		at, retry, err := p.take(ctx, before, limit, want)
+		p.taking.Unlock()
+		if err != nil || !retry.IsZero() {
+			return retry, err
+		}
+		return time.Time{}, sleepUntil(ctx, at, p.now())
+	}
+	at, retry, err := p.take(ctx, before, limit, want)
+	if err != nil || !retry.IsZero() {
+		return retry, err
+	}
+	return time.Time{}, sleepUntil(ctx, at, p.now())
+}
+
+// take takes up to want slots of the first second before before that has room, keeps all but
+// the first for the process, and returns when the first's send may start; or, when no second
+// before before has room, the time to try again.
+func (p *Pacer) take(ctx context.Context, before time.Time, limit, want int) (at, retry time.Time, err error) {
 	p.mu.Lock()
-	sec := now.Truncate(time.Second)
+	sec := p.now().Truncate(time.Second)
 	if p.next.After(sec) {
 		sec = p.next
 	}
 	p.mu.Unlock()
 	for ; sec.Before(before); sec = sec.Add(time.Second) {
-		pos, ok, err := p.Slots.TakeSendSlot(ctx, sec, limit)
+		pos, got, err := p.Slots.TakeSendSlots(ctx, sec, limit, want)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("take a send slot: %w", err)
+			return time.Time{}, time.Time{}, fmt.Errorf("take a send slot: %w", err)
 		}
-		if !ok {
+		if got == 0 {
 			p.mu.Lock()
 			if sec.Add(time.Second).After(p.next) {
 				p.next = sec.Add(time.Second)
@@ -97,19 +135,49 @@ func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error
 			p.mu.Unlock()
 			continue
 		}
-		at := sec.Add(time.Duration(pos-1) * time.Second / time.Duration(limit))
-		if wait := at.Sub(p.now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return time.Time{}, ctx.Err()
-			case <-t.C:
-			}
+		if got > 1 {
+			// The rest is this process's for the sends of its batch (a second that passes
+			// unused is lost: they are at most a batch's worth).
+			p.mu.Lock()
+			p.reserved.sec, p.reserved.pos, p.reserved.left = sec, pos+1, got-1
+			p.mu.Unlock()
 		}
-		return time.Time{}, nil
+		return sec.Add(time.Duration(pos-1) * time.Second / time.Duration(limit)), time.Time{}, nil
 	}
-	return sec, nil
+	return time.Time{}, sec, nil
+}
+
+// fromReserved takes the next slot this process holds, if it is of a second that has not
+// passed and starts before before; at is when its send may start.
+func (p *Pacer) fromReserved(before time.Time, limit int) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := &p.reserved
+	if r.left == 0 || r.sec.Before(p.now().Truncate(time.Second)) || !r.sec.Before(before) {
+		return time.Time{}, false
+	}
+	at := r.sec.Add(time.Duration(r.pos-1) * time.Second / time.Duration(limit))
+	r.pos, r.left = r.pos+1, r.left-1
+	return at, true
+}
+
+// maxReserve bounds the slots one write takes for a batch.
+const maxReserve = 10
+
+// sleepUntil waits until at (measured from now), or until ctx ends.
+func sleepUntil(ctx context.Context, at, now time.Time) error {
+	wait := at.Sub(now)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // limits returns the rate to keep, or a time to wait until when the account may not send.

@@ -2,9 +2,12 @@ package deliver
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/deliver/batch"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 )
@@ -63,7 +66,7 @@ func TestPacerHoldsWhenTheAccountCannotSend(t *testing.T) {
 	// No slot before the caller must stop: a time to try again, not a wait past it.
 	full := &Pacer{Slots: st, Rate: 1, Account: acct}
 	sec := time.Now().Truncate(time.Second).Add(10 * time.Second)
-	if _, ok, _ := st.TakeSendSlot(ctx, sec, 1); !ok {
+	if _, n, _ := st.TakeSendSlots(ctx, sec, 1, 1); n != 1 {
 		t.Fatal("setup")
 	}
 	full.next = sec
@@ -72,5 +75,54 @@ func TestPacerHoldsWhenTheAccountCannotSend(t *testing.T) {
 	}
 	if acct.reads != 1 {
 		t.Error("a configured rate read the account")
+	}
+}
+
+// countingSlots counts the writes to the pacing counter.
+type countingSlots struct {
+	*bolt.Store
+	writes atomic.Int32
+}
+
+func (c *countingSlots) TakeSendSlots(ctx context.Context, second time.Time, limit, n int) (int, int, error) {
+	c.writes.Add(1)
+	return c.Store.TakeSendSlots(ctx, second, limit, n)
+}
+
+// TestABatchTakesItsSlotsInOneWrite: a stream batch of 8 emails takes its send slots with one
+// write of the counter (a write per send costs as much as the send's status change), and they
+// are still counted against the rate; without a batch, one write per send.
+func TestABatchTakesItsSlotsInOneWrite(t *testing.T) {
+	st, err := bolt.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	slots := &countingSlots{Store: st}
+	p := &Pacer{Slots: slots, Rate: 100}
+	ctx := batch.With(context.Background(), 8)
+	var wg sync.WaitGroup
+	for range 8 { // at once, as the stream handler's deliveries
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if retry, err := p.Acquire(ctx, time.Now().Add(time.Minute)); err != nil || !retry.IsZero() {
+				t.Errorf("acquire: %v %v", retry, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := slots.writes.Load(); n > 2 { // 2: the batch may straddle a second
+		t.Errorf("a batch of 8 took its slots in %d writes, want 1", n)
+	}
+	slots.writes.Store(0)
+	single := &Pacer{Slots: slots, Rate: 100}
+	for range 3 {
+		if _, err := single.Acquire(context.Background(), time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := slots.writes.Load(); n != 3 {
+		t.Errorf("3 sends without a batch: %d writes, want 3", n)
 	}
 }

@@ -71,30 +71,39 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		return SendResult{}, fault.Field("", "Invalid Idempotency-Key length")
 	}
 	now := s.Now().UTC()
-	nonce := ""
+	nonce, fresh := "", false
 	if key != "" {
 		fp, err := fingerprint(reqs, batch)
 		if err != nil {
 			return SendResult{}, err
 		}
+		ours := newNonce()
 		rec, claimed, err := s.Store.ClaimIdempotency(ctx, store.IdemClaim{
-			TeamID: p.TeamID, Key: key, Fingerprint: fp, Nonce: newNonce(), Now: now,
+			TeamID: p.TeamID, Key: key, Fingerprint: fp, Nonce: ours, Now: now,
 			TTL: IdempotencyTTL, StaleAfter: IdempotencyStale,
 		})
 		if err != nil {
 			return SendResult{}, fmt.Errorf("claim idempotency key: %w", err)
+		}
+		if rec.Fingerprint == fp && rec.State == store.IdemPending && rec.Nonce != ours {
+			// The record is not marked complete: its outcome is the emails its nonce names.
+			// When they all exist this is a replay, whoever holds the claim.
+			if res, ok, err := s.written(ctx, rec.Nonce, len(reqs), batch); err != nil || ok {
+				return res, err
+			}
 		}
 		if !claimed || rec.Fingerprint != fp {
 			// A stale claim taken over keeps its first fingerprint: a different payload may
 			// not finish someone else's request.
 			return replay(rec, fp)
 		}
-		nonce = rec.Nonce
+		nonce, fresh = rec.Nonce, rec.Nonce == ours
 	}
 	emails, events, err := s.prepare(ctx, p, reqs, batch, nonce, now)
 	if err != nil {
-		if key != "" {
-			// Nothing was written: the caller may retry with the same key at once.
+		if fresh {
+			// Nothing was written: the caller may retry with the same key at once. (A claim
+			// taken over stays: the crashed request may have written some of its emails.)
 			if rerr := s.Store.ReleaseIdempotency(context.WithoutCancel(ctx), p.TeamID, key); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("release idempotency key: %w", rerr))
 			}
@@ -108,15 +117,28 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		// the same ids and writes only what is missing — never a second batch.
 		return SendResult{}, err
 	}
-	if key != "" {
-		// Record the outcome even if the caller has gone: its retry then gets a replay.
-		if err := s.Store.CompleteIdempotency(context.WithoutCancel(ctx), p.TeamID, key, res.Body); err != nil {
-			// The emails exist, so report success. A retry after the stale window takes the
-			// claim over, re-derives the same ids and finds them: nothing is sent twice.
-			s.Log.Warn("complete idempotency record", "teamId", p.TeamID, "err", err)
+	// The record stays PENDING: a retry finds the emails of its nonce (written) and replays
+	// them, which saves a write per request.
+	return res, nil
+}
+
+// written reports whether every email of an idempotent request with this nonce exists, and
+// then its response, replayed.
+func (s *Service) written(ctx context.Context, nonce string, n int, batch bool) (SendResult, bool, error) {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = emailID(nonce, i)
+		if _, err := s.Store.GetEmail(ctx, ids[i]); errors.Is(err, store.ErrNotFound) {
+			return SendResult{}, false, nil
+		} else if err != nil {
+			return SendResult{}, false, fmt.Errorf("idempotent replay: %w", err)
 		}
 	}
-	return res, nil
+	body, err := responseBody(ids, batch)
+	if err != nil {
+		return SendResult{}, false, err
+	}
+	return SendResult{IDs: ids, Body: body, Replayed: true}, true, nil
 }
 
 func replay(rec store.Idempotency, fp string) (SendResult, error) {
@@ -194,22 +216,24 @@ func (s *Service) commit(ctx context.Context, emails []store.Email, events []sto
 			queued = append(queued, e.ID)
 		}
 	}
-	var body []byte
-	var err error
-	if batch {
-		items := make([]map[string]string, len(ids))
-		for i, id := range ids {
-			items[i] = map[string]string{"emailId": id}
-		}
-		body, err = json.Marshal(map[string]any{"data": items})
-	} else {
-		body, err = json.Marshal(map[string]string{"emailId": ids[0]})
-	}
+	body, err := responseBody(ids, batch)
 	if err != nil {
 		return SendResult{}, err
 	}
 	s.dispatch(ctx, queued...)
 	return SendResult{IDs: ids, Body: body}, nil
+}
+
+// responseBody is the JSON response of a send: {"emailId"} or, for a batch, {"data": [...]}.
+func responseBody(ids []string, batch bool) ([]byte, error) {
+	if !batch {
+		return json.Marshal(map[string]string{"emailId": ids[0]})
+	}
+	items := make([]map[string]string, len(ids))
+	for i, id := range ids {
+		items[i] = map[string]string{"emailId": id}
+	}
+	return json.Marshal(map[string]any{"data": items})
 }
 
 // build resolves one request into an email: its domain, template and reply reference.

@@ -79,6 +79,52 @@ func TestFailedWriteKeepsTheClaimAndRetryCompletesTheSameBatch(t *testing.T) {
 	}
 }
 
+// TestARetryOfAWrittenRequestIsAReplay: the idempotency record is not marked complete (a write
+// saved per request); a retry finds every email of the record's nonce and replays them, before
+// and after the stale window, without writing anything. A retry while only some exist is told
+// the request is in progress.
+func TestARetryOfAWrittenRequestIsAReplay(t *testing.T) {
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now().UTC()
+	svc := &Service{Store: b, Domains: oneDomain{}, Now: func() time.Time { return now }}
+	reqs, err := DecodeBatch([]byte(`[{"to":"a@example.org","from":"x@example.com","subject":"1","text":"t"},
+		{"to":"b@example.org","from":"x@example.com","subject":"2","text":"t"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := auth.Principal{TeamID: 1}
+	first, err := svc.Send(context.Background(), p, "k", reqs, true)
+	if err != nil || first.Replayed {
+		t.Fatalf("first send: %+v, %v", first, err)
+	}
+	for _, later := range []time.Duration{time.Second, IdempotencyStale + time.Second, 23 * time.Hour} {
+		now = now.Add(later)
+		again, err := svc.Send(context.Background(), p, "k", reqs, true)
+		if err != nil || !again.Replayed || string(again.Body) != string(first.Body) {
+			t.Fatalf("retry %v later: %+v, %v; want a replay of %s", later, again, err, first.Body)
+		}
+	}
+	_, count, err := b.ListEmails(context.Background(), store.EmailFilter{TeamID: 1, Limit: 10})
+	if err != nil || count != 2 {
+		t.Fatalf("count = %d (%v), want the one batch of 2", count, err)
+	}
+
+	// Half of another request written, its owner still at work: in progress.
+	flaky := &flakyStore{Store: b}
+	svc.Store = flaky
+	if _, err := svc.Send(context.Background(), p, "k2", reqs, true); err == nil {
+		t.Fatal("the failing write reported success")
+	}
+	_, err = svc.Send(context.Background(), p, "k2", reqs, true)
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.Conflict {
+		t.Fatalf("retry of a half-written request: %v, want 409 in progress", err)
+	}
+}
+
 func mustNonce(t *testing.T, b *bolt.Store) string {
 	rec, _, err := b.ClaimIdempotency(context.Background(), store.IdemClaim{TeamID: 1, Key: "k", Now: time.Now(), TTL: time.Hour})
 	if err != nil {

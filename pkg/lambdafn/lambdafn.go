@@ -23,6 +23,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/deliver/batch"
 	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 )
@@ -381,6 +382,13 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 		requestID := requestID(ctx)
 		failed := make([]bool, len(ev.Records))
 		emails := 0
+		for _, rec := range ev.Records {
+			if _, ok := EmailID(rec); ok {
+				emails++
+			}
+		}
+		// One pacing write takes the send slots of the whole batch.
+		ctx = batch.With(ctx, emails)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, workerConcurrency)
 		for i, rec := range ev.Records {
@@ -388,7 +396,6 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 			if !ok {
 				continue
 			}
-			emails++
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {

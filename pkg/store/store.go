@@ -323,7 +323,9 @@ type EmailFilter struct {
 	Limit     int
 }
 
-// Idempotency record states.
+// Idempotency record states. A record stays PENDING: the emails its nonce names are its
+// outcome. COMPLETE records (with the response) were written by earlier versions and are
+// still honoured until they expire.
 const (
 	IdemPending  = "PENDING"
 	IdemComplete = "COMPLETE"
@@ -372,10 +374,11 @@ type Store interface {
 // Pacing counts sends per second across every worker, so that all of them together stay
 // within the mail provider's account rate (deliver.Pacer).
 type Pacing interface {
-	// TakeSendSlot counts one send in the second that starts at second (whole seconds, UTC)
-	// if fewer than limit were counted there, and returns its position (1..limit); ok is false
-	// when that second is full. Slots of seconds that have passed may be forgotten.
-	TakeSendSlot(ctx context.Context, second time.Time, limit int) (position int, ok bool, err error)
+	// TakeSendSlots counts up to n sends in the second that starts at second (whole seconds,
+	// UTC), as many as fit under limit there, and returns the position (1..limit) of the first
+	// and how many it got: got is 0 when that second is full. The positions first..first+got-1
+	// are the caller's. Slots of seconds that have passed may be forgotten.
+	TakeSendSlots(ctx context.Context, second time.Time, limit, n int) (first, got int, err error)
 }
 
 // Teams is the teams, their API keys and the id sequences.
@@ -434,7 +437,9 @@ type Emails interface {
 	// event's ID already exists for the email, nothing is written and ErrDuplicateEvent returned.
 	UpdateEmail(ctx context.Context, id string, fn func(*Email) ([]Event, error)) (Email, error)
 	// FindEmailByMessageID finds the email the provider knows by messageID (set through
-	// UpdateEmail).
+	// UpdateEmail), for the events of an email that went out without its id as a tag (sent
+	// before every send carried it). An adapter may index only such emails: it answers
+	// ErrNotFound for any other id.
 	FindEmailByMessageID(ctx context.Context, messageID string) (Email, error)
 	// PendingEmails lists ids of emails in QUEUED or SENDING, oldest first, at most limit.
 	PendingEmails(ctx context.Context, limit int) ([]string, error)
@@ -457,8 +462,6 @@ type IdempotencyKeys interface {
 	// PENDING one. claimed reports whether the caller now owns the record; rec is the record as
 	// it stands after the call (the caller's when claimed, the existing one otherwise).
 	ClaimIdempotency(ctx context.Context, c IdemClaim) (rec Idempotency, claimed bool, err error)
-	// CompleteIdempotency stores the response of the owner's PENDING record.
-	CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error
 	// ReleaseIdempotency deletes a PENDING record after a failed request so it can be retried.
 	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -23,6 +24,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/awstest"
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -95,15 +97,27 @@ func (w *world) post(b *testing.B, path string, body any, headers ...string) []b
 	return out
 }
 
-// life takes the emails through the send worker and SES's Send, Delivery and Open events.
+// life takes the emails through the send worker (its stream handler, in batches as the event
+// source mapping hands them over) and SES's Send, Delivery and Open events.
 func (w *world) life(b *testing.B, ids []string) {
 	ctx := context.Background()
-	for _, id := range ids {
-		ictx, cancel := context.WithTimeout(ctx, time.Minute)
-		if err := w.app.Worker.Deliver(ictx, id); err != nil {
-			b.Fatal(err)
+	// Through the SendWorker's stream handler, StreamBatch records an invocation.
+	handler := lambdafn.SendWorker(w.app.Worker, nil)
+	for start := 0; start < len(ids); start += int(StreamBatch) {
+		var ev events.DynamoDBEvent
+		for i, id := range ids[start:min(len(ids), start+int(StreamBatch))] {
+			ev.Records = append(ev.Records, events.DynamoDBEventRecord{EventName: "INSERT", Change: events.DynamoDBStreamRecord{
+				SequenceNumber: fmt.Sprint(start + i),
+				Keys: map[string]events.DynamoDBAttributeValue{
+					"PK": events.NewStringAttribute("EMAIL#" + id), "SK": events.NewStringAttribute("EMAIL")},
+			}})
 		}
+		ictx, cancel := context.WithTimeout(ctx, time.Minute)
+		resp, err := handler(ictx, ev)
 		cancel()
+		if err != nil || len(resp.BatchItemFailures) > 0 {
+			b.Fatalf("stream batch: %v, %d failed", err, len(resp.BatchItemFailures))
+		}
 	}
 	for _, id := range ids {
 		e, err := w.app.Store.GetEmail(ctx, id)

@@ -264,3 +264,26 @@ func TestScheduledIndexBackfill(t *testing.T) {
 		t.Fatalf("OverdueScheduled after reopen = %v, %v; want [%s]", ids, err, e.ID)
 	}
 }
+
+// TestFindEmailByMessageID: the embedded store indexes the message id of every sent email.
+func TestFindEmailByMessageID(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	for _, id := range []string{"em-1", "em-2"} {
+		e := store.Email{ID: id, TeamID: 1, DomainID: 1, Status: store.StatusSending, CreatedAt: now, UpdatedAt: now}
+		if err := s.CreateEmails(ctx, []store.Email{e}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			e.Status, e.MessageID = store.StatusSent, "ses-"+id
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.FindEmailByMessageID(ctx, "ses-em-2")
+	if err != nil || got.ID != "em-2" || got.Status != store.StatusSent {
+		t.Fatalf("FindEmailByMessageID = %s %s, %v; want em-2 SENT", got.ID, got.Status, err)
+	}
+}

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"context"
 	"errors"
 
@@ -59,22 +58,6 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.
 		return store.Idempotency{}, false, err
 	}
 	return rec, claimed, nil
-}
-
-// CompleteIdempotency does not check expiry: it has no clock of the caller's, and the owner
-// completes a record it claimed moments ago. ErrNotFound when the record is gone.
-func (s *Store) CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketIdem)
-		k := idemKey(teamID, key)
-		rec, err := get[store.Idempotency](b, k)
-		if err != nil {
-			return err
-		}
-		rec.State = store.IdemComplete
-		rec.Response = bytes.Clone(response)
-		return put(b, k, rec)
-	})
 }
 
 // ReleaseIdempotency deletes the record only while it is PENDING: a completed response must stay

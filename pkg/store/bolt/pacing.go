@@ -13,10 +13,10 @@ type slots struct {
 	count map[int64]int
 }
 
-// TakeSendSlot implements store.Pacing.
-func (s *Store) TakeSendSlot(ctx context.Context, second time.Time, limit int) (int, bool, error) {
+// TakeSendSlots implements store.Pacing.
+func (s *Store) TakeSendSlots(ctx context.Context, second time.Time, limit, n int) (int, int, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	sec := second.Unix()
 	s.slots.mu.Lock()
@@ -32,9 +32,11 @@ func (s *Store) TakeSendSlot(ctx context.Context, second time.Time, limit int) (
 			}
 		}
 	}
-	if s.slots.count[sec] >= limit {
-		return 0, false, nil
+	got := min(max(n, 1), limit-s.slots.count[sec])
+	if got <= 0 {
+		return 0, 0, nil
 	}
-	s.slots.count[sec]++
-	return s.slots.count[sec], true, nil
+	first := s.slots.count[sec] + 1
+	s.slots.count[sec] += got
+	return first, got, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -137,7 +138,8 @@ func TestCallCounts(t *testing.T) {
 	if err := s.CreateEmails(ctx, []store.Email{e}, []store.Event{{ID: "ev-1", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
-	check("CreateEmails of one small email", 1)
+	// The list entry with the content (BatchWriteItem), then the email with its counters.
+	check("CreateEmails of one small email", 2)
 
 	claim := store.IdemClaim{TeamID: 1, Key: "k", Fingerprint: "f", Nonce: "n", Now: now, TTL: 24 * time.Hour, StaleAfter: time.Minute}
 	if _, ok, err := s.ClaimIdempotency(ctx, claim); err != nil || !ok {
@@ -148,10 +150,6 @@ func TestCallCounts(t *testing.T) {
 		t.Fatalf("second claim: %v %v", ok, err)
 	}
 	check("ClaimIdempotency of a held key", 1)
-	if err := s.CompleteIdempotency(ctx, 1, "k", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	check("CompleteIdempotency", 1)
 
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "key1", TeamID: 1, Permission: store.PermissionFull, CreatedAt: now}); err != nil {
 		t.Fatal(err)
@@ -305,11 +303,11 @@ func TestLargeContentChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.FindEmailByMessageID(ctx, "msg-big")
-	if err != nil {
-		t.Fatal(err)
+	got, err = s.GetEmail(ctx, e.ID)
+	if err != nil || got.MessageID != "msg-big" {
+		t.Fatalf("after the update: %s, %v", got.MessageID, err)
 	}
-	same("FindEmailByMessageID", got)
+	same("GetEmail after an update", got)
 	// A retried create with other content leaves the existing email untouched.
 	other := e
 	other.Content = store.Content{Attachments: []store.Attachment{{Filename: "b.bin", Content: base64.StdEncoding.EncodeToString(noise[:700<<10])}}}
@@ -373,8 +371,8 @@ func TestEveryItemOfAnEmailExpires(t *testing.T) {
 				t.Errorf("%s: item %s: ttl %v, want %s", when, sk, it[dynamo.TTLAttribute], want)
 			}
 		}
-		if kinds["EMAIL"] != 1 || kinds["EVENT"] != 1 || kinds["CONTENT"] < 2 {
-			t.Errorf("%s: items of the email %v, want the email, its event and content chunks", when, kinds)
+		if kinds["EMAIL"] != 1 || kinds["LIST"] != 1 || kinds["CONTENT"] < 2 {
+			t.Errorf("%s: items of the email %v, want the email (its history inside), its list entry and content chunks", when, kinds)
 		}
 	}
 	// The end of the UTC day 90 days after the email's creation.
@@ -462,4 +460,96 @@ func ids(list []store.Email) []string {
 		out = append(out, e.ID)
 	}
 	return out
+}
+
+// TestFindsEmailsOfTheFormerLayoutByMessageID: an email written before the history moved into
+// the email item (no "ev" attribute) may have been sent without its id as a tag, so its
+// message id is indexed (GSI3) when it is sent; an email of the current layout is not.
+func TestFindsEmailsOfTheFormerLayoutByMessageID(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	base := time.Now().UTC().Add(-time.Minute)
+	older, newer := email(3, 1, "em-former", base), email(3, 1, "em-current", base)
+	if err := s.CreateEmails(ctx, []store.Email{older, newer}, nil); err != nil {
+		t.Fatal(err)
+	}
+	key := map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#em-former"}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}}
+	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()), Key: key,
+		UpdateExpression: aws.String("REMOVE ev")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{older.ID, newer.ID} {
+		if _, err := s.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			e.Status, e.MessageID = store.StatusSent, "ses-"+id
+			return []store.Event{{ID: "1-SENT", Status: store.StatusSent, CreatedAt: time.Now().UTC()}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.FindEmailByMessageID(ctx, "ses-em-former")
+	if err != nil || got.ID != older.ID || got.Status != store.StatusSent {
+		t.Fatalf("FindEmailByMessageID(former) = %s %s, %v; want %s SENT", got.ID, got.Status, err, older.ID)
+	}
+	if _, err := s.FindEmailByMessageID(ctx, "ses-em-current"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("FindEmailByMessageID(current) = %v, want not found: its events carry its id", err)
+	}
+	// The former email's event went to an item of its partition, the current one's inside.
+	_, evs, err := s.GetEmailDetail(ctx, older.ID)
+	if err != nil || len(evs) != 1 || evs[0].Status != store.StatusSent {
+		t.Fatalf("former history = %+v, %v", evs, err)
+	}
+}
+
+// TestLongHistoryLeavesTheEmailItem: the history stays inside the email item until it reaches
+// about 1 KB; later events are items of the email's partition, so a much-opened email does not
+// make each of its writes dearer. Every event is returned, in order, once; a repeated one is
+// refused wherever it is kept.
+func TestLongHistoryLeavesTheEmailItem(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	base := time.Now().UTC().Add(-time.Hour)
+	e := email(4, 1, "em-opened", base)
+	if err := s.CreateEmails(ctx, []store.Email{e}, []store.Event{{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: base}}); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"ipAddress":"192.0.2.1","userAgent":"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko)"}`)
+	for i := 1; i <= 20; i++ {
+		if _, err := s.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
+			return []store.Event{{ID: fmt.Sprintf("open-%02d", i), Status: "OPENED", CreatedAt: base.Add(time.Duration(i) * time.Minute), Data: data}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, again := range []string{"0-QUEUED", "open-20"} {
+		_, err := s.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
+			return []store.Event{{ID: again, Status: "OPENED", CreatedAt: time.Now().UTC()}}, nil
+		})
+		if !errors.Is(err, store.ErrDuplicateEvent) {
+			t.Errorf("event %s again: %v, want ErrDuplicateEvent", again, err)
+		}
+	}
+	_, evs, err := s.GetEmailDetail(ctx, e.ID)
+	if err != nil || len(evs) != 21 {
+		t.Fatalf("history: %d events, %v; want 21", len(evs), err)
+	}
+	for i, ev := range evs {
+		want := "0-QUEUED"
+		if i > 0 {
+			want = fmt.Sprintf("open-%02d", i)
+		}
+		if ev.ID != want || ev.EmailID != e.ID || (i > 0 && string(ev.Data) != string(data)) {
+			t.Errorf("event %d = %s of %s %s, want %s", i, ev.ID, ev.EmailID, ev.Data, want)
+		}
+	}
+	item, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#em-opened"}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := dynamo.ItemSize(item.Item); size > 2048 {
+		t.Errorf("email item is %d bytes after 21 events, want at most 2 KB", size)
+	}
 }

@@ -53,6 +53,42 @@ type emailItem struct {
 	// Listed: the email's list index keys are on its list entry (listKey), not on this item.
 	// Emails written before list entries carry the keys themselves.
 	Listed bool `dynamodbav:"listed,omitempty"`
+	// Events is the email's history kept inside the item (nil for an email written before:
+	// its events are items of its partition). A status change and its event are then one
+	// single-item write. Once the inline history reaches inlineEventBytes, later events are
+	// event items again, written with the email in one transaction (Overflow).
+	Events   []inlineEvent `dynamodbav:"ev"`
+	Overflow bool          `dynamodbav:"evx,omitempty"`
+}
+
+// inlineEventBytes bounds the history kept inside the email item: every write of the item
+// is billed by its size, so a long history (an email opened a hundred times) moves on to
+// event items instead of making every later write dearer.
+const inlineEventBytes = 1024
+
+// inlineEvent is one store.Event inside the email item, with short attribute names (the
+// names are billed too) and the time in integer nanoseconds.
+type inlineEvent struct {
+	ID     string `dynamodbav:"i"`
+	Status string `dynamodbav:"s"`
+	At     int64  `dynamodbav:"t"`
+	Data   []byte `dynamodbav:"d,omitempty"`
+}
+
+func toInline(ev store.Event) inlineEvent {
+	return inlineEvent{ID: ev.ID, Status: ev.Status, At: ev.CreatedAt.UnixNano(), Data: ev.Data}
+}
+
+func (ie inlineEvent) event(emailID string) store.Event {
+	return store.Event{ID: ie.ID, EmailID: emailID, Status: ie.Status, CreatedAt: time.Unix(0, ie.At).UTC(), Data: ie.Data}
+}
+
+func inlineSize(evs []inlineEvent) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.ID) + len(ev.Status) + len(ev.Data) + 30
+	}
+	return n
 }
 
 // listItem is an email's list entry: its id under the list index keys, and its expiry.
@@ -89,14 +125,14 @@ type content struct {
 }
 
 func encodeContent(emailID string, c store.Content, ttl int64) (content, error) {
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return content{}, fmt.Errorf("dynamo: encode content: %w", err)
-	}
+	// Stored for months and billed by the byte at every write: the best compression, and
+	// HTML left unescaped (the escapes of < > & compress worse).
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return content{}, fmt.Errorf("dynamo: compress content: %w", err)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	enc := json.NewEncoder(zw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
+		return content{}, fmt.Errorf("dynamo: encode content: %w", err)
 	}
 	if err := zw.Close(); err != nil {
 		return content{}, fmt.Errorf("dynamo: compress content: %w", err)
@@ -153,15 +189,19 @@ func pending(status string) bool {
 
 // emailAttrs builds the email item: the index attributes follow from the email's state, so a
 // Put of the new state also moves it in and out of the sparse indexes (GSI3, GSI4).
-func (st *Store) emailAttrs(e store.Email, c content, listed bool) (map[string]types.AttributeValue, error) {
+//
+// Attributes with zero values are left out (every write is billed by the item's size). The
+// message-id index (GSI3) is kept only for emails written before the inline history: every
+// later email is sent with its id as an SES tag, so its events name it.
+func (st *Store) emailAttrs(e store.Email, c content, old emailItem) (map[string]types.AttributeValue, error) {
 	sortKey := emailSort(e.CreatedAt, e.ID)
 	d := day(e.CreatedAt)
-	it := emailItem{keys: emailKey(e.ID).keys(), Email: e, Listed: listed}
-	if !listed {
+	it := emailItem{keys: emailKey(e.ID).keys(), Email: e, Listed: old.Listed, Events: old.Events, Overflow: old.Overflow}
+	if !old.Listed {
 		it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
 		it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
 	}
-	if e.MessageID != "" {
+	if e.MessageID != "" && old.Events == nil {
 		it.GSI3PK, it.GSI3SK = messageIDIndexKey(e.MessageID), e.ID
 	}
 	switch {
@@ -178,10 +218,38 @@ func (st *Store) emailAttrs(e store.Email, c content, listed bool) (map[string]t
 		return nil, err
 	}
 	delete(m, "Content")
+	for k, v := range m {
+		if k != "ev" && k != "Version" && zeroAV(v) {
+			delete(m, k)
+		}
+	}
+	if it.Events != nil && len(it.Events) == 0 {
+		m["ev"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	}
+	if it.Events == nil {
+		delete(m, "ev")
+	}
 	if ttl := st.expiry(e); ttl > 0 {
 		m[TTLAttribute] = avN(ttl)
 	}
 	return m, nil
+}
+
+// zeroAV reports an attribute value that decodes to its field's zero value.
+func zeroAV(v types.AttributeValue) bool {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberNULL:
+		return true
+	case *types.AttributeValueMemberS:
+		return v.Value == ""
+	case *types.AttributeValueMemberN:
+		return v.Value == "0"
+	case *types.AttributeValueMemberBOOL:
+		return !v.Value
+	case *types.AttributeValueMemberL:
+		return len(v.Value) == 0
+	}
+	return false
 }
 
 // eventAttrs builds an event item of e (its TTL is the email's).
@@ -237,7 +305,7 @@ func avSize(v types.AttributeValue) int {
 // pendingEmail is one email ready to be written by CreateEmails.
 type pendingEmail struct {
 	email  store.Email
-	puts   []map[string]types.AttributeValue // the email item first, then its events
+	puts   []map[string]types.AttributeValue // the email item first, then small content
 	size   int
 	chunks []map[string]types.AttributeValue
 }
@@ -321,9 +389,10 @@ func (st *Store) counterUpdates(counts map[counter]int64, order []counter) []typ
 	return out
 }
 
-// CreateEmails writes each email with its first events, its list counters and, for a campaign
-// email, an ADD of its Counted kinds (each once) to the campaign's counters item, in one
-// transaction per chunk of emails (one call for a single small email). Emails of one chunk share
+// CreateEmails writes each email's content and list entry (BatchWriteItem), then the email
+// with its first events inside, its list counters and, for a campaign email, an ADD of its
+// Counted kinds (each once) to the campaign's counters item, in one transaction per chunk of
+// emails. Emails of one chunk share
 // the counter updates: one Update per counter item, ADDing the chunk's sum. An email that exists
 // already fails its attribute_not_exists condition; the cancelled transaction is retried
 // without it, so it is neither overwritten nor counted twice.
@@ -348,7 +417,11 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		if err != nil {
 			return err
 		}
-		m, err := st.emailAttrs(e, c, true)
+		first := []inlineEvent{}
+		for _, ev := range events[e.ID] {
+			first = append(first, toInline(ev))
+		}
+		m, err := st.emailAttrs(e, c, emailItem{Listed: true, Events: first})
 		if err != nil {
 			return err
 		}
@@ -356,24 +429,18 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		if err != nil {
 			return err
 		}
-		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m, lm}, size: itemSize(m) + itemSize(lm), chunks: c.chunks}
+		// The list entry is written once, with the content, before the email: an entry whose
+		// email does not exist (yet) is not listed (emailsFromIndex), and a retry rewrites
+		// the same entry.
+		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m}, size: itemSize(m), chunks: append(c.chunks, lm)}
 		if len(c.chunks) == 1 && itemSize(c.chunks[0]) <= smallContent {
-			// Small content rides in the email's transaction: one call instead of two, at 2
-			// WRU instead of 1 (a transaction bills double).
+			// Small content rides in the email's transaction: one call instead of two.
 			p.puts = append(p.puts, c.chunks[0])
 			p.size += itemSize(c.chunks[0])
-			p.chunks = nil
+			p.chunks = []map[string]types.AttributeValue{lm}
 		}
-		for _, ev := range events[e.ID] {
-			em, err := st.eventAttrs(ev, e)
-			if err != nil {
-				return err
-			}
-			p.puts = append(p.puts, em)
-			p.size += itemSize(em)
-		}
-		if len(p.puts)+len(p.counterKeys()) > maxTransactActions || p.size > maxTransactBytes {
-			return fmt.Errorf("dynamo: email %s with %d events does not fit one transaction", e.ID, len(p.puts)-1)
+		if len(p.counterKeys()) > maxTransactActions-2 || p.size > maxTransactBytes {
+			return fmt.Errorf("dynamo: email %s does not fit one transaction", e.ID)
 		}
 		all = append(all, p)
 	}
@@ -658,7 +725,8 @@ func (st *Store) decodeEmail(items []map[string]types.AttributeValue) (emailItem
 // passed, and reads ignore them until then.
 func (st *Store) ExpireEmails(context.Context, int) (int, error) { return 0, nil }
 
-// GetEmailDetail is one Query of the email's partition: the email, its chunks and its events.
+// GetEmailDetail is one Query of the email's partition: the email, its chunks and its events
+// (inside the item and, for an email written before or with a long history, event items).
 func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error) {
 	items, err := st.emailQuery(ctx, id, true)
 	if err != nil {
@@ -669,6 +737,9 @@ func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []
 		return store.Email{}, nil, err
 	}
 	var events []store.Event
+	for _, ie := range it.Events {
+		events = append(events, ie.event(id))
+	}
 	for _, m := range items {
 		if !strings.HasPrefix(skOf(m), eventPrefix) {
 			continue
@@ -718,7 +789,31 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 				return store.Email{}, err
 			}
 		}
-		m, err := st.emailAttrs(e, c, old.Listed)
+		// Events go inside the item while its history is small (see emailItem.Events); the
+		// rest, and every event of an email written before, are items of its partition.
+		cur := old
+		ids := map[string]bool{}
+		for _, ie := range old.Events {
+			ids[ie.ID] = true
+		}
+		var itemEvents []store.Event
+		for _, ev := range events {
+			if ids[ev.ID] {
+				return store.Email{}, fmt.Errorf("dynamo: email %s event %s twice: %w", id, ev.ID, store.ErrDuplicateEvent)
+			}
+			ids[ev.ID] = true
+			ev.EmailID = id
+			ie := toInline(ev)
+			if old.Events != nil && !cur.Overflow && inlineSize(cur.Events)+inlineSize([]inlineEvent{ie}) <= inlineEventBytes {
+				cur.Events = append(slices.Clip(cur.Events), ie)
+				continue
+			}
+			if old.Events != nil {
+				cur.Overflow = true
+			}
+			itemEvents = append(itemEvents, ev)
+		}
+		m, err := st.emailAttrs(e, c, cur)
 		if err != nil {
 			return store.Email{}, err
 		}
@@ -740,7 +835,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 			counted = st.counterUpdates(counts, order)
 		}
-		if len(events) == 0 && len(counted) == 0 {
+		if len(itemEvents) == 0 && len(counted) == 0 {
 			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
 			})
@@ -752,16 +847,11 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 			return e, nil
 		}
+		events = itemEvents
 		actions := []types.TransactWriteItem{{Put: &types.Put{
 			TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
 		}}}
-		ids := map[string]bool{}
 		for _, ev := range events {
-			if ids[ev.ID] {
-				return store.Email{}, fmt.Errorf("dynamo: email %s event %s twice: %w", id, ev.ID, store.ErrDuplicateEvent)
-			}
-			ids[ev.ID] = true
-			ev.EmailID = id
 			em, err := st.eventAttrs(ev, e)
 			if err != nil {
 				return store.Email{}, err

@@ -116,28 +116,6 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 	return got.rec, got.ok, err
 }
 
-// CompleteIdempotency is one UpdateItem. Like the embedded adapter it checks existence only:
-// the owner completes a record it claimed moments ago. ErrNotFound when the record is gone.
-func (st *Store) CompleteIdempotency(ctx context.Context, teamID int64, key string, response []byte) error {
-	_, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(st.table),
-		Key:                      idempotencyKey(teamID, key).av(),
-		UpdateExpression:         aws.String("SET #st = :complete, #r = :r"),
-		ConditionExpression:      aws.String("attribute_exists(PK)"),
-		ExpressionAttributeNames: map[string]string{"#st": "State", "#r": "Response"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":complete": avS(store.IdemComplete), ":r": responseAV(response),
-		},
-	})
-	if conditionFailed(err) {
-		return fmt.Errorf("dynamo: complete idempotency: no record: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("dynamo: complete idempotency: %w", err)
-	}
-	return nil
-}
-
 // ReleaseIdempotency deletes the record only while it is PENDING: a completed response stays.
 // Releasing a record that is gone or complete is not an error: the release is a cleanup.
 func (st *Store) ReleaseIdempotency(ctx context.Context, teamID int64, key string) error {

@@ -21,38 +21,58 @@ func sendSlotKey(second int64, shard int) key {
 	return key{fmt.Sprintf("PACE#%d#%d", second, shard), "PACE"}
 }
 
-// TakeSendSlot implements store.Pacing with one small item per second (and shard, above
-// slotShardRate sends/s): a conditional ADD that succeeds while the count is under the
-// shard's share of limit. The item expires by TTL a day later. One write per send, whichever
-// worker or Lambda instance makes it.
-func (st *Store) TakeSendSlot(ctx context.Context, second time.Time, limit int) (int, bool, error) {
+// TakeSendSlots implements store.Pacing with one small item per second (and shard, above
+// slotShardRate sends/s): a conditional ADD of n that succeeds while the count stays within
+// the shard's share of limit. When fewer than n are left, the refusal returns the count and
+// the rest is asked for once more. The item expires by TTL a day later. One write per worker
+// batch of sends, whichever worker or Lambda instance makes it.
+func (st *Store) TakeSendSlots(ctx context.Context, second time.Time, limit, n int) (int, int, error) {
 	shards := (limit + slotShardRate - 1) / slotShardRate
 	per := (limit + shards - 1) / shards
 	shard := rand.IntN(shards)
-	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(st.table),
-		Key:                      sendSlotKey(second.Unix(), shard).av(),
-		UpdateExpression:         aws.String("ADD #n :one SET #ttl = if_not_exists(#ttl, :ttl)"),
-		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n < :per"),
-		ExpressionAttributeNames: map[string]string{"#n": "N", "#ttl": TTLAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": avN(1), ":per": avN(int64(per)), ":ttl": avN(second.Add(24 * time.Hour).Unix()),
-		},
-		ReturnValues: types.ReturnValueUpdatedNew,
-	})
-	if conditionFailed(err) {
-		return 0, false, nil
+	want := min(max(n, 1), per)
+	for attempt := 0; attempt < 3 && want > 0; attempt++ {
+		out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                aws.String(st.table),
+			Key:                      sendSlotKey(second.Unix(), shard).av(),
+			UpdateExpression:         aws.String("ADD #n :k SET #ttl = if_not_exists(#ttl, :ttl)"),
+			ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n <= :room"),
+			ExpressionAttributeNames: map[string]string{"#n": "N", "#ttl": TTLAttribute},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":k": avN(int64(want)), ":room": avN(int64(per - want)), ":ttl": avN(second.Add(24 * time.Hour).Unix()),
+			},
+			ReturnValues:                        types.ReturnValueUpdatedNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if asCCF(err, &ccf) {
+			count, err := slotCount(ccf.Item)
+			if err != nil {
+				return 0, 0, err
+			}
+			want = min(want, per-count)
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("dynamo: take send slots: %w", err)
+		}
+		count, err := slotCount(out.Attributes)
+		if err != nil {
+			return 0, 0, err
+		}
+		return shard*per + count - want + 1, want, nil
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("dynamo: take send slot: %w", err)
-	}
-	n, _ := out.Attributes["N"].(*types.AttributeValueMemberN)
+	return 0, 0, nil
+}
+
+func slotCount(m map[string]types.AttributeValue) (int, error) {
+	n, _ := m["N"].(*types.AttributeValueMemberN)
 	if n == nil {
-		return 0, false, fmt.Errorf("dynamo: take send slot: no count returned")
+		return 0, fmt.Errorf("dynamo: send slots: no count")
 	}
-	pos, err := strconv.Atoi(n.Value)
+	c, err := strconv.Atoi(n.Value)
 	if err != nil {
-		return 0, false, fmt.Errorf("dynamo: take send slot: %w", err)
+		return 0, fmt.Errorf("dynamo: send slots: %w", err)
 	}
-	return shard*per + pos, true, nil
+	return c, nil
 }

@@ -265,31 +265,16 @@ func testUpdateEmailDuplicateEvent(t *testing.T, s store.Store) {
 	}
 }
 
+// testFindEmailByMessageID: an unknown message id is not found. Finding an email by its message
+// id is needed only for emails sent before their id went out as a tag, which each adapter
+// tests with its own former layout.
 func testFindEmailByMessageID(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	team := newTeam(t, s)
 	e := newEmail(team, 1, now(), store.StatusSending)
-	other := newEmail(team, 1, now(), store.StatusSending)
-	createEmails(t, s, e, other)
-	msgID := randID("ses-")
-	_, err := s.FindEmailByMessageID(ctx, msgID)
+	createEmails(t, s, e)
+	_, err := s.FindEmailByMessageID(ctx, randID("ses-"))
 	wantErr(t, "FindEmailByMessageID(unknown)", err, store.ErrNotFound)
-
-	for _, x := range []struct {
-		id, msg string
-	}{{e.ID, msgID}, {other.ID, msgID + "-other"}} {
-		_, err = s.UpdateEmail(ctx, x.id, func(e *store.Email) ([]store.Event, error) {
-			e.Status, e.MessageID = store.StatusSent, x.msg
-			return nil, nil
-		})
-		noErr(t, "UpdateEmail", err)
-	}
-	got, err := s.FindEmailByMessageID(ctx, msgID)
-	noErr(t, "FindEmailByMessageID", err)
-	if got.ID != e.ID || got.MessageID != msgID || got.Status != store.StatusSent {
-		t.Fatalf("FindEmailByMessageID = %s (message %s, %s), want %s", got.ID, got.MessageID, got.Status, e.ID)
-	}
-	checkContent(t, "FindEmailByMessageID content", got.Content, e.Content)
 }
 
 // testOverdueScheduled: SCHEDULED emails due before a time, earliest first; an email leaves

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -64,28 +63,6 @@ func testIdempotency(t *testing.T, s store.Store) {
 	}
 	checkIdem(t, "other team's claim", rec, b, key, "fp-b", store.IdemPending, "nonce-b")
 
-	response := []byte(`{"emailId":"em-1"}`)
-	noErr(t, "CompleteIdempotency", s.CompleteIdempotency(ctx, a, key, response))
-	for _, later := range []time.Duration{time.Second, 2 * time.Hour} { // even when "stale"
-		rec, claimed = claim(t, s, store.IdemClaim{TeamID: a, Key: key, Fingerprint: "fp-1", Nonce: "nonce-3", Now: at.Add(later)})
-		if claimed {
-			t.Fatalf("claim %v after completion claimed a complete record", later)
-		}
-		checkIdem(t, "claim after completion", rec, a, key, "fp-1", store.IdemComplete, "nonce-1")
-		if !bytes.Equal(rec.Response, response) {
-			t.Fatalf("completed record response = %q, want %q", rec.Response, response)
-		}
-	}
-	// Team b's record is untouched by team a's completion.
-	rec, claimed = claim(t, s, store.IdemClaim{TeamID: b, Key: key, Fingerprint: "fp-b", Nonce: "nonce-x", Now: at.Add(time.Second)})
-	if claimed {
-		t.Fatal("team b's pending record claimed twice")
-	}
-	checkIdem(t, "team b after team a completed", rec, b, key, "fp-b", store.IdemPending, "nonce-b")
-	if len(rec.Response) != 0 {
-		t.Fatalf("team b's record has a response %q", rec.Response)
-	}
-
 	// Release deletes a pending record; the next claim is a fresh one.
 	released := randID("idem-")
 	claim(t, s, store.IdemClaim{TeamID: a, Key: released, Fingerprint: "fp-1", Nonce: "nonce-r1", Now: at})
@@ -101,19 +78,16 @@ func testIdempotencyExpiryAndTakeover(t *testing.T, s store.Store) {
 	team := newTeam(t, s)
 	at := now()
 
-	// A record that expired (ExpiresAt before Now) is absent: pending or complete.
-	for _, complete := range []bool{false, true} {
+	// A record that expired (ExpiresAt before Now) is absent.
+	{
 		key := randID("expired-")
 		old := at.Add(-48 * time.Hour)
 		claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-old", Nonce: "nonce-old", Now: old})
-		if complete {
-			noErr(t, "CompleteIdempotency", s.CompleteIdempotency(t.Context(), team, key, []byte(`{}`)))
-		}
 		rec, claimed := claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-new", Nonce: "nonce-new", Now: at})
 		if !claimed {
-			t.Fatalf("claim of an expired record (complete=%v) not claimed", complete)
+			t.Fatal("claim of an expired record not claimed")
 		}
-		checkIdem(t, fmt.Sprintf("claim over an expired record (complete=%v)", complete), rec, team, key, "fp-new", store.IdemPending, "nonce-new")
+		checkIdem(t, "claim over an expired record", rec, team, key, "fp-new", store.IdemPending, "nonce-new")
 		if len(rec.Response) != 0 || !rec.ExpiresAt.Equal(at.Add(idemTTL)) {
 			t.Fatalf("claim over an expired record kept response %q / ExpiresAt %v", rec.Response, rec.ExpiresAt)
 		}

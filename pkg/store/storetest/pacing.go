@@ -16,9 +16,9 @@ func testSendSlots(t *testing.T, s store.Store) {
 	sec := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	var got []int
 	for range 3 {
-		pos, ok, err := s.TakeSendSlot(ctx, sec, 3)
-		noErr(t, "TakeSendSlot", err)
-		if !ok {
+		pos, got1, err := s.TakeSendSlots(ctx, sec, 3, 1)
+		noErr(t, "TakeSendSlots", err)
+		if got1 != 1 {
 			t.Fatalf("slot refused after %d of 3", len(got))
 		}
 		got = append(got, pos)
@@ -27,37 +27,43 @@ func testSendSlots(t *testing.T, s store.Store) {
 	if !slices.Equal(got, []int{1, 2, 3}) {
 		t.Errorf("positions %v, want 1, 2, 3", got)
 	}
-	if _, ok, err := s.TakeSendSlot(ctx, sec, 3); err != nil || ok {
-		t.Errorf("a fourth send in a second limited to 3: ok %v, %v", ok, err)
+	if _, n, err := s.TakeSendSlots(ctx, sec, 3, 1); err != nil || n != 0 {
+		t.Errorf("a fourth send in a second limited to 3: got %d, %v", n, err)
 	}
-	if pos, ok, err := s.TakeSendSlot(ctx, sec.Add(time.Second), 3); err != nil || !ok || pos != 1 {
-		t.Errorf("the next second: %d %v %v, want position 1", pos, ok, err)
+	// Several at once: as many as fit, with consecutive positions.
+	next := sec.Add(time.Second)
+	if pos, n, err := s.TakeSendSlots(ctx, next, 3, 2); err != nil || n != 2 || pos != 1 {
+		t.Errorf("two slots of the next second: position %d, got %d, %v; want 1 and 2", pos, n, err)
+	}
+	if pos, n, err := s.TakeSendSlots(ctx, next, 3, 5); err != nil || n != 1 || pos != 3 {
+		t.Errorf("five slots where one is left: position %d, got %d, %v; want 3 and 1", pos, n, err)
+	}
+	if _, n, err := s.TakeSendSlots(ctx, next, 3, 2); err != nil || n != 0 {
+		t.Errorf("a full second: got %d, %v", n, err)
 	}
 }
 
-// testSendSlotsConcurrent: 16 workers racing for a second limited to 10 get 10 slots between
-// them, never more (the counter is what every Lambda instance shares).
+// testSendSlotsConcurrent: 16 workers racing for a second limited to 10, taking 1 to 3 slots at
+// a time, get 10 slots between them, never more (the counter is what every Lambda instance shares).
 func testSendSlotsConcurrent(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	sec := time.Date(2031, 1, 2, 3, 4, 6, 0, time.UTC)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	taken := 0
-	for range 16 {
+	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 2 {
-				_, ok, err := s.TakeSendSlot(ctx, sec, 10)
+				_, n, err := s.TakeSendSlots(ctx, sec, 10, 1+g%3)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if ok {
-					mu.Lock()
-					taken++
-					mu.Unlock()
-				}
+				mu.Lock()
+				taken += n
+				mu.Unlock()
 			}
 		}()
 	}
