@@ -184,7 +184,7 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 // whose release ran between the worker's read of the campaign and its hold would have missed
 // this email, so the worker releases it itself and delivers it (or cancels it) at once.
 func (w *Worker) recheckHeld(ctx context.Context, e store.Email) error {
-	c, err := w.Store.GetCampaign(ctx, e.TeamID, e.CampaignID)
+	c, err := w.Store.GetCampaignState(ctx, e.TeamID, e.CampaignID)
 	if err == nil && c.Status == store.CampaignPaused {
 		return nil // still paused: the resumed campaign's next step releases it
 	}
@@ -209,7 +209,7 @@ const SendRoom = 5 * time.Second
 // at send time: a paused campaign holds it, a deleted one cancels it, and a contact who
 // unsubscribed (or was removed from the book) since the email was written is not mailed.
 func (w *Worker) campaignState(ctx context.Context, e store.Email) (held bool, status, why string, err error) {
-	c, err := w.Store.GetCampaign(ctx, e.TeamID, e.CampaignID)
+	c, err := w.Store.GetCampaignState(ctx, e.TeamID, e.CampaignID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, store.StatusCancelled, "The campaign was deleted", nil

@@ -512,8 +512,8 @@ type resumedMeanwhile struct {
 	once atomic.Bool
 }
 
-func (s *resumedMeanwhile) GetCampaign(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
-	c, err := s.Store.GetCampaign(ctx, teamID, id)
+func (s *resumedMeanwhile) GetCampaignState(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	c, err := s.Store.GetCampaignState(ctx, teamID, id)
 	if err == nil && s.once.CompareAndSwap(false, true) {
 		if _, err := s.Store.UpdateCampaign(ctx, teamID, id, func(x *store.Campaign) error {
 			x.Status = store.CampaignRunning

@@ -504,6 +504,9 @@ type Contacts interface {
 type Campaigns interface {
 	CreateCampaign(ctx context.Context, c Campaign) error
 	GetCampaign(ctx context.Context, teamID int64, id string) (Campaign, error)
+	// GetCampaignState is GetCampaign without the counters (Counters nil): what a send checks
+	// (status, book), in one read of the campaign however its counters are stored.
+	GetCampaignState(ctx context.Context, teamID int64, id string) (Campaign, error)
 	// ListCampaigns pages a team's campaigns, newest first; the int is the total matching.
 	ListCampaigns(ctx context.Context, teamID int64, f CampaignFilter) ([]Campaign, int, error)
 	// UpdateCampaign: optimistic read-modify-write like UpdateEmail; Counters are not written.

@@ -179,6 +179,13 @@ func (f faultStore) GetCampaign(ctx context.Context, teamID int64, id string) (s
 	return f.Store.GetCampaign(ctx, teamID, id)
 }
 
+func (f faultStore) GetCampaignState(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	if step(ctx) {
+		return store.Campaign{}, errKilled
+	}
+	return f.Store.GetCampaignState(ctx, teamID, id)
+}
+
 func (f faultStore) GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error) {
 	if step(ctx) {
 		return store.Domain{}, errKilled

@@ -132,6 +132,12 @@ func (s *Store) GetCampaign(ctx context.Context, teamID int64, id string) (store
 	return c, err
 }
 
+func (s *Store) GetCampaignState(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	c, err := s.GetCampaign(ctx, teamID, id)
+	c.Counters = nil
+	return c, err
+}
+
 // ListCampaigns walks the team's time index newest first, filtering on the index values.
 func (s *Store) ListCampaigns(ctx context.Context, teamID int64, f store.CampaignFilter) ([]store.Campaign, int, error) {
 	var (

@@ -37,25 +37,39 @@ func campaignAttrs(c store.Campaign, version int64) (map[string]types.AttributeV
 	return m, nil
 }
 
-// decodeCounters reads a counters item: every number attribute is a counter kind. No item (no
-// email counted yet) is nil, as in the embedded adapter.
-func decodeCounters(m map[string]types.AttributeValue) (map[string]int64, error) {
-	if m == nil {
-		return nil, nil
-	}
-	out := map[string]int64{}
-	for name, v := range m {
-		n, ok := v.(*types.AttributeValueMemberN)
-		if !ok {
+// decodeCounters sums a campaign's counters items (its shards): every number attribute is a
+// counter kind. No item (no email counted yet) is nil, as in the embedded adapter.
+func decodeCounters(items ...map[string]types.AttributeValue) (map[string]int64, error) {
+	var out map[string]int64
+	for _, m := range items {
+		if m == nil {
 			continue
 		}
-		x, err := strconv.ParseInt(n.Value, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("dynamo: counter %s: %w", name, err)
+		if out == nil {
+			out = map[string]int64{}
 		}
-		out[name] = x
+		for name, v := range m {
+			n, ok := v.(*types.AttributeValueMemberN)
+			if !ok {
+				continue
+			}
+			x, err := strconv.ParseInt(n.Value, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("dynamo: counter %s: %w", name, err)
+			}
+			out[name] += x
+		}
 	}
 	return out, nil
+}
+
+// countersOf picks a campaign's counters items out of a BatchGetItem result.
+func countersOf(got map[key]map[string]types.AttributeValue, teamID int64, id string) (map[string]int64, error) {
+	var items []map[string]types.AttributeValue
+	for _, k := range campaignCounterKeys(teamID, id) {
+		items = append(items, got[k])
+	}
+	return decodeCounters(items...)
 }
 
 // CreateCampaign writes the campaign item (attribute_not_exists); Counters are the store's and
@@ -71,8 +85,8 @@ func (st *Store) CreateCampaign(ctx context.Context, c store.Campaign) error {
 
 // getCampaign reads the campaign and its counters in one BatchGetItem.
 func (st *Store) getCampaign(ctx context.Context, teamID int64, id string) (campaignItem, error) {
-	ck, nk := campaignKey(teamID, id), campaignCountersKey(teamID, id)
-	got, err := st.batchGet(ctx, []key{ck, nk}, true)
+	ck := campaignKey(teamID, id)
+	got, err := st.batchGet(ctx, append([]key{ck}, campaignCounterKeys(teamID, id)...), true)
 	if err != nil {
 		return campaignItem{}, err
 	}
@@ -83,13 +97,32 @@ func (st *Store) getCampaign(ctx context.Context, teamID int64, id string) (camp
 	if err := unmarshal(got[ck], &it); err != nil {
 		return campaignItem{}, err
 	}
-	it.Counters, err = decodeCounters(got[nk])
+	it.Counters, err = countersOf(got, teamID, id)
 	return it, err
 }
 
 func (st *Store) GetCampaign(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
 	it, err := st.getCampaign(ctx, teamID, id)
 	return it.Campaign, err
+}
+
+// GetCampaignState is one strongly consistent GetItem of the campaign item.
+func (st *Store) GetCampaignState(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(st.table), Key: campaignKey(teamID, id).av(), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return store.Campaign{}, fmt.Errorf("dynamo: get campaign: %w", err)
+	}
+	if out.Item == nil {
+		return store.Campaign{}, store.ErrNotFound
+	}
+	var it campaignItem
+	if err := unmarshal(out.Item, &it); err != nil {
+		return store.Campaign{}, err
+	}
+	it.Counters = nil
+	return it.Campaign, nil
 }
 
 // campaignFilter applies Status and Search in code (neither is a key attribute).
@@ -172,16 +205,16 @@ func (st *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campai
 	if len(page) == 0 {
 		return []store.Campaign{}, total, nil
 	}
-	ks := make([]key, len(page))
-	for i, c := range page {
-		ks[i] = campaignCountersKey(teamID, c.ID)
+	var ks []key
+	for _, c := range page {
+		ks = append(ks, campaignCounterKeys(teamID, c.ID)...)
 	}
 	got, err := st.batchGet(ctx, ks, false)
 	if err != nil {
 		return nil, 0, err
 	}
 	for i := range page {
-		if page[i].Counters, err = decodeCounters(got[ks[i]]); err != nil {
+		if page[i].Counters, err = countersOf(got, teamID, page[i].ID); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -216,15 +249,14 @@ func (st *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn
 // its emails recorded afterwards re-creates a counters item nobody reads (a few bytes); the
 // campaign itself stays gone.
 func (st *Store) DeleteCampaign(ctx context.Context, teamID int64, id string) error {
-	_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Delete: &types.Delete{
-				TableName: aws.String(st.table), Key: campaignKey(teamID, id).av(),
-				ConditionExpression: aws.String("attribute_exists(PK)"),
-			}},
-			{Delete: &types.Delete{TableName: aws.String(st.table), Key: campaignCountersKey(teamID, id).av()}},
-		},
-	})
+	actions := []types.TransactWriteItem{{Delete: &types.Delete{
+		TableName: aws.String(st.table), Key: campaignKey(teamID, id).av(),
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	}}}
+	for _, k := range campaignCounterKeys(teamID, id) {
+		actions = append(actions, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(st.table), Key: k.av()}})
+	}
+	_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 	if reasons, ok := cancelReasons(err); ok && len(reasons) > 0 && reasonIsCondition(reasons[0]) {
 		return store.ErrNotFound
 	}

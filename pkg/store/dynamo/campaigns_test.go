@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/mailroom/mailroom/pkg/awstest"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
@@ -172,6 +175,70 @@ func TestCampaignCountersConcurrent(t *testing.T) {
 	}
 	if got.BatchesDone != workers || got.Counters[store.CountTotal] != workers || got.Counters[store.CountDelivered] != workers {
 		t.Fatalf("BatchesDone %d, counters %v; want %d each", got.BatchesDone, got.Counters, workers)
+	}
+}
+
+// TestCampaignCountersAreSharded: a campaign's counters are spread over CampaignCounterShards items (by
+// the email id), so a fast campaign does not throttle one item; a read sums them with the
+// unsharded item the former layout wrote, and deleting the campaign removes them all.
+func TestCampaignCountersAreSharded(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	const team = 13
+	if err := s.CreateCampaign(ctx, store.Campaign{ID: "camp", TeamID: team, Status: store.CampaignRunning, CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	var emails []store.Email
+	for i := range 48 {
+		e := email(team, 1, fmt.Sprintf("cs-%02d", i), time.Now().UTC())
+		e.CampaignID, e.Counted = "camp", []string{store.CountTotal}
+		emails = append(emails, e)
+	}
+	if err := s.CreateEmails(ctx, emails, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The former layout's counters item, as an older version left it.
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "TEAM#13#CAMPAIGN#camp"}, "SK": &types.AttributeValueMemberS{Value: "COUNTERS"},
+		store.CountTotal: &types.AttributeValueMemberN{Value: "2"}, store.CountSent: &types.AttributeValueMemberN{Value: "2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	items := 0
+	for sh := range dynamo.CampaignCounterShards {
+		got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("TEAM#13#CAMPAIGN#camp#%02d", sh)}, "SK": &types.AttributeValueMemberS{Value: "COUNTERS"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Item != nil {
+			items++
+		}
+	}
+	if items < dynamo.CampaignCounterShards {
+		t.Errorf("48 emails counted in %d counters items, want %d", items, dynamo.CampaignCounterShards)
+	}
+	got, err := s.GetCampaign(ctx, team, "camp")
+	if err != nil || got.Counters[store.CountTotal] != 50 || got.Counters[store.CountSent] != 2 {
+		t.Fatalf("counters %v, %v; want total 50 and sent 2", got.Counters, err)
+	}
+	list, _, err := s.ListCampaigns(ctx, team, store.CampaignFilter{Limit: 10})
+	if err != nil || len(list) != 1 || list[0].Counters[store.CountTotal] != 50 {
+		t.Fatalf("listed counters %v, %v; want total 50", list, err)
+	}
+	if err := s.DeleteCampaign(ctx, team, "camp"); err != nil {
+		t.Fatal(err)
+	}
+	pks := []string{"TEAM#13#CAMPAIGN#camp"}
+	for sh := range dynamo.CampaignCounterShards {
+		pks = append(pks, fmt.Sprintf("TEAM#13#CAMPAIGN#camp#%02d", sh))
+	}
+	for _, pk := range pks {
+		got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: pk}, "SK": &types.AttributeValueMemberS{Value: "COUNTERS"}}})
+		if err != nil || got.Item != nil {
+			t.Errorf("after delete: counters item %s %v, %v", pk, got.Item, err)
+		}
 	}
 }
 

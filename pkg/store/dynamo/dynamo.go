@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -283,6 +284,66 @@ func (st *Store) query(ctx context.Context, in *dynamodb.QueryInput, max int) ([
 		}
 	}
 	return items, nil
+}
+
+// queryConcurrency bounds the Queries of one call in flight (a list reads every shard).
+const queryConcurrency = 8
+
+// queryEach runs the Queries concurrently (each to the end, or up to max items) and returns
+// their items in the order of ins.
+func (st *Store) queryEach(ctx context.Context, ins []*dynamodb.QueryInput, max int) ([][]map[string]types.AttributeValue, error) {
+	out := make([][]map[string]types.AttributeValue, len(ins))
+	err := each(ctx, len(ins), func(ctx context.Context, i int) error {
+		items, err := st.query(ctx, ins[i], max)
+		out[i] = items
+		return err
+	})
+	return out, err
+}
+
+// countEach sums Select=COUNT Queries run concurrently.
+func (st *Store) countEach(ctx context.Context, ins []*dynamodb.QueryInput) (int, error) {
+	counts := make([]int, len(ins))
+	err := each(ctx, len(ins), func(ctx context.Context, i int) error {
+		n, err := st.count(ctx, ins[i])
+		counts[i] = n
+		return err
+	})
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	return total, err
+}
+
+// each runs fn(0..n-1), queryConcurrency at a time, and returns the first error (cancelling
+// the rest).
+func each(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, queryConcurrency)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(ctx, i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // count runs a Select=COUNT Query to the end.

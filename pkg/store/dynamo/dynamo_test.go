@@ -553,3 +553,98 @@ func TestLongHistoryLeavesTheEmailItem(t *testing.T) {
 		t.Errorf("email item is %d bytes after 21 events, want at most 2 KB", size)
 	}
 }
+
+// TestTeamDayKeysAreSharded: one team's emails of one day spread over WorkShards list
+// partitions (GSI1 and GSI2) and day counter items, so no single key takes every send of a
+// busy team; lists and counts merge the shards, and read what the former layout wrote
+// unsharded (a list entry under the day's single partition, the team and domain counters).
+func TestTeamDayKeysAreSharded(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	base := time.Now().UTC().Truncate(time.Hour).Add(-30 * time.Minute)
+	var all []store.Email
+	for i := range 64 {
+		all = append(all, email(9, 1, fmt.Sprintf("em-shard-%02d", i), base.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.CreateEmails(ctx, all, nil); err != nil {
+		t.Fatal(err)
+	}
+	parts, counters := map[string]bool{}, map[string]bool{}
+	for _, e := range all {
+		got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: "EMAIL#" + e.ID}, "SK": &types.AttributeValueMemberS{Value: "LIST"}}})
+		if err != nil || got.Item == nil {
+			t.Fatalf("list entry of %s: %v", e.ID, err)
+		}
+		parts[got.Item["GSI1PK"].(*types.AttributeValueMemberS).Value] = true
+		parts[got.Item["GSI2PK"].(*types.AttributeValueMemberS).Value] = true
+	}
+	for sh := range dynamo.WorkShards {
+		out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(s.Table()),
+			KeyConditionExpression:    aws.String("PK = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("TEAM#9#COUNT#%02d", sh)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Items) > 0 {
+			counters[fmt.Sprint(sh)] = true
+		}
+	}
+	if len(parts) < 2*8 || len(counters) < 8 {
+		t.Errorf("64 emails of a day in %d list partitions and %d counter shards, want them spread over at least 8 of each", len(parts)/2, len(counters))
+	}
+
+	// One more email as the former layout wrote it: its list entry in the day's single
+	// partitions, its counts in the unsharded counters.
+	old := email(9, 1, "em-shard-former", base.Add(-time.Minute))
+	if err := s.CreateEmails(ctx, []store.Email{old}, nil); err != nil {
+		t.Fatal(err)
+	}
+	d := base.Format("2006-01-02")
+	entry := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "EMAIL#" + old.ID}, "SK": &types.AttributeValueMemberS{Value: "LIST"}}
+	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()), Key: entry,
+		UpdateExpression: aws.String("SET GSI1PK = :g1, GSI2PK = :g2"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":g1": &types.AttributeValueMemberS{Value: "TEAM#9#DAY#" + d}, ":g2": &types.AttributeValueMemberS{Value: "TEAM#9#DOM#1#DAY#" + d}}}); err != nil {
+		t.Fatal(err)
+	}
+	one := map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "1"}}
+	minus := map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "-1"}}
+	moves := []struct {
+		pk, expr string
+		vals     map[string]types.AttributeValue
+	}{
+		{fmt.Sprintf("TEAM#9#COUNT#%02d", dynamo.WorkShard(old.ID)), "ADD n :n, d1 :n", minus},
+		{"TEAM#9#COUNT", "ADD n :n", one},
+		{"TEAM#9#DOM#1#COUNT", "ADD n :n", one},
+	}
+	for _, m := range moves {
+		if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()),
+			Key:              map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: m.pk}, "SK": &types.AttributeValueMemberS{Value: "DAY#" + d}},
+			UpdateExpression: aws.String(m.expr), ExpressionAttributeValues: m.vals}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := base.Add(-2 * time.Minute) // a partial day: counted in the list partitions
+	for _, f := range []store.EmailFilter{
+		{TeamID: 9, Limit: 100}, {TeamID: 9, DomainIDs: []int64{1}, Limit: 100}, {TeamID: 9, Start: &start, Limit: 100},
+		{TeamID: 9, Offset: 60, Limit: 10},
+	} {
+		list, n, err := s.ListEmails(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 65 - f.Offset
+		if n != 65 || len(list) != min(want, f.Limit) {
+			t.Errorf("ListEmails(%+v) = %d emails, count %d; want %d of 65", f, len(list), n, min(want, f.Limit))
+			continue
+		}
+		if list[len(list)-1].ID != old.ID {
+			t.Errorf("ListEmails(%+v) ends with %s, want the former layout's %s (the oldest)", f, list[len(list)-1].ID, old.ID)
+		}
+		if f.Offset == 0 && list[0].ID != all[63].ID {
+			t.Errorf("ListEmails(%+v) starts with %s, want the newest %s", f, list[0].ID, all[63].ID)
+		}
+	}
+}

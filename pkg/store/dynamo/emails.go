@@ -101,8 +101,9 @@ type listItem struct {
 func (st *Store) listAttrs(e store.Email) (map[string]types.AttributeValue, error) {
 	sortKey, d := emailSort(e.CreatedAt, e.ID), day(e.CreatedAt)
 	it := listItem{keys: listKey(e.ID).keys(), ID: e.ID, TTL: st.expiry(e)}
-	it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
-	it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
+	shard := workShard(e.ID)
+	it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d, shard), sortKey
+	it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d, shard), sortKey
 	return marshal(it)
 }
 
@@ -198,8 +199,9 @@ func (st *Store) emailAttrs(e store.Email, c content, old emailItem) (map[string
 	d := day(e.CreatedAt)
 	it := emailItem{keys: emailKey(e.ID).keys(), Email: e, Listed: old.Listed, Events: old.Events, Overflow: old.Overflow}
 	if !old.Listed {
-		it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d), sortKey
-		it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d), sortKey
+		// The former layout: the list keys on the item, unsharded.
+		it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d, legacyShard), sortKey
+		it.GSI2PK, it.GSI2SK = emailDomainDayIndexKey(e.TeamID, e.DomainID, d, legacyShard), sortKey
 	}
 	if e.MessageID != "" && old.Events == nil {
 		it.GSI3PK, it.GSI3SK = messageIDIndexKey(e.MessageID), e.ID
@@ -316,13 +318,15 @@ type counter struct {
 	attr string
 }
 
-// counters lists what creating the email increments: the team's and the domain's day counters
-// and, for a campaign email, the campaign's counters of its Counted kinds.
+// counters lists what creating the email increments: its team's and its domain's counts of
+// the day (two attributes of one day counter item, in the email's shard) and, for a campaign
+// email, the campaign's counters of its Counted kinds.
 func (p pendingEmail) counters() []counter {
 	d := day(p.email.CreatedAt)
-	out := []counter{{teamCounterKey(p.email.TeamID, d), "n"}, {domainCounterKey(p.email.TeamID, p.email.DomainID, d), "n"}}
+	k := dayCounterKey(p.email.TeamID, d, workShard(p.email.ID))
+	out := []counter{{k, "n"}, {k, domainCountAttr(p.email.DomainID)}}
 	if p.email.CampaignID != "" {
-		ck := campaignCountersKey(p.email.TeamID, p.email.CampaignID)
+		ck := campaignCountersKey(p.email.TeamID, p.email.CampaignID, campaignCounterShard(p.email.ID))
 		for _, kind := range newKinds(nil, p.email.Counted) {
 			out = append(out, counter{ck, kind})
 		}
@@ -830,7 +834,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		if e.CampaignID != "" {
 			counts, order := map[counter]int64{}, []counter(nil)
 			for _, kind := range newKinds(old.Counted, e.Counted) {
-				c := counter{campaignCountersKey(e.TeamID, e.CampaignID), kind}
+				c := counter{campaignCountersKey(e.TeamID, e.CampaignID, campaignCounterShard(id)), kind}
 				counts[c], order = 1, append(order, c)
 			}
 			counted = st.counterUpdates(counts, order)

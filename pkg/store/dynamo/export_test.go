@@ -10,3 +10,6 @@ func WithAttempts(st *Store, n int) *Store {
 
 // Table is the store's table name.
 func (st *Store) Table() string { return st.table }
+
+// WorkShard is the shard of an email id (work index, list partitions, day counters).
+func WorkShard(id string) int { return workShard(id) }

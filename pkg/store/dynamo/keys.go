@@ -84,19 +84,47 @@ func emailSort(createdAt time.Time, id string) string {
 	return createdAt.UTC().Format(sortTime) + "#" + id
 }
 
-// emailDayIndexKey is the GSI1 partition of a team's emails created on one UTC day: the team
-// list is sharded by day so that a busy team spreads over many partitions.
-func emailDayIndexKey(teamID int64, day string) string {
-	return fmt.Sprintf("TEAM#%d#DAY#%s", teamID, day)
+// emailDayIndexKey is the GSI1 partition of a team's emails created on one UTC day, in one of
+// WorkShards shards (by the email id, workShard): every send writes its team's list, and one
+// partition takes about 1,000 writes/s, so a day is split as the work index is and a list
+// merges the shards. legacyShard is the unsharded partition of emails written before.
+func emailDayIndexKey(teamID int64, day string, shard int) string {
+	if shard == legacyShard {
+		return fmt.Sprintf("TEAM#%d#DAY#%s", teamID, day)
+	}
+	return fmt.Sprintf("TEAM#%d#DAY#%s#%02d", teamID, day, shard)
 }
 
-// emailDomainDayIndexKey is the GSI2 partition of a team's emails of one domain on one day.
-func emailDomainDayIndexKey(teamID, domainID int64, day string) string {
-	return fmt.Sprintf("TEAM#%d#DOM#%d#DAY#%s", teamID, domainID, day)
+// emailDomainDayIndexKey is the GSI2 partition of a team's emails of one domain on one day,
+// sharded likewise.
+func emailDomainDayIndexKey(teamID, domainID int64, day string, shard int) string {
+	if shard == legacyShard {
+		return fmt.Sprintf("TEAM#%d#DOM#%d#DAY#%s", teamID, domainID, day)
+	}
+	return fmt.Sprintf("TEAM#%d#DOM#%d#DAY#%s#%02d", teamID, domainID, day, shard)
 }
 
-// teamCounterKey counts a team's emails per day (attribute "n"), and domainCounterKey per
-// domain and day. One Query over a partition's DAY# range sums any span of days.
+// listShards is every shard of a day's list partitions, the former unsharded one first.
+func listShards() []int {
+	out := []int{legacyShard}
+	for s := range WorkShards {
+		out = append(out, s)
+	}
+	return out
+}
+
+// dayCounterKey counts a team's emails per day in one of WorkShards shards (by the email id):
+// attribute "n" for the team, "d<domain id>" for each domain, so an email's create adds to one
+// item. One Query over a shard's DAY# range sums any span of days; a count reads every shard.
+func dayCounterKey(teamID int64, day string, shard int) key {
+	return key{fmt.Sprintf("TEAM#%d#COUNT#%02d", teamID, shard), "DAY#" + day}
+}
+
+// domainCountAttr is a domain's attribute in the day counter items.
+func domainCountAttr(domainID int64) string { return fmt.Sprintf("d%d", domainID) }
+
+// teamCounterKey and domainCounterKey are the unsharded day counters written before: read,
+// and no longer written.
 func teamCounterKey(teamID int64, day string) key {
 	return key{fmt.Sprintf("TEAM#%d#COUNT", teamID), "DAY#" + day}
 }
@@ -188,9 +216,10 @@ func suppressionReasonIndexKey(teamID int64, reason string) string {
 //     gone; DeletedContactBooks is one Query of this partition.
 //   - campaign:      PK=TEAM#<t>                          SK=CAMPAIGN#<id>
 //     GSI1PK=TEAM#<t>#CAMPAIGNS GSI1SK=<createdAt>#<id>: the team's campaigns, newest first.
-//   - counters:      PK=TEAM#<t>#CAMPAIGN#<id>            SK=COUNTERS
+//   - counters:      PK=TEAM#<t>#CAMPAIGN#<id>#<shard>    SK=COUNTERS
 //     one number attribute per counter kind (store.Count*), only ever changed by ADD in the
-//     transactions that write the campaign's emails. Kept apart from the campaign item so that
+//     transactions that write the campaign's emails, in the shard of the email's id (a read
+//     sums the shards, and the unsharded PK=TEAM#<t>#CAMPAIGN#<id> written before). Kept apart from the campaign item so that
 //     UpdateCampaign (a Version-conditioned Put) never clobbers them and so that an email event
 //     arriving after DeleteCampaign cannot resurrect a campaign item (at worst it leaves a stray
 //     counters item behind).
@@ -229,6 +258,27 @@ func campaignKey(teamID int64, id string) key {
 // campaignIndexKey is the GSI1 partition of a team's campaigns (sorted by emailSort).
 func campaignIndexKey(teamID int64) string { return fmt.Sprintf("TEAM#%d#CAMPAIGNS", teamID) }
 
-func campaignCountersKey(teamID int64, id string) key {
-	return key{fmt.Sprintf("TEAM#%d#CAMPAIGN#%s", teamID, id), "COUNTERS"}
+// CampaignCounterShards is how many counters items a campaign's counts are spread over (by
+// the email id). A recipient adds to them about four times (total, sent, delivered, opened),
+// each 2 WRU inside the email's transaction, and one item takes about 1,000 WRU/s: 8 items
+// take a campaign to about 1,000 recipients/s. A read of the counters sums them (and the
+// unsharded item written before); a send reads the campaign without them (GetCampaignState).
+const CampaignCounterShards = 8
+
+func campaignCountersKey(teamID int64, id string, shard int) key {
+	if shard == legacyShard {
+		return key{fmt.Sprintf("TEAM#%d#CAMPAIGN#%s", teamID, id), "COUNTERS"}
+	}
+	return key{fmt.Sprintf("TEAM#%d#CAMPAIGN#%s#%02d", teamID, id, shard), "COUNTERS"}
+}
+
+func campaignCounterShard(emailID string) int { return workShard(emailID) % CampaignCounterShards }
+
+// campaignCounterKeys is every counters item of a campaign.
+func campaignCounterKeys(teamID int64, id string) []key {
+	out := []key{campaignCountersKey(teamID, id, legacyShard)}
+	for s := range CampaignCounterShards {
+		out = append(out, campaignCountersKey(teamID, id, s))
+	}
+	return out
 }

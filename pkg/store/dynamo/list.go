@@ -15,15 +15,21 @@ import (
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
-// emailStream is one day-sharded index of a team's emails with its day counters: the whole team
-// (GSI1) or one domain (GSI2).
+// emailStream is one index of a team's emails, in partitions per day and shard (listShards),
+// with its day counters: the whole team (GSI1) or one domain (GSI2).
 type emailStream struct {
-	index      string
-	pkAttr     string
-	skAttr     string
-	shard      func(day string) string
-	counterKey func(day string) key
-	days       map[string]int // emails per day within the filter
+	index    string
+	pkAttr   string
+	skAttr   string
+	part     func(day string, shard int) string
+	counters []counterSource
+	days     map[string]int // emails per day within the filter
+}
+
+// counterSource is a partition of day counter items (SK DAY#<day>) and the attribute that
+// holds the stream's count in it.
+type counterSource struct {
+	pk, attr string
 }
 
 // listRange is the filter's time range as index sort key bounds.
@@ -60,10 +66,10 @@ func (r listRange) partial(d string) bool {
 	return false
 }
 
-// keyCondition selects day d of the stream within the range.
-func (r listRange) keyCondition(s emailStream, d string) (string, map[string]types.AttributeValue) {
+// keyCondition selects day d of the stream's shard within the range.
+func (r listRange) keyCondition(s emailStream, d string, shard int) (string, map[string]types.AttributeValue) {
 	cond := s.pkAttr + " = :pk"
-	vals := map[string]types.AttributeValue{":pk": avS(s.shard(d))}
+	vals := map[string]types.AttributeValue{":pk": avS(s.part(d, shard))}
 	var lo, hi string
 	if r.start != nil && d == day(*r.start) {
 		lo = r.start.UTC().Format(sortTime)
@@ -88,11 +94,13 @@ func (r listRange) keyCondition(s emailStream, d string) (string, map[string]typ
 
 // ListEmails never reads an email it does not return and never Scans:
 //
-//   - count: per stream, one Query of the day counters within the range; the (at most two)
-//     boundary days the range covers partially are counted exactly with Select=COUNT;
+//   - count: per stream, one Query of the day counters within the range in each counter shard;
+//     the (at most two) boundary days the range covers partially are counted exactly with
+//     Select=COUNT in each list shard;
 //   - page: days are walked newest first; a day whose emails all fall before Offset is skipped
 //     by its count alone; the day(s) holding the page are read newest first, Limit-bounded, one
-//     Query per stream, and the streams are merged by (createdAt, id) descending.
+//     Query per stream and shard (concurrently), and the results are merged by (createdAt, id)
+//     descending.
 //
 // Limit <= 0 returns every matching email after Offset.
 func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.Email, int, error) {
@@ -109,10 +117,14 @@ func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.E
 	}
 	var streams []emailStream
 	if len(f.DomainIDs) == 0 {
+		counters := []counterSource{{teamCounterKey(f.TeamID, "").PK, "n"}}
+		for s := range WorkShards {
+			counters = append(counters, counterSource{dayCounterKey(f.TeamID, "", s).PK, "n"})
+		}
 		streams = append(streams, emailStream{
 			index: IndexGSI1, pkAttr: AttrGSI1PK, skAttr: AttrGSI1SK,
-			shard:      func(d string) string { return emailDayIndexKey(f.TeamID, d) },
-			counterKey: func(d string) key { return teamCounterKey(f.TeamID, d) },
+			part:     func(d string, shard int) string { return emailDayIndexKey(f.TeamID, d, shard) },
+			counters: counters,
 		})
 	}
 	seen := map[int64]bool{}
@@ -121,10 +133,14 @@ func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.E
 			continue
 		}
 		seen[dom] = true
+		counters := []counterSource{{domainCounterKey(f.TeamID, dom, "").PK, "n"}}
+		for s := range WorkShards {
+			counters = append(counters, counterSource{dayCounterKey(f.TeamID, "", s).PK, domainCountAttr(dom)})
+		}
 		streams = append(streams, emailStream{
 			index: IndexGSI2, pkAttr: AttrGSI2PK, skAttr: AttrGSI2SK,
-			shard:      func(d string) string { return emailDomainDayIndexKey(f.TeamID, dom, d) },
-			counterKey: func(d string) key { return domainCounterKey(f.TeamID, dom, d) },
+			part:     func(d string, shard int) string { return emailDomainDayIndexKey(f.TeamID, dom, d, shard) },
+			counters: counters,
 		})
 	}
 
@@ -165,25 +181,31 @@ func (st *Store) ListEmails(ctx context.Context, f store.EmailFilter) ([]store.E
 		if f.Limit > 0 {
 			want = skip + f.Limit - len(page)
 		}
-		var hits []map[string]types.AttributeValue
+		var ins []*dynamodb.QueryInput
 		for _, s := range streams {
 			if s.days[d] == 0 {
 				continue
 			}
-			cond, vals := r.keyCondition(s, d)
-			in := &dynamodb.QueryInput{
-				IndexName:                 aws.String(s.index),
-				KeyConditionExpression:    aws.String(cond),
-				ExpressionAttributeValues: vals,
-				ScanIndexForward:          aws.Bool(false),
+			for _, shard := range listShards() {
+				cond, vals := r.keyCondition(s, d, shard)
+				in := &dynamodb.QueryInput{
+					IndexName:                 aws.String(s.index),
+					KeyConditionExpression:    aws.String(cond),
+					ExpressionAttributeValues: vals,
+					ScanIndexForward:          aws.Bool(false),
+				}
+				if want > 0 {
+					in.Limit = aws.Int32(int32(min(want, 1000)))
+				}
+				ins = append(ins, in)
 			}
-			if want > 0 {
-				in.Limit = aws.Int32(int32(min(want, 1000)))
-			}
-			items, err := st.query(ctx, in, want)
-			if err != nil {
-				return nil, 0, err
-			}
+		}
+		found, err := st.queryEach(ctx, ins, want)
+		if err != nil {
+			return nil, 0, err
+		}
+		var hits []map[string]types.AttributeValue
+		for _, items := range found {
 			hits = append(hits, items...)
 		}
 		// Newest first across streams: the index sort keys are "<fixed-width time>#<id>".
@@ -212,41 +234,55 @@ func listSort(m map[string]types.AttributeValue) string {
 }
 
 // dayCounts returns the stream's emails per day within the range: counter items for whole
-// days, a Select=COUNT Query for the days the range covers partially.
+// days (one Query per counter shard), Select=COUNT Queries (one per list shard) for the days
+// the range covers partially.
 func (st *Store) dayCounts(ctx context.Context, s emailStream, r listRange) (map[string]int, error) {
-	lo, hi := s.counterKey(r.firstDay()), s.counterKey(r.lastDay())
-	items, err := st.query(ctx, &dynamodb.QueryInput{
-		KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :lo AND :hi"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": avS(lo.PK), ":lo": avS(lo.SK), ":hi": avS(hi.SK),
-		},
-	}, 0)
+	var ins []*dynamodb.QueryInput
+	for _, c := range s.counters {
+		ins = append(ins, &dynamodb.QueryInput{
+			KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :lo AND :hi"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": avS(c.pk), ":lo": avS(counterPrefix + r.firstDay()), ":hi": avS(counterPrefix + r.lastDay()),
+			},
+		})
+	}
+	found, err := st.queryEach(ctx, ins, 0)
 	if err != nil {
 		return nil, err
 	}
 	days := map[string]int{}
-	for _, m := range items {
-		d := strings.TrimPrefix(skOf(m), counterPrefix)
-		v, ok := m["n"].(*types.AttributeValueMemberN)
-		if !ok {
+	for i, items := range found {
+		for _, m := range items {
+			d := strings.TrimPrefix(skOf(m), counterPrefix)
+			v, ok := m[s.counters[i].attr].(*types.AttributeValueMemberN)
+			if !ok {
+				continue
+			}
+			c, err := strconv.Atoi(v.Value)
+			if err != nil {
+				return nil, fmt.Errorf("dynamo: counter %s: %w", d, err)
+			}
+			days[d] += c
+		}
+	}
+	for d := range days {
+		if !r.partial(d) {
 			continue
 		}
-		c, err := strconv.Atoi(v.Value)
-		if err != nil {
-			return nil, fmt.Errorf("dynamo: counter %s: %w", d, err)
-		}
-		if r.partial(d) {
-			cond, vals := r.keyCondition(s, d)
-			c, err = st.count(ctx, &dynamodb.QueryInput{
+		var counts []*dynamodb.QueryInput
+		for _, shard := range listShards() {
+			cond, vals := r.keyCondition(s, d, shard)
+			counts = append(counts, &dynamodb.QueryInput{
 				IndexName:                 aws.String(s.index),
 				KeyConditionExpression:    aws.String(cond),
 				ExpressionAttributeValues: vals,
 			})
-			if err != nil {
-				return nil, err
-			}
 		}
-		days[d] = c
+		n, err := st.countEach(ctx, counts)
+		if err != nil {
+			return nil, err
+		}
+		days[d] = n
 	}
 	return days, nil
 }

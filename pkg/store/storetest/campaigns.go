@@ -68,6 +68,13 @@ func testCampaigns(t *testing.T, s store.Store) {
 	wantErr(t, "GetCampaign(other team's id)", err, store.ErrNotFound)
 	_, err = s.GetCampaign(ctx, team, randID("camp-"))
 	wantErr(t, "GetCampaign(unknown)", err, store.ErrNotFound)
+	state, err := s.GetCampaignState(ctx, team, c1.ID)
+	noErr(t, "GetCampaignState", err)
+	checkCampaign(t, "GetCampaignState", state, c1)
+	_, err = s.GetCampaignState(ctx, other, c1.ID)
+	wantErr(t, "GetCampaignState(other team's id)", err, store.ErrNotFound)
+	_, err = s.GetCampaignState(ctx, team, randID("camp-"))
+	wantErr(t, "GetCampaignState(unknown)", err, store.ErrNotFound)
 
 	cases := []struct {
 		name  string
@@ -251,6 +258,9 @@ func testCampaignCounters(t *testing.T, s store.Store) {
 	want := map[string]int64{store.CountTotal: 3, store.CountSent: 2, store.CountDelivered: 1, store.CountOpened: 1,
 		store.CountBounced: 1, store.CountHardBounced: 1}
 	wantCounters(t, s, "after a second email", team, camp.ID, want)
+	if st, err := s.GetCampaignState(ctx, team, camp.ID); err != nil || st.Counters != nil || st.ID != camp.ID {
+		t.Errorf("GetCampaignState = %s with counters %v, %v; want the campaign without counters", st.ID, st.Counters, err)
+	}
 
 	// An aborted update or a duplicate event counts nothing.
 	errBoom := errors.New("boom")
