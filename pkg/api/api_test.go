@@ -532,8 +532,14 @@ func TestScheduledSendIsStoredScheduled(t *testing.T) {
 	if got, _ := time.Parse(time.RFC3339, *d.ScheduledAt); !got.Equal(at) {
 		t.Errorf("scheduledAt %s, want %s", *d.ScheduledAt, at)
 	}
-	past := e.send(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"2001-01-01T00:00:00Z"}`)
+	// A few minutes in the past (a client's clock behind): sent now. Further: refused.
+	drift := e.clock.Now().Add(-5 * time.Minute).Format(time.RFC3339)
+	past := e.send(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"` + drift + `"}`)
 	e.await(past, "DELIVERED")
+	r := e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"2001-01-01T00:00:00Z"}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "scheduledAt: ") {
+		t.Errorf("scheduledAt in 2001: %d %s, want 400 naming scheduledAt", r.status, msg)
+	}
 }
 
 func TestDomains(t *testing.T) {

@@ -112,7 +112,7 @@ func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error 
 		BatchSize          int             `json:"batchSize"`
 		BatchWindowMinutes int             `json:"batchWindowMinutes"`
 	}
-	if err := decodeObject(body, &in); err != nil {
+	if err := decodeKnown(body, &in); err != nil {
 		return err
 	}
 	req := campaign.Request{Name: in.Name, From: in.From, Subject: in.Subject, PreviewText: in.PreviewText,
@@ -202,7 +202,7 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 		BatchSize   int    `json:"batchSize"`
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
-		if err := decodeObject(body, &in); err != nil {
+		if err := decodeKnown(body, &in); err != nil {
 			return err
 		}
 	}

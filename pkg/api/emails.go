@@ -156,7 +156,7 @@ func (s *Services) rescheduleEmail(w http.ResponseWriter, r *http.Request) error
 	var in struct {
 		ScheduledAt *string `json:"scheduledAt"`
 	}
-	if err := decodeObject(body, &in); err != nil {
+	if err := decodeKnown(body, &in); err != nil {
 		return err
 	}
 	if in.ScheduledAt == nil {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -70,6 +72,36 @@ func decodeObject(body []byte, v any) error {
 		return fault.Field("body", "must be a JSON object")
 	}
 	return nil
+}
+
+// decodeKnown is decodeObject for the bodies that decide what is sent and when (campaign create
+// and schedule, template create and update, reschedule): a field v does not have is a 400
+// naming it (with the field it misspells), not silently dropped.
+func decodeKnown(body []byte, v any) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err == nil {
+		keys := make([]string, 0, len(fields))
+		for k := range fields {
+			keys = append(keys, k)
+		}
+		if err := fault.UnknownFields("", keys, jsonFields(v)); err != nil {
+			return err
+		}
+	}
+	return decodeObject(body, v)
+}
+
+// jsonFields lists the JSON names of the fields of the struct v points to.
+func jsonFields(v any) []string {
+	t := reflect.TypeOf(v).Elem()
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func jsonType(kind string) string {

@@ -87,8 +87,11 @@ func TestCancelAndReschedule(t *testing.T) {
 	if d := e.get(id2); d.LatestStatus != "SCHEDULED" {
 		t.Errorf("the replaced schedule promoted the email: %s", d.LatestStatus)
 	}
-	// Rescheduling into the past sends now.
-	e.mustDo("PATCH", "/api/v1/emails/"+id2, `{"scheduledAt":"2001-01-01T00:00:00Z"}`, nil)
+	// Rescheduling a little into the past sends now; far into it is refused.
+	if r := e.do("PATCH", "/api/v1/emails/"+id2, `{"scheduledAt":"2001-01-01T00:00:00Z"}`); r.status != 400 {
+		t.Errorf("reschedule to 2001: %d, want 400", r.status)
+	}
+	e.mustDo("PATCH", "/api/v1/emails/"+id2, `{"scheduledAt":"`+e.clock.Now().Add(-time.Minute).Format(time.RFC3339)+`"}`, nil)
 	e.await(id2, "DELIVERED")
 
 	for body, want := range map[string]string{

@@ -21,7 +21,7 @@ func templateFields(w http.ResponseWriter, r *http.Request) (template.Fields, er
 		HTML    *string `json:"html"`
 		Text    *string `json:"text"`
 	}
-	if err := decodeObject(body, &in); err != nil {
+	if err := decodeKnown(body, &in); err != nil {
 		return template.Fields{}, err
 	}
 	return template.Fields{Name: in.Name, Subject: in.Subject, HTML: in.HTML, Text: in.Text}, nil

@@ -50,10 +50,12 @@ func Parse(key string) (id, secret string, err error) {
 			return "", "", errors.New("malformed key")
 		}
 	}
-	if _, err := hex.DecodeString(secret); err != nil {
+	// One spelling of a key: the lower-case hex it was issued in (an upper-case copy is not
+	// the same key).
+	if _, err := hex.DecodeString(secret); err != nil || strings.ToLower(secret) != secret {
 		return "", "", errors.New("malformed key")
 	}
-	return id, strings.ToLower(secret), nil
+	return id, secret, nil
 }
 
 // Hash is the stored form of a secret.

@@ -84,6 +84,11 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 		t, err = time.Parse(time.RFC3339, strings.TrimSpace(v))
 	}
 	if err == nil {
+		if t.Before(now.Add(-MaxPast)) {
+			// A time well past is a mistake (a date in the wrong year, "yesterday" meant as a
+			// test), not a request to send to the whole book at once.
+			return time.Time{}, fault.Field("scheduledAt", "is more than %d minutes in the past; use sendNow to send now", int(MaxPast.Minutes()))
+		}
 		return t.UTC(), nil
 	}
 	shown := strconv.Quote(v)
@@ -95,6 +100,10 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, fault.Field("scheduledAt", "could not understand %s: use RFC 3339 (2026-01-02T09:00:00Z) or e.g. \"tomorrow 9am\", \"next monday 10:00\", \"in 2 hours\"", shown)
 }
+
+// MaxPast is how far in the past a campaign's scheduledAt may be (clocks drift): such a time
+// starts the campaign now, an earlier one is refused.
+const MaxPast = 10 * time.Minute
 
 // Payload is what a campaign's schedule (or direct invocation) delivers to the batch target.
 type Payload struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/mail"
 	"path"
@@ -84,7 +85,8 @@ func DecodeRequest(body []byte) (Request, error) {
 }
 
 // DecodeBatch decodes and validates a batch: a JSON array of 1..100 send requests. Every element
-// is validated before anything happens; the first bad one fails the whole batch, named by index.
+// is validated before anything happens; a bad one fails the whole batch, and the error names
+// each bad element by index.
 func DecodeBatch(body []byte) ([]Request, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(body, &items); err != nil {
@@ -100,15 +102,27 @@ func DecodeBatch(body []byte) ([]Request, error) {
 		return nil, fault.Field("body", "at most %d emails per batch", MaxBatch)
 	}
 	out := make([]Request, len(items))
+	var errs []error
 	for i, raw := range items {
 		r, err := decodeRequest(raw, fmt.Sprintf("[%d].", i))
 		if err != nil {
-			return nil, err
+			if errors.Is(err, ErrMalformedJSON) {
+				return nil, err
+			}
+			errs = append(errs, err)
+			continue
 		}
 		out[i] = r
 	}
+	if err := fault.Join(errs); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
+
+// sendFields are the fields of a send request: those of upstream's OpenAPI document.
+var sendFields = []string{"to", "from", "subject", "templateId", "variables", "replyTo", "cc", "bcc",
+	"text", "html", "headers", "attachments", "scheduledAt", "inReplyToId"}
 
 func decodeRequest(body []byte, at string) (Request, error) {
 	var fields map[string]json.RawMessage
@@ -117,6 +131,15 @@ func decodeRequest(body []byte, at string) (Request, error) {
 			return Request{}, ErrMalformedJSON
 		}
 		return Request{}, fault.Field(strings.TrimSuffix(at, "."), "must be an object")
+	}
+	// A field that is not one of the send's is refused, not dropped: a misspelt "reply_to"
+	// or "htm" would otherwise send something else than was meant.
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	if err := fault.UnknownFields(at, keys, sendFields); err != nil {
+		return Request{}, err
 	}
 	d := decoder{fields: fields, at: at}
 	var r Request
@@ -419,8 +442,8 @@ func (d *decoder) attachments() []Attachment {
 			d.fail(at+".filename", "is required")
 		case strings.ContainsAny(*a.Filename, "\r\n\x00/\\\""):
 			d.fail(at+".filename", "must not contain line breaks, quotes or path separators")
-		case blockedExtensions[strings.ToLower(strings.TrimPrefix(path.Ext(*a.Filename), "."))]:
-			d.fail(at+".filename", "file type %s is not allowed", path.Ext(*a.Filename))
+		case blockedExtensions[blockedExt(*a.Filename)]:
+			d.fail(at+".filename", "file type .%s is not allowed", blockedExt(*a.Filename))
 		case a.Content == nil || *a.Content == "":
 			d.fail(at+".content", "is required")
 		}
@@ -486,6 +509,11 @@ func ParseAddress(s string) (string, error) {
 	if at <= 0 {
 		return "", fmt.Errorf("invalid address")
 	}
+	if !dotAtom(a.Address[:at]) {
+		// A quoted local part ("x@paypal.com"@example.com) is unquoted by the parser and
+		// would be stored, shown and sent as something else than it is.
+		return "", fmt.Errorf("invalid address: only plain local parts (no quotes) are accepted")
+	}
 	domain := a.Address[at+1:]
 	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") ||
 		strings.Contains(domain, "..") || strings.ContainsAny(a.Address, " ") {
@@ -496,6 +524,28 @@ func ParseAddress(s string) (string, error) {
 	}
 	// Keep the caller's spelling of the name (a.String() would RFC 2047-encode it).
 	return strings.TrimSpace(s), nil
+}
+
+// blockedExt is the extension a mail client would see in name, lower-cased: trailing dots and
+// spaces are dropped first, as Windows does ("a.exe." opens as a.exe).
+func blockedExt(name string) string {
+	return strings.ToLower(strings.TrimPrefix(path.Ext(strings.TrimRight(name, ". ")), "."))
+}
+
+// dotAtom reports a local part that needs no quoting (RFC 5322 dot-atom).
+func dotAtom(local string) bool {
+	if local == "" || strings.HasPrefix(local, ".") || strings.HasSuffix(local, ".") || strings.Contains(local, "..") {
+		return false
+	}
+	for _, c := range local {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c > 127:
+		case strings.ContainsRune(".!#$%&'*+-/=?^_`{|}~", c):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // AddressOnly returns the bare address of a validated address.

@@ -13,7 +13,7 @@ func TestDecodeRequestValid(t *testing.T) {
 	body := `{"to":["A <a@x.io>","b@x.io"],"from":"Me <me@example.com>","subject":"Hi",
 		"html":"<b>x</b>","text":"x","cc":"c@x.io","bcc":["d@x.io"],"replyTo":"r@x.io",
 		"headers":{"X-B":"2","X-A":"1"},"attachments":[{"filename":"a.txt","content":"aGVsbG8="}],
-		"scheduledAt":"2030-01-02T03:04:05+02:00","inReplyToId":"em123","unknown":1}`
+		"scheduledAt":"2030-01-02T03:04:05+02:00","inReplyToId":"em123"}`
 	r, err := DecodeRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)

@@ -50,13 +50,22 @@ var errProcessed = fault.Field("", "Email already processed")
 
 // checkScheduledAt enforces the scheduler's horizon.
 func checkScheduledAt(at, now time.Time) error {
+	if at.Before(now.Add(-MaxPast)) {
+		return fault.Field("scheduledAt", "is more than %d minutes in the past; leave it out to send now", int(MaxPast.Minutes()))
+	}
 	if at.After(now.Add(schedule.MaxAhead)) {
 		return fault.Field("scheduledAt", "at most %d days ahead", int(schedule.MaxAhead.Hours()/24))
 	}
 	return nil
 }
 
-// Reschedule moves a SCHEDULED email to a new time; a time in the past sends it now. The state
+// MaxPast is how far in the past a scheduledAt may be (clients' clocks drift): such a time
+// sends now; an earlier one is refused, as a mistake that would send at once what was meant
+// for later.
+const MaxPast = 10 * time.Minute
+
+// Reschedule moves a SCHEDULED email to a new time; a time in the past (by at most MaxPast)
+// sends it now. The state
 // change is a conditional update, so it cannot race the schedule firing: whichever comes second
 // finds the email changed.
 func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, at time.Time) error {

@@ -272,11 +272,13 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 			return store.Email{}, fmt.Errorf("in-reply-to lookup: %w", err)
 		}
 	}
-	if r.ScheduledAt != nil && r.ScheduledAt.After(now) {
-		t := r.ScheduledAt.Truncate(time.Second) // the precision of a schedule
-		if err := checkScheduledAt(t, now); err != nil {
+	if r.ScheduledAt != nil {
+		if err := checkScheduledAt(*r.ScheduledAt, now); err != nil {
 			return store.Email{}, err
 		}
+	}
+	if r.ScheduledAt != nil && r.ScheduledAt.After(now) {
+		t := r.ScheduledAt.Truncate(time.Second) // the precision of a schedule
 		e.ScheduledAt = &t
 		return e, Create(&e, store.StatusScheduled, now)
 	}

@@ -15,9 +15,10 @@ func idemKey(teamID int64, key string) []byte {
 // ClaimIdempotency decides inside one write transaction, so exactly one of many concurrent
 // claimers wins. Reading of the contract:
 //   - a record whose ExpiresAt is not after c.Now is absent (overwritten by a new claim);
-//   - a stale PENDING record is taken over by setting ClaimedAt only: Nonce, Fingerprint,
-//     CreatedAt and ExpiresAt stay, so the emails derived from the nonce keep their ids and the
-//     caller can still detect a different request body by comparing rec.Fingerprint;
+//   - a stale PENDING record is taken over, by a claim with its fingerprint only, by setting
+//     ClaimedAt only: Nonce, Fingerprint, CreatedAt and ExpiresAt stay, so the emails derived
+//     from the nonce keep their ids (another payload leaves the record as it is, so the first
+//     request's own retry can still finish it);
 //   - StaleAfter <= 0 disables takeover.
 func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.Idempotency, bool, error) {
 	var (
@@ -45,7 +46,8 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.
 			return put(b, key, rec)
 		case err != nil:
 			return err
-		case cur.State == store.IdemPending && c.StaleAfter > 0 && cur.ClaimedAt.Add(c.StaleAfter).Before(c.Now):
+		case cur.State == store.IdemPending && c.StaleAfter > 0 && cur.ClaimedAt.Add(c.StaleAfter).Before(c.Now) &&
+			cur.Fingerprint == c.Fingerprint:
 			cur.ClaimedAt = c.Now
 			rec, claimed = cur, true
 			return put(b, key, rec)

@@ -73,8 +73,10 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 		if err := unmarshal(ccf.Item, &old); err != nil {
 			return claimed{}, err
 		}
+		// Only the same request (fingerprint) may take a stale claim over: another payload
+		// would re-stamp it and keep the first request's retry waiting for ever.
 		stale := old.State == store.IdemPending && c.StaleAfter > 0 &&
-			old.ClaimedAtNs < now.Add(-c.StaleAfter).UnixNano()
+			old.ClaimedAtNs < now.Add(-c.StaleAfter).UnixNano() && old.Fingerprint == c.Fingerprint
 		if !stale {
 			return claimed{old.Idempotency, false}, nil
 		}
@@ -82,11 +84,11 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 			TableName:                aws.String(st.table),
 			Key:                      k.av(),
 			UpdateExpression:         aws.String("SET ClaimedAt = :at, claimedAtNs = :now"),
-			ConditionExpression:      aws.String("#st = :pending AND claimedAtNs = :old AND expiresAtNs > :now"),
+			ConditionExpression:      aws.String("#st = :pending AND claimedAtNs = :old AND expiresAtNs > :now AND Fingerprint = :fp"),
 			ExpressionAttributeNames: map[string]string{"#st": "State"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":at": avS(now.Format(time.RFC3339Nano)), ":now": avN(now.UnixNano()),
-				":pending": avS(store.IdemPending), ":old": avN(old.ClaimedAtNs),
+				":pending": avS(store.IdemPending), ":old": avN(old.ClaimedAtNs), ":fp": avS(c.Fingerprint),
 			},
 			ReturnValues:                        types.ReturnValueAllNew,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

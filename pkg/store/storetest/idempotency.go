@@ -101,7 +101,18 @@ func testIdempotencyExpiryAndTakeover(t *testing.T, s store.Store) {
 		t.Fatal("a fresh pending claim was taken over")
 	}
 	checkIdem(t, "claim of a fresh pending record", rec, team, key, "fp-1", store.IdemPending, "nonce-1")
-	// ...and is taken over once stale, keeping its nonce so the email ids stay the same.
+	// ...is not taken over by another payload even once stale (the record stays as it was, so
+	// the first request's retry can still finish it)...
+	rec, claimed = claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-other", Nonce: "nonce-x", Now: at.Add(-time.Second)})
+	if claimed {
+		t.Fatal("a stale claim was taken over by another payload")
+	}
+	checkIdem(t, "stale claim asked by another payload", rec, team, key, "fp-1", store.IdemPending, "nonce-1")
+	if !rec.ClaimedAt.Equal(at.Add(-2 * time.Minute)) {
+		t.Fatalf("another payload re-stamped the claim: ClaimedAt %v", rec.ClaimedAt)
+	}
+	// ...and is taken over once stale by the same request, keeping its nonce so the email ids
+	// stay the same.
 	rec, claimed = claim(t, s, store.IdemClaim{TeamID: team, Key: key, Fingerprint: "fp-1", Nonce: "nonce-3", Now: at})
 	if !claimed {
 		t.Fatal("a stale pending claim was not taken over")

@@ -1,0 +1,64 @@
+package fault
+
+import (
+	"slices"
+	"strings"
+)
+
+// UnknownFields is the error for the keys of a JSON object that are none of known (nil when
+// all are known): each is named, with the known field it spells in snake_case or in another
+// case ("reply_to": did you mean "replyTo"?). at prefixes the names ("[2].").
+func UnknownFields(at string, keys []string, known []string) error {
+	var bad []string
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	msgs := make([]string, len(bad))
+	for i, k := range bad {
+		msgs[i] = at + k + ": unknown field"
+		if hint := spelled(k, known); hint != "" {
+			msgs[i] += `; did you mean "` + hint + `"?`
+		}
+	}
+	return &Error{Kind: Invalid, Message: strings.Join(msgs, "; ")}
+}
+
+// spelled returns the known field k is a spelling of, ignoring case and underscores.
+func spelled(k string, known []string) string {
+	norm := func(s string) string {
+		return strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(s, "_", ""), "-", ""))
+	}
+	for _, f := range known {
+		if norm(f) == norm(k) {
+			return f
+		}
+	}
+	return ""
+}
+
+// Join makes one Invalid error of several (a batch whose elements are each wrong), in order;
+// nil when errs is empty, the error itself when there is one. An error of another kind than
+// Invalid wins as it is.
+func Join(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	msgs := make([]string, 0, len(errs))
+	for _, err := range errs {
+		fe, ok := As(err)
+		if !ok || fe.Kind != Invalid {
+			return err
+		}
+		msgs = append(msgs, fe.Message)
+	}
+	return &Error{Kind: Invalid, Message: strings.Join(msgs, "; ")}
+}

@@ -1,0 +1,274 @@
+// Package hostile is the hostile-input table (issue 12): requests an attacker or a careless
+// client would send, against the local server as `make run` starts it, with two teams and
+// restricted keys. Each row names what it tries and what the server must answer; a row is added
+// for every defect found, so none comes back.
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/server"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/team"
+)
+
+// world is one running local server with two teams.
+type world struct {
+	url string
+	// keys by name: "a" (team A, FULL), "a-sending" (team A, SENDING), "a-dom1" (team A, FULL,
+	// restricted to its domain 1), "b" (team B, FULL).
+	keys map[string]string
+	// ids of things team A owns, for the rows that reach for them from elsewhere.
+	emailA, bookA, campaignA string
+}
+
+func start(t *testing.T) *world {
+	t.Helper()
+	ctx := context.Background()
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 2,
+		AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4,
+		UnsubscribeSecret: strings.Repeat("ab", 32)}
+	s, err := server.Start(ctx, cfg, "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	w := &world{url: s.URL, keys: map[string]string{"a": s.APIKey}}
+	admin := &team.Admin{Store: s.App.Store, Now: time.Now}
+	for _, d := range []string{"a.example.com", "other.example.com"} {
+		w.must(t, "a", "POST", "/api/v1/domains", fmt.Sprintf(`{"name":%q,"region":"us-east-1"}`, d))
+	}
+	teamA := int64(1)
+	for name, r := range map[string]team.KeyRequest{
+		"a-sending": {TeamID: teamA, Name: "sending", Permission: store.PermissionSending},
+		"a-dom1":    {TeamID: teamA, Name: "domain 1", DomainID: 1},
+	} {
+		full, _, err := admin.CreateKey(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.keys[name] = full
+	}
+	tb, err := admin.CreateTeam(ctx, "team b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: tb.ID, Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.keys["b"] = full
+	w.must(t, "b", "POST", "/api/v1/domains", `{"name":"b.example.net","region":"us-east-1"}`)
+
+	w.emailA = w.must(t, "a", "POST", "/api/v1/emails", `{"from":"hi@a.example.com","to":"x@example.org","subject":"s","text":"t"}`)["emailId"].(string)
+	w.bookA = w.must(t, "a", "POST", "/api/v1/contactBooks", `{"name":"news"}`)["id"].(string)
+	w.must(t, "a", "POST", "/api/v1/contactBooks/"+w.bookA+"/contacts", `{"email":"reader@example.org","firstName":"Ada"}`)
+	w.campaignA = w.must(t, "a", "POST", "/api/v1/campaigns", fmt.Sprintf(`{"name":"n","from":"news@a.example.com","subject":"s",
+		"contactBookId":%q,"html":"<p>hi {{usesend_unsubscribe_url}}</p>"}`, w.bookA))["id"].(string)
+	return w
+}
+
+func (w *world) do(t *testing.T, key, method, path, body string, headers ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, w.url+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := w.keys[key]; ok {
+		req.Header.Set("Authorization", "Bearer "+k)
+	} else if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (w *world) must(t *testing.T, key, method, path, body string) map[string]any {
+	t.Helper()
+	code, out := w.do(t, key, method, path, body)
+	if code != 200 {
+		t.Fatalf("setup %s %s: %d %s", method, path, code, out)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("setup %s %s: %s", method, path, out)
+	}
+	return m
+}
+
+// row is one hostile request and what it must get.
+type row struct {
+	name    string
+	key     string // a key name of world.keys, or a literal Authorization value
+	method  string
+	path    string // "{email}", "{book}", "{campaign}" are team A's; "{draft}" a new draft campaign
+	body    string
+	headers []string
+	status  int
+	// contains are substrings the error message must have (the field it names, a hint); absent
+	// are ones it must not (another team's name, the whole of a long input).
+	contains []string
+	absent   []string
+	page     bool // the answer is a page for a recipient's browser, not the API's error shape
+}
+
+func sendBody(extra string) string {
+	return `{"from":"hi@a.example.com","to":"x@example.org","subject":"s","text":"t"` + extra + `}`
+}
+
+func campaignBody(extra string) string {
+	return `{"name":"n","from":"news@a.example.com","subject":"s","contactBookId":"{book}","html":"<p>{{usesend_unsubscribe_url}}</p>"` + extra + `}`
+}
+
+func rows() []row {
+	in := func(d time.Duration) string { return time.Now().UTC().Add(d).Format(time.RFC3339) }
+	long := strings.Repeat("tomorrow ", 40)
+	return []row{
+		// 10. Mistakes that send the wrong mail: unknown fields, several bad elements, a past time.
+		{name: "snake_case reply_to is refused with a hint", key: "a", method: "POST", path: "/api/v1/emails",
+			body: sendBody(`,"reply_to":"r@example.org"`), status: 400, contains: []string{"reply_to", "replyTo"}},
+		{name: "snake_case scheduled_at is refused with a hint", key: "a", method: "POST", path: "/api/v1/emails",
+			body: sendBody(`,"scheduled_at":"` + in(time.Hour) + `"`), status: 400, contains: []string{"scheduled_at", "scheduledAt"}},
+		{name: "a misspelt html is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@a.example.com","to":"x@example.org","subject":"s","htm":"<p>x</p>"}`, status: 400, contains: []string{"htm"}},
+		{name: "every field of the OpenAPI send body is accepted", key: "a", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@a.example.com","to":["x@example.org"],"subject":"s","text":"t","html":"<p>t</p>","cc":"c@example.org",
+				"bcc":["b@example.org"],"replyTo":"r@example.org","headers":{"X-Campaign":"1"},"variables":{"a":"b"},
+				"attachments":[{"filename":"a.txt","content":"aGk="}],"scheduledAt":"` + in(time.Hour) + `"}`, status: 200},
+		{name: "a batch names each bad element", key: "a", method: "POST", path: "/api/v1/emails/batch",
+			body:   `[` + sendBody(`,"reply_to":"r@example.org"`) + `,` + sendBody("") + `,{"from":"hi@a.example.com","subject":"s","text":"t"}]`,
+			status: 400, contains: []string{"[0]", "reply_to", "[2]", "to"}},
+		{name: "an email scheduled an hour ago is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: sendBody(`,"scheduledAt":"` + in(-time.Hour) + `"`), status: 400, contains: []string{"scheduledAt"}},
+		{name: "an email scheduled a minute ago is sent now (clock drift)", key: "a", method: "POST", path: "/api/v1/emails",
+			body: sendBody(`,"scheduledAt":"` + in(-time.Minute) + `"`), status: 200},
+		{name: "a reschedule an hour into the past is refused", key: "a", method: "PATCH", path: "/api/v1/emails/{email}",
+			body: `{"scheduledAt":"` + in(-time.Hour) + `"}`, status: 400, contains: []string{"scheduledAt"}},
+		{name: "a campaign with an unknown field is refused", key: "a", method: "POST", path: "/api/v1/campaigns",
+			body: campaignBody(`,"send_now":true`), status: 400, contains: []string{"send_now", "sendNow"}},
+		{name: "a campaign schedule with an unknown field is refused", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduled_at":"tomorrow 9am"}`, status: 400, contains: []string{"scheduled_at", "scheduledAt"}},
+		{name: "a template with an unknown field is refused", key: "a", method: "POST", path: "/api/v1/templates",
+			body: `{"name":"t","subject":"s","html":"<p>x</p>","htlm":"<p>y</p>"}`, status: 400, contains: []string{"htlm"}},
+
+		// 6. Natural-language dates name only times to come.
+		{name: "a campaign for last monday is refused", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduledAt":"last monday"}`, status: 400, contains: []string{"scheduledAt"}},
+		{name: "a campaign for 2 days ago is refused", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduledAt":"2 days ago"}`, status: 400, contains: []string{"scheduledAt"}},
+		{name: "a campaign for Feb 30 is refused", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduledAt":"Feb 30"}`, status: 400, contains: []string{"scheduledAt"}},
+		{name: "an ambiguous numeric date is refused, asking for RFC 3339", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduledAt":"03/04/2027"}`, status: 400, contains: []string{"scheduledAt", "RFC 3339"}},
+		{name: "a campaign an hour in the past (RFC 3339) is refused", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduledAt":"` + in(-time.Hour) + `"}`, status: 400, contains: []string{"scheduledAt"}},
+		{name: "a long date phrase is refused and not echoed whole", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
+			body: `{"scheduledAt":"` + long + `"}`, status: 400, contains: []string{"scheduledAt"}, absent: []string{long}},
+
+		// 13. Addresses and attachment names that mean something else than they seem.
+		{name: "a quoted local part is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@a.example.com","to":"\"x@paypal.com\"@example.com","subject":"s","text":"t"}`, status: 400, contains: []string{"to"}},
+		{name: "a blocked extension with a trailing dot is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: sendBody(`,"attachments":[{"filename":"invoice.exe.","content":"aGk="}]`), status: 400, contains: []string{"attachments"}},
+
+		// 14. One spelling of a key.
+		// (An invalid token is 403 "Invalid API token", as upstream answers it.)
+		{name: "an upper-case hex secret is refused", key: "upper:a", method: "GET", path: "/api/v1/domains", status: 403,
+			contains: []string{"Invalid API token"}},
+
+		// Cases that already held, kept so they keep holding.
+		{name: "another team's email is not found", key: "b", method: "GET", path: "/api/v1/emails/{email}", status: 404},
+		{name: "another team's campaign is not found", key: "b", method: "GET", path: "/api/v1/campaigns/{campaign}", status: 404},
+		{name: "another team's book is not found", key: "b", method: "GET", path: "/api/v1/contactBooks/{book}", status: 404},
+		{name: "another team's domain is not a sender", key: "b", method: "POST", path: "/api/v1/emails",
+			body: sendBody(""), status: 400, contains: []string{"from"}},
+		{name: "a header injection in the subject is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@a.example.com","to":"x@example.org","subject":"s\r\nBcc: victim@example.org","text":"t"}`, status: 400, contains: []string{"subject"}},
+		{name: "a header injection in a header value is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: sendBody(`,"headers":{"X-A":"v\r\nBcc: victim@example.org"}`), status: 400, contains: []string{"headers"}},
+		{name: "deep nesting is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: strings.Repeat("[", 10000) + strings.Repeat("]", 10000), status: 400},
+		{name: "page 0 is refused", key: "a", method: "GET", path: "/api/v1/emails?page=0", status: 400, contains: []string{"page"}},
+		{name: "a limit of 101 is refused", key: "a", method: "GET", path: "/api/v1/emails?limit=101", status: 400, contains: []string{"limit"}},
+		{name: "10,000 recipients are refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body:   `{"from":"hi@a.example.com","to":[` + strings.TrimSuffix(strings.Repeat(`"x@example.org",`, 10000), ",") + `],"subject":"s","text":"t"}`,
+			status: 400, contains: []string{"to"}},
+		{name: "a forged unsubscribe token is refused", method: "POST", path: "/unsubscribe/eyJjIjoiY3QxIn0.AAAA", status: 404, page: true},
+		{name: "a SENDING key cannot add a domain", key: "a-sending", method: "POST", path: "/api/v1/domains",
+			body: `{"name":"c.example.com","region":"us-east-1"}`, status: 403},
+		{name: "a domain-restricted key cannot send from another domain", key: "a-dom1", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@other.example.com","to":"x@example.org","subject":"s","text":"t"}`, status: 403},
+		{name: "no key", method: "GET", path: "/api/v1/domains", status: 401},
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	w := start(t)
+	for _, r := range rows() {
+		t.Run(r.name, func(t *testing.T) {
+			draft := ""
+			if strings.Contains(r.path, "{draft}") { // a campaign of its own, still a draft
+				draft = w.must(t, "a", "POST", "/api/v1/campaigns", strings.ReplaceAll(campaignBody(""), "{book}", w.bookA))["id"].(string)
+			}
+			repl := strings.NewReplacer("{email}", w.emailA, "{book}", w.bookA, "{campaign}", w.campaignA, "{draft}", draft)
+			key := r.key
+			if k, ok := strings.CutPrefix(key, "upper:"); ok {
+				prefix, secret, _ := strings.Cut(w.keys[k], "_")
+				id, rest, _ := strings.Cut(secret, "_")
+				key = prefix + "_" + id + "_" + strings.ToUpper(rest)
+			}
+			code, out := w.do(t, key, r.method, repl.Replace(r.path), repl.Replace(r.body), r.headers...)
+			if code != r.status {
+				t.Fatalf("%s %s: %d %s, want %d", r.method, r.path, code, truncate(out), r.status)
+			}
+			if code == 200 || r.page {
+				return
+			}
+			var e struct {
+				Error struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(out, &e); err != nil || e.Error.Message == "" {
+				t.Fatalf("error body %s is not the documented shape", truncate(out))
+			}
+			for _, s := range r.contains {
+				if !strings.Contains(e.Error.Message, s) {
+					t.Errorf("message %q does not name %q", e.Error.Message, s)
+				}
+			}
+			for _, s := range r.absent {
+				if strings.Contains(e.Error.Message, s) {
+					t.Errorf("message %q contains %q", truncate([]byte(e.Error.Message)), truncate([]byte(s)))
+				}
+			}
+		})
+	}
+}
+
+func truncate(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
