@@ -92,7 +92,7 @@ func addresses(raw json.RawMessage, field string) ([]string, error) {
 }
 
 func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, maxSendBody)
+	body, err := readBody(w, r, maxCampaignBody)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxOtherBody)
+	body, err := readBody(w, r, maxSmallBody)
 	if err != nil {
 		return err
 	}

@@ -173,7 +173,7 @@ type contactIn struct {
 }
 
 func contactFields(w http.ResponseWriter, r *http.Request) (contact.Fields, error) {
-	body, err := readBody(w, r, maxOtherBody)
+	body, err := readBody(w, r, maxSmallBody)
 	if err != nil {
 		return contact.Fields{}, err
 	}

@@ -38,7 +38,7 @@ func (s *Services) listDomains(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Services) createDomain(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, maxOtherBody)
+	body, err := readBody(w, r, maxSmallBody)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (s *Services) updateDomain(w http.ResponseWriter, r *http.Request) error {
 	if err := visibleDomain(r, id); err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxOtherBody)
+	body, err := readBody(w, r, maxSmallBody)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func (s *Services) rescheduleEmail(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxOtherBody)
+	body, err := readBody(w, r, maxSmallBody)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -15,21 +16,31 @@ import (
 
 // Request helpers every handler uses: bounded bodies, JSON objects, paging.
 
-// Body limits: a send may carry 40 MB of message (base64 and JSON escaping add a little); every
-// other body is small.
+// Body limits, each fitting what its routes take: a send may carry 40 MB of message (base64 and
+// JSON escaping add a little); a campaign its 512 KB of html and as much content (JSON escaping
+// may double them); a template or a contact book's settings some HTML; the rest a few fields.
 const (
-	maxSendBody  = 56 << 20
-	maxOtherBody = 2 << 20
+	maxSendBody     = 56 << 20
+	maxCampaignBody = 3 << 20
+	maxOtherBody    = 2 << 20
+	maxSmallBody    = 64 << 10
 )
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
+		if limit < 1<<20 {
+			return nil, fault.New(fault.TooLarge, "Request body too large: at most %d KB", limit>>10)
+		}
 		return nil, fault.New(fault.TooLarge, "Request body too large: at most %d MB", limit>>20)
 	}
 	if err != nil {
 		return nil, fault.Field("", "Could not read the request body")
+	}
+	if !utf8.Valid(b) {
+		// encoding/json would replace the bytes with U+FFFD and carry on: refuse instead.
+		return nil, fault.Field("body", "is not valid UTF-8")
 	}
 	return b, nil
 }

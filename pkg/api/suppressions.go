@@ -37,7 +37,7 @@ func (s *Services) listSuppressions(w http.ResponseWriter, r *http.Request) erro
 
 // createSuppression is POST /suppressions {email, reason}.
 func (s *Services) createSuppression(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, maxOtherBody)
+	body, err := readBody(w, r, maxSmallBody)
 	if err != nil {
 		return err
 	}

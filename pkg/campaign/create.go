@@ -22,6 +22,10 @@ type Request struct {
 	BatchWindowMinutes                                             int
 }
 
+// MaxHTMLBytes caps a campaign's html (and content): every recipient's email is rendered from
+// it, so its size is paid once per contact.
+const MaxHTMLBytes = 512 << 10
+
 // validate checks what needs no store.
 func (r *Request) validate() error {
 	for _, f := range []struct{ name, v string }{{"name", r.Name}, {"from", r.From}, {"subject", r.Subject}, {"contactBookId", r.ContactBookID}} {
@@ -39,6 +43,16 @@ func (r *Request) validate() error {
 	r.From = from
 	if r.HTML == "" && r.Content == "" {
 		return fault.Field("html", "html or content is required")
+	}
+	if len(r.HTML) > MaxHTMLBytes {
+		return fault.Field("html", "at most %d KB", MaxHTMLBytes>>10)
+	}
+	if len(r.Content) > MaxHTMLBytes {
+		return fault.Field("content", "at most %d KB", MaxHTMLBytes>>10)
+	}
+	if n := 1 + len(r.CC) + len(r.BCC) + len(r.ReplyTo); n > email.MaxRecipients {
+		// Every recipient's email carries the campaign's cc, bcc and reply-to as well.
+		return fault.Field("cc", "the contact, cc, bcc and replyTo together are at most %d addresses (%d)", email.MaxRecipients, n)
 	}
 	body := r.HTML
 	if body == "" {

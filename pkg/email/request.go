@@ -19,10 +19,16 @@ import (
 
 // Limits of one send request.
 const (
-	MaxBatch          = 100
-	MaxAttachments    = 10
-	MaxRecipients     = 50       // SES: at most 50 recipients per message
-	MaxMessageBytes   = 40 << 20 // SES v2: whole message after encoding
+	MaxBatch        = 100
+	MaxAttachments  = 10
+	MaxRecipients   = 50       // SES: at most 50 recipients per message
+	MaxMessageBytes = 40 << 20 // SES v2: whole message after encoding
+	// MaxRenderedBytes bounds what the templates of one request (a batch) render to in all,
+	// before any is rendered.
+	MaxRenderedBytes = 64 << 20
+	// MaxVariables and MaxVariablesBytes cap a send's template variables (names and values).
+	MaxVariables      = 100
+	MaxVariablesBytes = 64 << 10
 	MaxSubjectBytes   = 998
 	MaxHeaderBytes    = 998
 	MaxIdempotencyKey = 256
@@ -177,15 +183,19 @@ func decodeRequest(body []byte, at string) (Request, error) {
 
 // Size estimates the encoded message size: base64 bodies with line breaks, plus headers.
 func (r Request) Size() int {
-	n := 4096 // headers Mailroom adds
-	if r.Subject != nil {
-		n += len(*r.Subject)
-	}
-	for _, p := range []*string{r.Text, r.HTML} {
-		if p != nil {
-			n += len(*p) * 4 / 3 * 78 / 76
+	size := func(p *string) int {
+		if p == nil {
+			return 0
 		}
+		return len(*p)
 	}
+	return r.sizeWith(size(r.Subject), size(r.Text), size(r.HTML))
+}
+
+// sizeWith is Size for a subject, text and html of these lengths (a template's, rendered).
+func (r Request) sizeWith(subject, text, html int) int {
+	n := 4096 + subject // headers Mailroom adds
+	n += (text + html) * 4 / 3 * 78 / 76
 	for _, h := range r.Headers {
 		n += len(h.Name) + len(h.Value) + 4
 	}
@@ -330,6 +340,18 @@ func (d *decoder) variables() map[string]string {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(v, &m); err != nil {
 		d.fail("variables", "must be an object")
+		return nil
+	}
+	if len(m) > MaxVariables {
+		d.fail("variables", "at most %d variables", MaxVariables)
+		return nil
+	}
+	total := 0
+	for k, raw := range m {
+		total += len(k) + len(raw)
+	}
+	if total > MaxVariablesBytes {
+		d.fail("variables", "at most %d KB of names and values", MaxVariablesBytes>>10)
 		return nil
 	}
 	out := make(map[string]string, len(m))

@@ -59,6 +59,9 @@ func checkScheduledAt(at, now time.Time) error {
 	return nil
 }
 
+// MaxReschedules caps the reschedules of one email: each is an event of its history.
+const MaxReschedules = 50
+
 // MaxPast is how far in the past a scheduledAt may be (clients' clocks drift): such a time
 // sends now; an earlier one is refused, as a mistake that would send at once what was meant
 // for later.
@@ -80,6 +83,10 @@ func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, a
 		if e.Status != store.StatusScheduled {
 			return nil, errProcessed
 		}
+		if e.Reschedules >= MaxReschedules {
+			return nil, fault.Field("scheduledAt", "an email may be rescheduled at most %d times; cancel it and send a new one", MaxReschedules)
+		}
+		e.Reschedules++
 		if e.ScheduledAt != nil {
 			old = *e.ScheduledAt
 		}

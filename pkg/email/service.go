@@ -175,12 +175,13 @@ func (s *Service) prepare(ctx context.Context, p auth.Principal, reqs []Request,
 	emails := make([]store.Email, len(reqs))
 	events := make([]store.Event, len(reqs))
 	templates := map[string]store.Template{}
+	budget := MaxRenderedBytes
 	for i, r := range reqs {
 		at := ""
 		if batch {
 			at = fmt.Sprintf("[%d].", i)
 		}
-		e, err := s.build(ctx, p, r, templates, now)
+		e, err := s.build(ctx, p, r, templates, now, &budget)
 		if err != nil {
 			return nil, nil, fault.Prefix(at, err)
 		}
@@ -237,7 +238,7 @@ func responseBody(ids []string, batch bool) ([]byte, error) {
 }
 
 // build resolves one request into an email: its domain, template and reply reference.
-func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templates map[string]store.Template, now time.Time) (store.Email, error) {
+func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templates map[string]store.Template, now time.Time, budget *int) (store.Email, error) {
 	name := DomainOf(r.From)
 	dom, err := s.Domains.Lookup(ctx, p.TeamID, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -260,7 +261,7 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 	for _, a := range r.Attachments {
 		e.Content.Attachments = append(e.Content.Attachments, store.Attachment{Filename: a.Filename, Content: a.Content})
 	}
-	if err := s.render(ctx, p.TeamID, r, &e, templates); err != nil {
+	if err := s.render(ctx, p.TeamID, r, &e, templates, budget); err != nil {
 		return store.Email{}, err
 	}
 	if r.InReplyToID != "" {
@@ -287,7 +288,7 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 
 // render fills subject and content from the request and, when templateId is given, from the
 // template: the caller's own subject, html and text win over the template's.
-func (s *Service) render(ctx context.Context, teamID int64, r Request, e *store.Email, templates map[string]store.Template) error {
+func (s *Service) render(ctx context.Context, teamID int64, r Request, e *store.Email, templates map[string]store.Template, budget *int) error {
 	subject, html, text := deref(r.Subject), r.HTML, r.Text
 	if r.TemplateID != "" {
 		t, ok := templates[r.TemplateID]
@@ -310,6 +311,24 @@ func (s *Service) render(ctx context.Context, teamID int64, r Request, e *store.
 		}
 		if text == nil && t.Text != "" {
 			text = &t.Text
+		}
+		// Bound the work before doing it: what the template renders to with these variables.
+		if n := template.RenderedSize(subject, r.Variables, false); n > MaxSubjectBytes {
+			return fault.Field("subject", "at most %d bytes after rendering (%d)", MaxSubjectBytes, n)
+		}
+		htmlLen, textLen := 0, 0
+		if html != nil {
+			htmlLen = template.RenderedSize(*html, r.Variables, true)
+		}
+		if text != nil {
+			textLen = template.RenderedSize(*text, r.Variables, false)
+		}
+		size := r.sizeWith(len(subject), textLen, htmlLen)
+		if size > MaxMessageBytes {
+			return fault.New(fault.TooLarge, "message too large: at most %d MB after rendering the template", MaxMessageBytes>>20)
+		}
+		if *budget -= size; *budget < 0 {
+			return fault.New(fault.TooLarge, "request too large: its emails render to more than %d MB in all", MaxRenderedBytes>>20)
 		}
 		var err error
 		if subject, err = template.Render(subject, r.Variables, false); err != nil {

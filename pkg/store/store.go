@@ -169,8 +169,11 @@ type Email struct {
 	// Held marks a QUEUED campaign email whose campaign was paused when a worker took it: it
 	// leaves the pending index for its campaign's (HeldEmails) until the campaign resumes or is
 	// deleted, so a long pause costs nothing and crowds no other email out of the reconciler.
-	Held    bool
-	Version int64 // optimistic concurrency; adapters manage it
+	Held bool
+	// Reschedules counts the caller's reschedules of the email (each adds an event to its
+	// history, so their number is capped).
+	Reschedules int
+	Version     int64 // optimistic concurrency; adapters manage it
 	// CampaignID and ContactID tie a campaign email to its campaign and recipient.
 	CampaignID string
 	ContactID  string

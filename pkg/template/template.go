@@ -171,6 +171,32 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 // placeholder is compiled on first use: every Lambda function links this package, few render.
 var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}`) })
 
+// RenderedSize is the length Render(s, vars, escape) would return, computed without building
+// it, so that a caller can refuse a render that would be too large before doing the work (a
+// 1 KB request naming a long variable a thousand times renders megabytes). A missing variable
+// counts as its placeholder.
+func RenderedSize(s string, vars map[string]string, escape bool) int {
+	n := len(s)
+	escaped := map[string]int{}
+	for _, m := range placeholder().FindAllStringSubmatchIndex(s, -1) {
+		v, ok := vars[s[m[2]:m[3]]]
+		if !ok {
+			continue
+		}
+		size := len(v)
+		if escape {
+			if e, ok := escaped[v]; ok {
+				size = e
+			} else {
+				size = len(html.EscapeString(v))
+				escaped[v] = size
+			}
+		}
+		n += size - (m[1] - m[0])
+	}
+	return n
+}
+
 // Render replaces every {{name}} in s with vars[name], HTML-escaping values when escape is set.
 // Every missing name is reported, sorted, in one error naming the variables field.
 func Render(s string, vars map[string]string, escape bool) (string, error) {

@@ -39,3 +39,27 @@ func TestFieldsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderedSizeIsTheRenderedLength: RenderedSize, computed without rendering, is the length
+// Render returns, escaped or not, with repeated and missing placeholders.
+func TestRenderedSizeIsTheRenderedLength(t *testing.T) {
+	vars := map[string]string{"a": "x", "long": strings.Repeat("<&>", 50), "empty": ""}
+	for _, s := range []string{"", "plain", "{{a}}", "{{ a }}{{long}}{{long}}", "<p>{{empty}}</p>{{a}}{{ long }}",
+		strings.Repeat("{{long}}", 100), "{{missing}} and {{a}}"} {
+		for _, escape := range []bool{false, true} {
+			got := RenderedSize(s, vars, escape)
+			// A missing variable counts as its placeholder: render it as itself.
+			withMissing := map[string]string{"missing": "{{missing}}"}
+			for k, v := range vars {
+				withMissing[k] = v
+			}
+			out, err := Render(s, withMissing, escape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != len(out) {
+				t.Errorf("RenderedSize(%.30q, escape %v) = %d, rendered %d", s, escape, got, len(out))
+			}
+		}
+	}
+}

@@ -30,6 +30,8 @@ type world struct {
 	keys map[string]string
 	// ids of things team A owns, for the rows that reach for them from elsewhere.
 	emailA, bookA, campaignA string
+	// templateA renders {{v}} 20,000 times in its html and {{s}} twice in its subject.
+	templateA string
 }
 
 func start(t *testing.T) *world {
@@ -72,6 +74,8 @@ func start(t *testing.T) *world {
 
 	w.emailA = w.must(t, "a", "POST", "/api/v1/emails", `{"from":"hi@a.example.com","to":"x@example.org","subject":"s","text":"t"}`)["emailId"].(string)
 	w.bookA = w.must(t, "a", "POST", "/api/v1/contactBooks", `{"name":"news"}`)["id"].(string)
+	w.templateA = w.must(t, "a", "POST", "/api/v1/templates", `{"name":"amp","subject":"{{s}} {{s}}","html":"`+
+		strings.Repeat("{{v}}", 20000)+`"}`)["id"].(string)
 	w.must(t, "a", "POST", "/api/v1/contactBooks/"+w.bookA+"/contacts", `{"email":"reader@example.org","firstName":"Ada"}`)
 	w.campaignA = w.must(t, "a", "POST", "/api/v1/campaigns", fmt.Sprintf(`{"name":"n","from":"news@a.example.com","subject":"s",
 		"contactBookId":%q,"html":"<p>hi {{usesend_unsubscribe_url}}</p>"}`, w.bookA))["id"].(string)
@@ -120,7 +124,7 @@ type row struct {
 	name    string
 	key     string // a key name of world.keys, or a literal Authorization value
 	method  string
-	path    string // "{email}", "{book}", "{campaign}" are team A's; "{draft}" a new draft campaign
+	path    string // "{email}", "{book}", "{campaign}", "{template}" are team A's; "{draft}" a new draft campaign
 	body    string
 	headers []string
 	status  int
@@ -169,6 +173,33 @@ func rows() []row {
 			body: `{"scheduled_at":"tomorrow 9am"}`, status: 400, contains: []string{"scheduled_at", "scheduledAt"}},
 		{name: "a template with an unknown field is refused", key: "a", method: "POST", path: "/api/v1/templates",
 			body: `{"name":"t","subject":"s","html":"<p>x</p>","htlm":"<p>y</p>"}`, status: 400, contains: []string{"htlm"}},
+
+		// 1. Template amplification: sizes are checked on what the template renders to, before
+		// rendering it.
+		{name: "a 3 KB send that renders 60 MB is refused before rendering", key: "a", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@a.example.com","to":"x@example.org","templateId":"{template}","variables":{"s":"x","v":"` +
+				strings.Repeat("A", 3000) + `"}}`, status: 413, contains: []string{"after rendering"}},
+		{name: "a batch whose templates render 90 MB in all is refused", key: "a", method: "POST", path: "/api/v1/emails/batch",
+			body: `[` + strings.TrimSuffix(strings.Repeat(`{"from":"hi@a.example.com","to":"x@example.org","templateId":"{template}","variables":{"s":"x","v":"`+
+				strings.Repeat("A", 1500)+`"}},`, 3), ",") + `]`, status: 413, contains: []string{"in all"}},
+		{name: "a subject of 1,004 bytes after rendering is refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body: `{"from":"hi@a.example.com","to":"x@example.org","templateId":"{template}","variables":{"v":"x","s":"` +
+				strings.Repeat("S", 501) + `"}}`, status: 400, contains: []string{"subject", "after rendering"}},
+		{name: "101 variables are refused", key: "a", method: "POST", path: "/api/v1/emails",
+			body:   `{"from":"hi@a.example.com","to":"x@example.org","templateId":"{template}","variables":{` + manyVars(101) + `}}`,
+			status: 400, contains: []string{"variables"}},
+
+		// 5. Body limits and field caps per route.
+		{name: "a domain body of 100 KB is refused", key: "a", method: "POST", path: "/api/v1/domains",
+			body: `{"name":"c.example.com","region":"us-east-1","x":"` + strings.Repeat("x", 100<<10) + `"}`, status: 413},
+		{name: "a campaign html over 512 KB is refused", key: "a", method: "POST", path: "/api/v1/campaigns",
+			body: campaignBody(`,"html":"<p>{{usesend_unsubscribe_url}}</p>` + strings.Repeat("x", 600<<10) + `"`), status: 400, contains: []string{"html"}},
+		{name: "a campaign's cc, bcc and replyTo count in the 50 recipients", key: "a", method: "POST", path: "/api/v1/campaigns",
+			body:   campaignBody(`,"cc":[` + addrs("c", 20) + `],"bcc":[` + addrs("b", 20) + `],"replyTo":[` + addrs("r", 10) + `]`),
+			status: 400, contains: []string{"50"}},
+		{name: "invalid UTF-8 is refused, not replaced", key: "a", method: "POST", path: "/api/v1/emails",
+			body: "{\"from\":\"hi@a.example.com\",\"to\":\"x@example.org\",\"subject\":\"s\xff\",\"text\":\"t\"}", status: 400,
+			contains: []string{"UTF-8"}},
 
 		// 6. Natural-language dates name only times to come.
 		{name: "a campaign for last monday is refused", key: "a", method: "POST", path: "/api/v1/campaigns/{draft}/schedule",
@@ -221,6 +252,39 @@ func rows() []row {
 	}
 }
 
+func manyVars(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"v%d":"x"`, i)
+	}
+	return strings.Join(parts, ",")
+}
+
+func addrs(prefix string, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"%s%d@example.org"`, prefix, i)
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestRescheduleHistoryIsCapped: each reschedule is an event of the email's history; the 51st
+// is refused.
+func TestRescheduleHistoryIsCapped(t *testing.T) {
+	w := start(t)
+	at := time.Now().UTC().Add(48 * time.Hour)
+	id := w.must(t, "a", "POST", "/api/v1/emails", sendBody(`,"scheduledAt":"`+at.Format(time.RFC3339)+`"`))["emailId"].(string)
+	for i := range 51 {
+		code, out := w.do(t, "a", "PATCH", "/api/v1/emails/"+id, `{"scheduledAt":"`+at.Add(time.Duration(i+1)*time.Minute).Format(time.RFC3339)+`"}`)
+		switch {
+		case i < 50 && code != 200:
+			t.Fatalf("reschedule %d: %d %s", i+1, code, out)
+		case i == 50 && (code != 400 || !strings.Contains(string(out), "at most 50")):
+			t.Fatalf("reschedule 51: %d %s, want 400", code, out)
+		}
+	}
+}
+
 func TestHostileInput(t *testing.T) {
 	w := start(t)
 	for _, r := range rows() {
@@ -229,7 +293,8 @@ func TestHostileInput(t *testing.T) {
 			if strings.Contains(r.path, "{draft}") { // a campaign of its own, still a draft
 				draft = w.must(t, "a", "POST", "/api/v1/campaigns", strings.ReplaceAll(campaignBody(""), "{book}", w.bookA))["id"].(string)
 			}
-			repl := strings.NewReplacer("{email}", w.emailA, "{book}", w.bookA, "{campaign}", w.campaignA, "{draft}", draft)
+			repl := strings.NewReplacer("{email}", w.emailA, "{book}", w.bookA, "{campaign}", w.campaignA, "{draft}", draft,
+				"{template}", w.templateA)
 			key := r.key
 			if k, ok := strings.CutPrefix(key, "upper:"); ok {
 				prefix, secret, _ := strings.Cut(w.keys[k], "_")
