@@ -44,6 +44,10 @@ type Route struct {
 	Function string
 	// Manage marks routes a SENDING key may not call.
 	Manage bool
+	// TeamWide marks routes over what the whole team shares (adding, changing or removing its
+	// domains and templates; its suppression list): a key restricted to one domain may not
+	// call them.
+	TeamWide bool
 	// Public routes take no API key (the unsubscribe link in a recipient's mailbox).
 	Public bool
 	// Summary says what the route does (its function's description in template.yaml).
@@ -63,19 +67,19 @@ var Routes = []Route{
 	{Method: "PATCH", Path: "/api/v1/emails/{emailId}", Function: "UpdateEmail", Summary: "Reschedules a scheduled email", handler: (*Services).rescheduleEmail},
 	{Method: "POST", Path: "/api/v1/emails/{emailId}/cancel", Function: "CancelEmail", Summary: "Cancels a scheduled email", handler: (*Services).cancelEmail},
 	{Method: "GET", Path: "/api/v1/domains", Function: "ListDomains", Summary: "Lists the team's domains", Manage: true, handler: (*Services).listDomains},
-	{Method: "POST", Path: "/api/v1/domains", Function: "CreateDomain", Summary: "Registers a sending domain at SES", Manage: true, handler: (*Services).createDomain},
+	{Method: "POST", Path: "/api/v1/domains", Function: "CreateDomain", Summary: "Registers a sending domain at SES", Manage: true, TeamWide: true, handler: (*Services).createDomain},
 	{Method: "GET", Path: "/api/v1/domains/{id}", Function: "GetDomain", Summary: "Reads one domain", Manage: true, handler: (*Services).getDomain},
-	{Method: "PATCH", Path: "/api/v1/domains/{id}", Function: "UpdateDomain", Summary: "Turns a domain's open and click tracking on or off", Manage: true, handler: (*Services).updateDomain},
+	{Method: "PATCH", Path: "/api/v1/domains/{id}", Function: "UpdateDomain", Summary: "Turns a domain's open and click tracking on or off", Manage: true, TeamWide: true, handler: (*Services).updateDomain},
 	{Method: "PUT", Path: "/api/v1/domains/{id}/verify", Function: "VerifyDomain", Summary: "Refreshes a domain's SES verification status", Manage: true, handler: (*Services).verifyDomain},
-	{Method: "DELETE", Path: "/api/v1/domains/{id}", Function: "DeleteDomain", Summary: "Removes a domain and its SES identity", Manage: true, handler: (*Services).deleteDomain},
-	{Method: "POST", Path: "/api/v1/templates", Function: "CreateTemplate", Summary: "Creates a template", Manage: true, handler: (*Services).createTemplate},
+	{Method: "DELETE", Path: "/api/v1/domains/{id}", Function: "DeleteDomain", Summary: "Removes a domain and its SES identity", Manage: true, TeamWide: true, handler: (*Services).deleteDomain},
+	{Method: "POST", Path: "/api/v1/templates", Function: "CreateTemplate", Summary: "Creates a template", Manage: true, TeamWide: true, handler: (*Services).createTemplate},
 	{Method: "GET", Path: "/api/v1/templates", Function: "ListTemplates", Summary: "Lists the team's templates", Manage: true, handler: (*Services).listTemplates},
 	{Method: "GET", Path: "/api/v1/templates/{id}", Function: "GetTemplate", Summary: "Reads one template", Manage: true, handler: (*Services).getTemplate},
-	{Method: "PATCH", Path: "/api/v1/templates/{id}", Function: "UpdateTemplate", Summary: "Changes a template", Manage: true, handler: (*Services).updateTemplate},
-	{Method: "DELETE", Path: "/api/v1/templates/{id}", Function: "DeleteTemplate", Summary: "Deletes a template", Manage: true, handler: (*Services).deleteTemplate},
-	{Method: "GET", Path: "/api/v1/suppressions", Function: "ListSuppressions", Summary: "Lists the team's suppressed addresses", Manage: true, handler: (*Services).listSuppressions},
-	{Method: "POST", Path: "/api/v1/suppressions", Function: "CreateSuppression", Summary: "Puts an address on the suppression list", Manage: true, handler: (*Services).createSuppression},
-	{Method: "DELETE", Path: "/api/v1/suppressions/{email}", Function: "DeleteSuppression", Summary: "Takes an address off the suppression list", Manage: true, handler: (*Services).deleteSuppression},
+	{Method: "PATCH", Path: "/api/v1/templates/{id}", Function: "UpdateTemplate", Summary: "Changes a template", Manage: true, TeamWide: true, handler: (*Services).updateTemplate},
+	{Method: "DELETE", Path: "/api/v1/templates/{id}", Function: "DeleteTemplate", Summary: "Deletes a template", Manage: true, TeamWide: true, handler: (*Services).deleteTemplate},
+	{Method: "GET", Path: "/api/v1/suppressions", Function: "ListSuppressions", Summary: "Lists the team's suppressed addresses", Manage: true, TeamWide: true, handler: (*Services).listSuppressions},
+	{Method: "POST", Path: "/api/v1/suppressions", Function: "CreateSuppression", Summary: "Puts an address on the suppression list", Manage: true, TeamWide: true, handler: (*Services).createSuppression},
+	{Method: "DELETE", Path: "/api/v1/suppressions/{email}", Function: "DeleteSuppression", Summary: "Takes an address off the suppression list", Manage: true, TeamWide: true, handler: (*Services).deleteSuppression},
 
 	{Method: "GET", Path: "/api/v1/contactBooks", Function: "ListContactBooks", Summary: "Lists the team's contact books", Manage: true, handler: (*Services).listContactBooks},
 	{Method: "POST", Path: "/api/v1/contactBooks", Function: "CreateContactBook", Summary: "Creates a contact book", Manage: true, handler: (*Services).createContactBook},
@@ -187,6 +191,9 @@ func (s *Services) wrap(rt Route) http.Handler {
 			teamID = p.TeamID
 			if rt.Manage && !p.CanManage() {
 				return fault.New(fault.Forbidden, "This API key may only send and read emails")
+			}
+			if rt.TeamWide && p.DomainID != 0 {
+				return fault.New(fault.Forbidden, "This API key is restricted to one domain: it may not change what the whole team shares")
 			}
 			ctx := context.WithValue(r.Context(), principalKey, p)
 			return rt.handler(s, rec, r.WithContext(ctx))

@@ -117,7 +117,8 @@ func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error 
 	}
 	req := campaign.Request{Name: in.Name, From: in.From, Subject: in.Subject, PreviewText: in.PreviewText,
 		ContactBookID: in.ContactBookID, HTML: in.HTML, Content: in.Content, SendNow: in.SendNow,
-		ScheduledAt: in.ScheduledAt, BatchSize: in.BatchSize, BatchWindowMinutes: in.BatchWindowMinutes}
+		ScheduledAt: in.ScheduledAt, BatchSize: in.BatchSize, BatchWindowMinutes: in.BatchWindowMinutes,
+		KeyDomain: principal(r).DomainID}
 	if req.ReplyTo, err = addresses(in.ReplyTo, "replyTo"); err != nil {
 		return err
 	}
@@ -145,7 +146,7 @@ func (s *Services) listCampaigns(w http.ResponseWriter, r *http.Request) error {
 		}
 		page = n
 	}
-	list, pages, err := s.Campaigns.List(r.Context(), principal(r).TeamID, page, q.Get("status"), q.Get("search"))
+	list, pages, err := s.Campaigns.List(r.Context(), principal(r).TeamID, principal(r).DomainID, page, q.Get("status"), q.Get("search"))
 	if err != nil {
 		return err
 	}
@@ -160,10 +161,27 @@ func (s *Services) listCampaigns(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func campaignID(r *http.Request) (string, error) { return pathID(r, "campaignId", "Campaign") }
+// campaignID is the campaign of the path, once the caller may see it: a key restricted to a
+// domain sees the campaigns of that domain only (another is not found).
+func (s *Services) campaignID(r *http.Request) (string, error) {
+	id, err := pathID(r, "campaignId", "Campaign")
+	if err != nil {
+		return "", err
+	}
+	if p := principal(r); p.DomainID != 0 {
+		c, err := s.Campaigns.Get(r.Context(), p.TeamID, id)
+		if err != nil {
+			return "", err
+		}
+		if c.DomainID != p.DomainID {
+			return "", fault.NotFoundf("Campaign not found")
+		}
+	}
+	return id, nil
+}
 
 func (s *Services) getCampaign(w http.ResponseWriter, r *http.Request) error {
-	id, err := campaignID(r)
+	id, err := s.campaignID(r)
 	if err != nil {
 		return err
 	}
@@ -176,7 +194,7 @@ func (s *Services) getCampaign(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Services) deleteCampaign(w http.ResponseWriter, r *http.Request) error {
-	id, err := campaignID(r)
+	id, err := s.campaignID(r)
 	if err != nil {
 		return err
 	}
@@ -189,7 +207,7 @@ func (s *Services) deleteCampaign(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) error {
-	id, err := campaignID(r)
+	id, err := s.campaignID(r)
 	if err != nil {
 		return err
 	}
@@ -225,7 +243,7 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Services) pauseCampaign(w http.ResponseWriter, r *http.Request) error {
-	id, err := campaignID(r)
+	id, err := s.campaignID(r)
 	if err != nil {
 		return err
 	}
@@ -237,7 +255,7 @@ func (s *Services) pauseCampaign(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Services) resumeCampaign(w http.ResponseWriter, r *http.Request) error {
-	id, err := campaignID(r)
+	id, err := s.campaignID(r)
 	if err != nil {
 		return err
 	}

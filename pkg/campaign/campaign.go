@@ -147,13 +147,14 @@ func (s *Service) Get(ctx context.Context, teamID int64, id string) (store.Campa
 	return c, notFound(err)
 }
 
-// List pages the team's campaigns (30 a page) and returns the number of pages.
-func (s *Service) List(ctx context.Context, teamID int64, page int, status, search string) ([]store.Campaign, int, error) {
+// List pages the team's campaigns (30 a page; those of domainID only, unless 0) and returns
+// the number of pages.
+func (s *Service) List(ctx context.Context, teamID, domainID int64, page int, status, search string) ([]store.Campaign, int, error) {
 	if status != "" && !validStatus(status) {
 		return nil, 0, fault.Field("status", "must be one of DRAFT, SCHEDULED, RUNNING, PAUSED, SENT")
 	}
 	list, total, err := s.Store.ListCampaigns(ctx, teamID, store.CampaignFilter{
-		Status: status, Search: search, Offset: (page - 1) * ListPageSize, Limit: ListPageSize})
+		Status: status, Search: search, DomainID: domainID, Offset: (page - 1) * ListPageSize, Limit: ListPageSize})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -20,6 +20,9 @@ type Request struct {
 	ScheduledAt                                                    string
 	BatchSize                                                      int
 	BatchWindowMinutes                                             int
+	// KeyDomain is the domain the caller's API key is restricted to (0: any): the campaign
+	// must send from it.
+	KeyDomain int64
 }
 
 // MaxHTMLBytes caps a campaign's html (and content): every recipient's email is rendered from
@@ -107,6 +110,9 @@ func (s *Service) Create(ctx context.Context, teamID int64, r Request, books Boo
 	}
 	if err != nil {
 		return store.Campaign{}, err
+	}
+	if r.KeyDomain != 0 && dom.ID != r.KeyDomain {
+		return store.Campaign{}, fault.New(fault.Forbidden, "from: this API key may only send from its own domain")
 	}
 	if _, err := books.Book(ctx, teamID, r.ContactBookID); err != nil {
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {

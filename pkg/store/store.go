@@ -310,10 +310,11 @@ type Campaign struct {
 
 // CampaignFilter selects a team's campaigns for a list.
 type CampaignFilter struct {
-	Status string // "" means any
-	Search string // case-insensitive substring of name or subject; "" means any
-	Offset int
-	Limit  int
+	Status   string // "" means any
+	Search   string // case-insensitive substring of name or subject; "" means any
+	DomainID int64  // the campaigns sending from this domain; 0 means any
+	Offset   int
+	Limit    int
 }
 
 // EmailFilter selects emails of one team for a list.

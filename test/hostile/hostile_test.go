@@ -30,6 +30,8 @@ type world struct {
 	keys map[string]string
 	// ids of things team A owns, for the rows that reach for them from elsewhere.
 	emailA, bookA, campaignA string
+	// campaignOther is team A's campaign from its other domain (2).
+	campaignOther string
 	// templateA renders {{v}} 20,000 times in its html and {{s}} twice in its subject.
 	templateA string
 }
@@ -78,6 +80,8 @@ func start(t *testing.T) *world {
 		strings.Repeat("{{v}}", 20000)+`"}`)["id"].(string)
 	w.must(t, "a", "POST", "/api/v1/contactBooks/"+w.bookA+"/contacts", `{"email":"reader@example.org","firstName":"Ada"}`)
 	w.campaignA = w.must(t, "a", "POST", "/api/v1/campaigns", fmt.Sprintf(`{"name":"n","from":"news@a.example.com","subject":"s",
+		"contactBookId":%q,"html":"<p>hi {{usesend_unsubscribe_url}}</p>"}`, w.bookA))["id"].(string)
+	w.campaignOther = w.must(t, "a", "POST", "/api/v1/campaigns", fmt.Sprintf(`{"name":"other","from":"news@other.example.com","subject":"s",
 		"contactBookId":%q,"html":"<p>hi {{usesend_unsubscribe_url}}</p>"}`, w.bookA))["id"].(string)
 	return w
 }
@@ -221,6 +225,31 @@ func rows() []row {
 		{name: "a blocked extension with a trailing dot is refused", key: "a", method: "POST", path: "/api/v1/emails",
 			body: sendBody(`,"attachments":[{"filename":"invoice.exe.","content":"aGk="}]`), status: 400, contains: []string{"attachments"}},
 
+		// 2. A key restricted to a domain acts on that domain only, everywhere.
+		{name: "a domain key cannot create a campaign from another domain", key: "a-dom1", method: "POST", path: "/api/v1/campaigns",
+			body: strings.ReplaceAll(campaignBody(`,"sendNow":true`), "news@a.example.com", "news@other.example.com"), status: 403, contains: []string{"from"}},
+		{name: "a domain key creates a campaign from its domain", key: "a-dom1", method: "POST", path: "/api/v1/campaigns",
+			body: campaignBody(""), status: 200},
+		{name: "a domain key does not see another domain's campaign", key: "a-dom1", method: "GET", path: "/api/v1/campaigns/{campaign2}", status: 404},
+		{name: "a domain key cannot schedule another domain's campaign", key: "a-dom1", method: "POST", path: "/api/v1/campaigns/{campaign2}/schedule",
+			body: `{"scheduledAt":"tomorrow 9am"}`, status: 404},
+		{name: "a domain key cannot pause another domain's campaign", key: "a-dom1", method: "POST", path: "/api/v1/campaigns/{campaign2}/pause", status: 404},
+		{name: "a domain key cannot delete another domain's campaign", key: "a-dom1", method: "DELETE", path: "/api/v1/campaigns/{campaign2}", status: 404},
+		{name: "a domain key sees its own campaign", key: "a-dom1", method: "GET", path: "/api/v1/campaigns/{campaign}", status: 200},
+		{name: "a domain key cannot add a domain", key: "a-dom1", method: "POST", path: "/api/v1/domains",
+			body: `{"name":"d.example.com","region":"us-east-1"}`, status: 403},
+		{name: "a domain key cannot delete a domain", key: "a-dom1", method: "DELETE", path: "/api/v1/domains/2", status: 403},
+		{name: "a domain key cannot change its domain's tracking", key: "a-dom1", method: "PATCH", path: "/api/v1/domains/1",
+			body: `{"openTracking":true}`, status: 403},
+		{name: "a domain key does not see another domain", key: "a-dom1", method: "GET", path: "/api/v1/domains/2", status: 404},
+		{name: "a domain key verifies its own domain", key: "a-dom1", method: "PUT", path: "/api/v1/domains/1/verify", status: 200},
+		{name: "a domain key cannot read the team's suppressions", key: "a-dom1", method: "GET", path: "/api/v1/suppressions", status: 403},
+		{name: "a domain key cannot add a suppression", key: "a-dom1", method: "POST", path: "/api/v1/suppressions",
+			body: `{"email":"x@example.org","reason":"MANUAL"}`, status: 403},
+		{name: "a domain key cannot create a template", key: "a-dom1", method: "POST", path: "/api/v1/templates",
+			body: `{"name":"t","subject":"s","html":"<p>x</p>"}`, status: 403},
+		{name: "a domain key reads templates (it may send with them)", key: "a-dom1", method: "GET", path: "/api/v1/templates", status: 200},
+
 		// 14. One spelling of a key.
 		// (An invalid token is 403 "Invalid API token", as upstream answers it.)
 		{name: "an upper-case hex secret is refused", key: "upper:a", method: "GET", path: "/api/v1/domains", status: 403,
@@ -268,6 +297,19 @@ func addrs(prefix string, n int) string {
 	return strings.Join(parts, ",")
 }
 
+// TestDomainKeyListsItsCampaignsOnly: a key restricted to a domain lists that domain's
+// campaigns, not the team's others.
+func TestDomainKeyListsItsCampaignsOnly(t *testing.T) {
+	w := start(t)
+	code, out := w.do(t, "a-dom1", "GET", "/api/v1/campaigns", "")
+	if code != 200 || !strings.Contains(string(out), w.campaignA) || strings.Contains(string(out), w.campaignOther) {
+		t.Fatalf("campaigns listed by a domain key: %d %s; want %s and not %s", code, out, w.campaignA, w.campaignOther)
+	}
+	if code, out := w.do(t, "a", "GET", "/api/v1/campaigns", ""); code != 200 || !strings.Contains(string(out), w.campaignOther) {
+		t.Fatalf("campaigns listed by the team's key: %d %s", code, out)
+	}
+}
+
 // TestRescheduleHistoryIsCapped: each reschedule is an event of the email's history; the 51st
 // is refused.
 func TestRescheduleHistoryIsCapped(t *testing.T) {
@@ -294,7 +336,7 @@ func TestHostileInput(t *testing.T) {
 				draft = w.must(t, "a", "POST", "/api/v1/campaigns", strings.ReplaceAll(campaignBody(""), "{book}", w.bookA))["id"].(string)
 			}
 			repl := strings.NewReplacer("{email}", w.emailA, "{book}", w.bookA, "{campaign}", w.campaignA, "{draft}", draft,
-				"{template}", w.templateA)
+				"{template}", w.templateA, "{campaign2}", w.campaignOther)
 			key := r.key
 			if k, ok := strings.CutPrefix(key, "upper:"); ok {
 				prefix, secret, _ := strings.Cut(w.keys[k], "_")

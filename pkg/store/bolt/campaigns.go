@@ -37,10 +37,11 @@ type campaignRef struct {
 	Status  string `json:"s"`
 	Name    string `json:"n"`
 	Subject string `json:"j"`
+	Domain  int64  `json:"d,omitempty"` // 0 in entries written before it was indexed
 }
 
 func campaignRefOf(c store.Campaign) campaignRef {
-	return campaignRef{Status: c.Status, Name: strings.ToLower(c.Name), Subject: strings.ToLower(c.Subject)}
+	return campaignRef{Status: c.Status, Name: strings.ToLower(c.Name), Subject: strings.ToLower(c.Subject), Domain: c.DomainID}
 }
 
 // writeCampaign stores the record without counters and its index entry.
@@ -161,6 +162,18 @@ func (s *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campaig
 			}
 			if search != "" && !strings.Contains(ref.Name, search) && !strings.Contains(ref.Subject, search) {
 				continue
+			}
+			if f.DomainID != 0 && ref.Domain != f.DomainID {
+				if ref.Domain != 0 {
+					continue
+				}
+				cp, err := readCampaign(tx, teamID, string(k[len(prefix)+12:])) // an entry from before
+				if err != nil {
+					return fmt.Errorf("bolt: campaign in index: %w", err)
+				}
+				if cp.DomainID != f.DomainID {
+					continue
+				}
 			}
 			if total >= offset && (f.Limit <= 0 || len(page) < f.Limit) {
 				id := string(k[len(prefix)+12:])

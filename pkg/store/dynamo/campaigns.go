@@ -132,6 +132,9 @@ func (f campaignFilter) match(c store.Campaign) bool {
 	if f.Status != "" && c.Status != f.Status {
 		return false
 	}
+	if f.DomainID != 0 && c.DomainID != f.DomainID {
+		return false
+	}
 	if f.Search == "" {
 		return true
 	}
@@ -158,7 +161,7 @@ func (st *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campai
 		page  []store.Campaign
 		total int
 	)
-	if f.Status == "" && f.Search == "" {
+	if f.Status == "" && f.Search == "" && f.DomainID == 0 {
 		var err error
 		if total, err = st.count(ctx, in()); err != nil {
 			return nil, 0, err

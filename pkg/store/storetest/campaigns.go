@@ -59,7 +59,9 @@ func testCampaigns(t *testing.T, s store.Store) {
 	base := now()
 	c1 := createCampaign(t, s, newCampaign(team, "Spring sale", "Flowers for you", store.CampaignDraft, base))
 	c2 := createCampaign(t, s, newCampaign(team, "Newsletter May", "What's new in SPRING", store.CampaignSent, base.Add(time.Second)))
-	c3 := createCampaign(t, s, newCampaign(team, "Launch", "Version 2 is here", store.CampaignRunning, base.Add(2*time.Second)))
+	launch := newCampaign(team, "Launch", "Version 2 is here", store.CampaignRunning, base.Add(2*time.Second))
+	launch.DomainID = 4
+	c3 := createCampaign(t, s, launch)
 	c4 := createCampaign(t, s, newCampaign(team, "Newsletter June", "Summer", store.CampaignSent, base.Add(3*time.Second)))
 	oc := createCampaign(t, s, newCampaign(other, "Spring sale", "Flowers", store.CampaignDraft, base))
 
@@ -91,6 +93,9 @@ func testCampaigns(t *testing.T, s store.Store) {
 		{"search name", store.CampaignFilter{Search: "newsletter", Limit: 10}, []string{c4.ID, c2.ID}, 2},
 		{"search and status", store.CampaignFilter{Search: "spring", Status: store.CampaignDraft, Limit: 10}, []string{c1.ID}, 1},
 		{"search nothing", store.CampaignFilter{Search: "winter", Limit: 10}, nil, 0},
+		{"domain", store.CampaignFilter{DomainID: 4, Limit: 10}, []string{c3.ID}, 1},
+		{"other domain paged", store.CampaignFilter{DomainID: 3, Offset: 1, Limit: 2}, []string{c2.ID, c1.ID}, 3},
+		{"domain and status", store.CampaignFilter{DomainID: 3, Status: store.CampaignRunning, Limit: 10}, nil, 0},
 	}
 	for _, tc := range cases {
 		list, total, err := s.ListCampaigns(ctx, team, tc.f)
