@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -309,6 +310,9 @@ func (s *Services) unsubscribe(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, campaign.ErrBadToken):
 		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This unsubscribe link is not valid."})
+		return nil
+	case errors.Is(err, contact.ErrLinkBeforeResubscribe):
+		writePage(w, http.StatusOK, page{Title: "Still subscribed", Text: "This link is from an email sent before you subscribed again, so it does not unsubscribe you. Use the link in a newer email."})
 		return nil
 	case err != nil:
 		if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {

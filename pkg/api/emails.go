@@ -2,12 +2,16 @@ package api
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // Handlers of the email routes: send, batch, list, read, reschedule, cancel.
@@ -72,7 +76,8 @@ func (s *Services) listEmails(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": views(emails, newEmailItem), "count": count})
+	redactFor(principal(r), emails)
+	writeJSON(w, http.StatusOK, map[string]any{"data": boundedItems(emails), "count": count})
 	return nil
 }
 
@@ -128,8 +133,35 @@ func (s *Services) getEmail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, newEmailDetail(e, events))
+	one := []store.Email{e}
+	redactFor(principal(r), one)
+	writeJSON(w, http.StatusOK, newEmailDetail(one[0], events))
 	return nil
+}
+
+// unsubscribeLink matches the token of an unsubscribe link (PUBLIC_URL/unsubscribe/<token>).
+var unsubscribeLink = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(/unsubscribe/)[A-Za-z0-9_\-.~%]+`)
+})
+
+// redactFor hides the unsubscribe links of campaign emails from a key that may not manage the
+// team (a SENDING key): with one, it could unsubscribe the campaign's recipients.
+func redactFor(p auth.Principal, emails []store.Email) {
+	if p.CanManage() {
+		return
+	}
+	redact := func(s *string) *string {
+		if s == nil {
+			return nil
+		}
+		out := unsubscribeLink().ReplaceAllString(*s, "${1}redacted")
+		return &out
+	}
+	for i := range emails {
+		if emails[i].CampaignID != "" {
+			emails[i].Content.HTML, emails[i].Content.Text = redact(emails[i].Content.HTML), redact(emails[i].Content.Text)
+		}
+	}
 }
 
 func emailID(r *http.Request) (string, error) {

@@ -53,6 +53,44 @@ type emailItem struct {
 	LatestStatus string   `json:"latestStatus"`
 	ScheduledAt  *string  `json:"scheduledAt"`
 	DomainID     int64    `json:"domainId"`
+	// HTMLOmitted and TextOmitted say that a list left the body out (null) for its size: the
+	// whole email is at GET /emails/{id}.
+	HTMLOmitted bool `json:"htmlOmitted,omitempty"`
+	TextOmitted bool `json:"textOmitted,omitempty"`
+}
+
+// List bounds: a body longer than maxListedBody is listed as null (flagged), and a page's
+// bodies come to at most maxListedPage in all (later ones are left out, flagged), so a page
+// stays well under Lambda's 6 MB response limit whatever the emails carry.
+const (
+	maxListedBody = 64 << 10
+	maxListedPage = 2 << 20
+)
+
+// boundedItems makes the list items of emails, leaving out bodies over the bounds.
+func boundedItems(emails []store.Email) []emailItem {
+	out := make([]emailItem, len(emails))
+	budget := maxListedPage
+	keep := func(p *string) (*string, bool) {
+		if p == nil {
+			return nil, false
+		}
+		if len(*p) > maxListedBody || len(*p) > budget {
+			return nil, true
+		}
+		budget -= len(*p)
+		return p, false
+	}
+	for i, e := range emails {
+		it := newEmailItem(e)
+		it.HTML, it.HTMLOmitted = keep(it.HTML)
+		it.Text, it.TextOmitted = keep(it.Text)
+		if e.ContentOmitted {
+			it.HTML, it.Text, it.HTMLOmitted, it.TextOmitted = nil, nil, true, true
+		}
+		out[i] = it
+	}
+	return out
 }
 
 func newEmailItem(e store.Email) emailItem {

@@ -605,7 +605,8 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 // email builds the personalised email of one contact.
 func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store.Email {
 	id := EmailID(c.ID, ct.ID)
-	link := s.Signer.URL(Link{TeamID: c.TeamID, BookID: ct.BookID, ContactID: ct.ID, EmailID: id, CampaignID: c.ID, Email: ct.Email})
+	link := s.Signer.URL(Link{TeamID: c.TeamID, BookID: ct.BookID, ContactID: ct.ID, EmailID: id, CampaignID: c.ID, Email: ct.Email,
+		MadeAt: now.UnixMilli()})
 	values := vars(ct, link)
 	body := c.HTML
 	if body == "" {

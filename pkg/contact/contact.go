@@ -266,6 +266,9 @@ func (f Fields) merge(c *store.Contact, existed bool, now time.Time) {
 	}
 	switch {
 	case f.Subscribed != nil:
+		if *f.Subscribed && existed && !c.Subscribed {
+			c.SubscribedAt = now // older unsubscribe links stop working
+		}
 		c.Subscribed = *f.Subscribed
 	case !existed:
 		c.Subscribed = true
@@ -374,13 +377,22 @@ func (s *Service) Delete(ctx context.Context, teamID int64, bookID string, ids [
 	return s.Store.DeleteContacts(ctx, teamID, bookID, ids)
 }
 
+// ErrLinkBeforeResubscribe: the unsubscribe link was made before the contact subscribed again;
+// it does not unsubscribe them a second time.
+var ErrLinkBeforeResubscribe = errors.New("the unsubscribe link is older than the contact's latest subscription")
+
 // Unsubscribe marks a contact unsubscribed (the one-click link) and reports whether it changed
 // anything. The link names the contact by id and email: a contact deleted and imported again
-// has a new id, and its old links must still unsubscribe it.
-func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, addr string) (bool, error) {
+// has a new id, and its old links must still unsubscribe it. A link made before the contact
+// last subscribed again (linkMadeAt before SubscribedAt) is ErrLinkBeforeResubscribe; a zero
+// linkMadeAt (a link from before links carried their time) is not checked.
+func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, addr string, linkMadeAt time.Time) (bool, error) {
 	changed := false
 	unsubscribe := func(id string) error {
 		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
+			if !linkMadeAt.IsZero() && c.SubscribedAt.After(linkMadeAt) {
+				return ErrLinkBeforeResubscribe
+			}
 			changed = c.Subscribed
 			c.Subscribed = false
 			c.UpdatedAt = s.Now().UTC()

@@ -184,6 +184,9 @@ type Email struct {
 	Counted   []string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// ContentOmitted is set by ListEmails (never stored) when it left a large content out of
+	// the list rather than load it: the email's GetEmail has it.
+	ContentOmitted bool `json:"-" dynamodbav:"-"`
 }
 
 // Event is one entry of an email's history.
@@ -244,8 +247,11 @@ type Contact struct {
 	LastName   string
 	Properties map[string]string
 	Subscribed bool
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// SubscribedAt is when the contact last went from unsubscribed to subscribed (zero: never
+	// unsubscribed). An unsubscribe link made before it no longer unsubscribes the contact.
+	SubscribedAt time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // ContactFilter selects contacts of one book for a list.

@@ -310,6 +310,146 @@ func TestDomainKeyListsItsCampaignsOnly(t *testing.T) {
 	}
 }
 
+// TestListPagesAreBounded: a list page leaves out bodies over 64 KB and stops adding bodies
+// past 2 MB in all (each flagged, null), so a page of newsletters stays far below Lambda's 6 MB
+// response limit; the email itself has its whole body.
+func TestListPagesAreBounded(t *testing.T) {
+	w := start(t)
+	big := strings.Repeat("<p>news</p>", 100<<10/11)
+	bigID := w.must(t, "a", "POST", "/api/v1/emails", sendBody(`,"html":"`+big+`"`))["emailId"].(string)
+	mid := strings.Repeat("m", 60<<10)
+	for range 40 {
+		w.must(t, "a", "POST", "/api/v1/emails", sendBody(`,"html":"`+mid+`"`))
+	}
+	code, out := w.do(t, "a", "GET", "/api/v1/emails?limit=100", "")
+	if code != 200 {
+		t.Fatalf("list: %d %s", code, truncate(out))
+	}
+	if len(out) > 3<<20 {
+		t.Errorf("a page of 43 emails is %d bytes, want at most 3 MB", len(out))
+	}
+	var page struct {
+		Data []struct {
+			ID          string  `json:"id"`
+			HTML        *string `json:"html"`
+			HTMLOmitted bool    `json:"htmlOmitted"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(out, &page); err != nil {
+		t.Fatal(err)
+	}
+	kept, omitted := 0, 0
+	for _, e := range page.Data {
+		switch {
+		case e.ID == bigID && (e.HTML != nil || !e.HTMLOmitted):
+			t.Errorf("the 100 KB html is listed (omitted %v)", e.HTMLOmitted)
+		case e.HTML == nil && e.HTMLOmitted:
+			omitted++
+		case e.HTML != nil && !e.HTMLOmitted:
+			kept++
+		case e.HTML != nil && e.HTMLOmitted:
+			t.Errorf("%s: html listed and flagged omitted", e.ID)
+		}
+	}
+	if omitted < 2 || kept < 20 {
+		t.Errorf("%d bodies kept and %d omitted; want the page filled to its budget, the rest flagged", kept, omitted)
+	}
+	detail := w.must(t, "a", "GET", "/api/v1/emails/"+bigID, "")
+	if h, _ := detail["html"].(string); h != big {
+		t.Errorf("GET /emails/{id} has %d bytes of html, want the whole %d", len(h), len(big))
+	}
+}
+
+// TestSendingKeyDoesNotSeeUnsubscribeLinks: a SENDING key reads a campaign email with its
+// unsubscribe link redacted (with the link it could unsubscribe the campaign's recipients); a
+// FULL key sees it.
+func TestSendingKeyDoesNotSeeUnsubscribeLinks(t *testing.T) {
+	w := start(t)
+	w.must(t, "a", "POST", "/api/v1/campaigns/"+w.campaignA+"/schedule", `{}`)
+	var id string
+	for deadline := time.Now().Add(10 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		code, out := w.do(t, "a", "GET", "/api/v1/emails?limit=100", "")
+		if code != 200 {
+			t.Fatalf("list: %d %s", code, out)
+		}
+		var page struct {
+			Data []struct {
+				ID   string  `json:"id"`
+				HTML *string `json:"html"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(out, &page)
+		for _, e := range page.Data {
+			if e.HTML != nil && strings.Contains(*e.HTML, "/unsubscribe/") {
+				id = e.ID
+			}
+		}
+	}
+	if id == "" {
+		t.Fatal("no campaign email with an unsubscribe link")
+	}
+	full := w.must(t, "a", "GET", "/api/v1/emails/"+id, "")
+	sending := w.must(t, "a-sending", "GET", "/api/v1/emails/"+id, "")
+	fh, _ := full["html"].(string)
+	sh, _ := sending["html"].(string)
+	if strings.Contains(fh, "/unsubscribe/redacted") || !strings.Contains(sh, "/unsubscribe/redacted") {
+		t.Fatalf("FULL key html %q; SENDING key html %q; want the link for FULL only", truncate([]byte(fh)), truncate([]byte(sh)))
+	}
+	_, list := w.do(t, "a-sending", "GET", "/api/v1/emails?limit=100", "")
+	token := fh[strings.Index(fh, "/unsubscribe/")+len("/unsubscribe/"):]
+	token = token[:strings.IndexAny(token+`"<> `, `"<> `)]
+	if strings.Contains(string(list), token) {
+		t.Error("the SENDING key's list shows the unsubscribe token")
+	}
+}
+
+// TestOldUnsubscribeLinkAfterResubscribing: a campaign's unsubscribe link unsubscribes its
+// contact; once the contact subscribes again, that old link no longer unsubscribes it.
+func TestOldUnsubscribeLinkAfterResubscribing(t *testing.T) {
+	w := start(t)
+	w.must(t, "a", "POST", "/api/v1/campaigns/"+w.campaignA+"/schedule", `{}`)
+	var link string
+	for deadline := time.Now().Add(10 * time.Second); link == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		_, out := w.do(t, "a", "GET", "/api/v1/emails?limit=100", "")
+		if i := strings.Index(string(out), "/unsubscribe/"); i >= 0 {
+			rest := string(out[i:])
+			link = rest[:strings.IndexAny(rest, `"<\ `)]
+		}
+	}
+	if link == "" {
+		t.Fatal("no unsubscribe link")
+	}
+	if strings.Contains(link, "reader") {
+		t.Errorf("the link %s shows the recipient", link)
+	}
+	subscribed := func() bool {
+		code, out := w.do(t, "a", "GET", "/api/v1/contactBooks/"+w.bookA+"/contacts", "")
+		if code != 200 {
+			t.Fatalf("contacts: %d %s", code, out)
+		}
+		var list []struct {
+			ID         string `json:"id"`
+			Subscribed bool   `json:"subscribed"`
+		}
+		if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 {
+			t.Fatalf("contacts: %s", out)
+		}
+		return list[0].Subscribed
+	}
+	if code, out := w.do(t, "", "POST", link, ""); code != 200 || subscribed() {
+		t.Fatalf("unsubscribe: %d %s; still subscribed %v", code, truncate(out), subscribed())
+	}
+	// The contact subscribes again (its book's owner sets it back).
+	w.must(t, "a", "POST", "/api/v1/contactBooks/"+w.bookA+"/contacts", `{"email":"reader@example.org","subscribed":true}`)
+	if !subscribed() {
+		t.Fatal("the contact did not subscribe again")
+	}
+	code, out := w.do(t, "", "POST", link, "")
+	if code != 200 || !strings.Contains(string(out), "Still subscribed") || !subscribed() {
+		t.Fatalf("the old link after subscribing again: %d %s; subscribed %v; want the contact left subscribed", code, truncate(out), subscribed())
+	}
+}
+
 // TestRescheduleHistoryIsCapped: each reschedule is an event of the email's history; the 51st
 // is refused.
 func TestRescheduleHistoryIsCapped(t *testing.T) {

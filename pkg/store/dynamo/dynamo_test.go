@@ -259,7 +259,8 @@ func TestListEmailsAcrossDays(t *testing.T) {
 	}
 }
 
-// TestLargeContentChunks round-trips a content bigger than an item through every read path.
+// TestLargeContentChunks round-trips a content bigger than an item through every read path but
+// the list, which leaves it out.
 func TestLargeContentChunks(t *testing.T) {
 	s, c := newStore(t)
 	ctx := t.Context()
@@ -294,7 +295,10 @@ func TestLargeContentChunks(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("ListEmails = %d, %v", len(list), err)
 	}
-	same("ListEmails", list[0])
+	// A list leaves a content of several chunks out rather than load it (GetEmail has it).
+	if l := list[0]; !l.ContentOmitted || len(l.Content.Attachments) != 0 || l.Subject != e.Subject || l.ID != e.ID {
+		t.Errorf("ListEmails: %s omitted %v with %d attachments; want it listed without its content", l.ID, l.ContentOmitted, len(l.Content.Attachments))
+	}
 	got, err = s.UpdateEmail(ctx, e.ID, func(x *store.Email) ([]store.Event, error) {
 		x.MessageID = "msg-big"
 		x.Status = store.StatusSent

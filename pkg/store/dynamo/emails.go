@@ -679,6 +679,9 @@ func (st *Store) emailsFromIndex(ctx context.Context, ms []map[string]types.Attr
 		if err := unmarshal(m, &heads[i]); err != nil {
 			return nil, err
 		}
+		if heads[i].ContentChunks > 1 {
+			continue // a content of several chunks (over 350 KB compressed) is not loaded for a list
+		}
 		for c := range heads[i].ContentChunks {
 			ks = append(ks, contentKey(heads[i].ID, heads[i].ContentRef, c))
 		}
@@ -689,6 +692,15 @@ func (st *Store) emailsFromIndex(ctx context.Context, ms []map[string]types.Attr
 	}
 	out := make([]store.Email, 0, len(ms))
 	for i, m := range ms {
+		if heads[i].ContentChunks > 1 {
+			e := heads[i].Email
+			if st.expired(e) {
+				continue
+			}
+			e.Content, e.ContentOmitted = store.Content{}, true
+			out = append(out, e)
+			continue
+		}
 		items := []map[string]types.AttributeValue{m}
 		for c := range heads[i].ContentChunks {
 			if it, ok := got[contentKey(heads[i].ID, heads[i].ContentRef, c)]; ok {
