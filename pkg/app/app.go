@@ -235,7 +235,7 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 		}
 		mailses.NoRetries(o)
 	}), a.Config.ConfigurationSet)
-	a.Identities = idses.New(ses, a.Log)
+	a.Identities = idses.New(ses, a.Log, a.Config.TableName)
 	if eventBridge {
 		a.EmailScheduler = eventbridge.New(scheduler.NewFromConfig(awsCfg), eventbridge.Config{
 			Group: a.Config.ScheduleGroup, TargetARN: a.Config.ScheduleTargetARN,

@@ -57,6 +57,9 @@ type Service struct {
 	Regions []string
 }
 
+// Owner is the identity owner of a team's domains.
+func Owner(teamID int64) string { return fmt.Sprintf("team-%d", teamID) }
+
 // Key is a freshly generated DKIM key pair in the forms DNS and SES want.
 type Key struct {
 	Public  string // base64 DER SubjectPublicKeyInfo: the p= of the DKIM TXT record
@@ -137,11 +140,16 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	}
 	st, err := s.Identities.Create(ctx, identity.Registration{
 		Domain: name, Region: region, Selector: Selector, PrivateKey: key.Private, MailFrom: "mail." + name,
+		Owner: Owner(teamID),
 	})
 	if err != nil {
 		// Undo our own reservation so the name can be tried again.
 		if derr := s.Store.DeleteDomain(context.WithoutCancel(ctx), teamID, id); derr != nil {
 			err = errors.Join(err, derr)
+		}
+		if errors.Is(err, identity.ErrTaken) {
+			// The same answer as a name another team holds: nothing about whose it is.
+			return store.Domain{}, fault.New(fault.Conflict, "Domain %s is already registered", name)
 		}
 		return store.Domain{}, fmt.Errorf("register identity: %w", err)
 	}
@@ -251,7 +259,7 @@ func (s *Service) Delete(ctx context.Context, teamID, id int64) (store.Domain, e
 	if err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.Identities.Delete(ctx, d.Name); err != nil {
+	if err := s.Identities.Delete(ctx, d.Name, Owner(teamID)); err != nil {
 		return store.Domain{}, fmt.Errorf("delete identity: %w", err)
 	}
 	if err := s.Store.DeleteDomain(ctx, teamID, id); err != nil {

@@ -84,7 +84,7 @@ var uses = map[string]Ports{
 	// Domains: registration at SES (BYODKIM, then MAIL FROM), status refresh, removal.
 	"CreateDomain": {Identities: []string{"CreateEmailIdentity", "GetEmailIdentity", "PutEmailIdentityMailFromAttributes"}},
 	"VerifyDomain": {Identities: []string{"GetEmailIdentity"}},
-	"DeleteDomain": {Identities: []string{"DeleteEmailIdentity"}},
+	"DeleteDomain": {Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
 	// Campaigns: starting one later puts its schedule, starting or resuming one now invokes its
 	// step directly (and deletes a later start's schedule); delete removes its schedule and
 	// invokes one last step, which releases the emails held while it was paused.

@@ -250,6 +250,12 @@ func rows() []row {
 			body: `{"name":"t","subject":"s","html":"<p>x</p>"}`, status: 403},
 		{name: "a domain key reads templates (it may send with them)", key: "a-dom1", method: "GET", path: "/api/v1/templates", status: 200},
 
+		// 3. A domain another team holds is not handed over, and the answer says nothing of whose
+		// it is (the SES adapter's own ownership checks run on moto: pkg/identity/ses).
+		{name: "another team's domain cannot be registered", key: "b", method: "POST", path: "/api/v1/domains",
+			body: `{"name":"a.example.com","region":"us-east-1"}`, status: 409, contains: []string{"already registered"},
+			absent: []string{"team", "Team"}},
+
 		// 14. One spelling of a key.
 		// (An invalid token is 403 "Invalid API token", as upstream answers it.)
 		{name: "an upper-case hex secret is refused", key: "upper:a", method: "GET", path: "/api/v1/domains", status: 403,

@@ -50,6 +50,7 @@ func Registration(t *testing.T, domain string) identity.Registration {
 		Selector:   "mailroom1",
 		PrivateKey: base64.StdEncoding.EncodeToString(x509.MarshalPKCS1PrivateKey(key)),
 		MailFrom:   "mail." + domain,
+		Owner:      "team-1",
 	}
 }
 
@@ -82,7 +83,7 @@ func Run(t *testing.T, newIdentities func(t *testing.T) identity.Identities) {
 		if got.DKIMStatus != st.DKIMStatus {
 			t.Errorf("DKIM status changed between Create (%s) and Get (%s)", st.DKIMStatus, got.DKIMStatus)
 		}
-		if err := ids.Delete(ctx, r.Domain); err != nil {
+		if err := ids.Delete(ctx, r.Domain, r.Owner); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 	})
@@ -103,6 +104,37 @@ func Run(t *testing.T, newIdentities func(t *testing.T) identity.Identities) {
 		}
 	})
 
+	t.Run("AnotherOwnersIdentity", func(t *testing.T) {
+		// A domain registered by one owner is not handed to another (ErrTaken), and another's
+		// delete leaves it; its own owner still has it and deletes it, after which the other
+		// may register it.
+		ids := newIdentities(t)
+		r := Registration(t, Domain(t))
+		if _, err := ids.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		other := r
+		other.Owner = "team-2"
+		if _, err := ids.Create(ctx, other); !errors.Is(err, identity.ErrTaken) {
+			t.Fatalf("Create by another owner: %v, want ErrTaken", err)
+		}
+		if err := ids.Delete(ctx, r.Domain, other.Owner); err != nil {
+			t.Fatalf("Delete by another owner: %v, want nil (left alone)", err)
+		}
+		if _, err := ids.Create(ctx, other); !errors.Is(err, identity.ErrTaken) {
+			t.Fatalf("after another owner's delete, Create by it: %v, want ErrTaken (still the first owner's)", err)
+		}
+		if _, err := ids.Create(ctx, r); err != nil {
+			t.Fatalf("the owner's Create again: %v", err)
+		}
+		if err := ids.Delete(ctx, r.Domain, r.Owner); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ids.Create(ctx, other); err != nil {
+			t.Fatalf("Create by another owner once deleted: %v", err)
+		}
+	})
+
 	t.Run("CreateWithoutMailFrom", func(t *testing.T) {
 		ids := newIdentities(t)
 		r := Registration(t, Domain(t))
@@ -117,14 +149,14 @@ func Run(t *testing.T, newIdentities func(t *testing.T) identity.Identities) {
 	t.Run("DeleteIsIdempotent", func(t *testing.T) {
 		ids := newIdentities(t)
 		r := Registration(t, Domain(t))
-		if err := ids.Delete(ctx, r.Domain); err != nil {
+		if err := ids.Delete(ctx, r.Domain, r.Owner); err != nil {
 			t.Errorf("Delete of an unknown domain: %v", err)
 		}
 		if _, err := ids.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 2 {
-			if err := ids.Delete(ctx, r.Domain); err != nil {
+			if err := ids.Delete(ctx, r.Domain, r.Owner); err != nil {
 				t.Errorf("Delete #%d: %v", i+1, err)
 			}
 		}
@@ -147,7 +179,7 @@ func Run(t *testing.T, newIdentities func(t *testing.T) identity.Identities) {
 					errs <- err
 					return
 				}
-				errs <- ids.Delete(ctx, r.Domain)
+				errs <- ids.Delete(ctx, r.Domain, r.Owner)
 			}()
 		}
 		wg.Wait()
@@ -170,7 +202,7 @@ func Run(t *testing.T, newIdentities func(t *testing.T) identity.Identities) {
 		if _, err := ids.Get(cctx, r.Domain); !errors.Is(err, context.Canceled) {
 			t.Errorf("Get: %v, want context.Canceled", err)
 		}
-		if err := ids.Delete(cctx, r.Domain); !errors.Is(err, context.Canceled) {
+		if err := ids.Delete(cctx, r.Domain, r.Owner); !errors.Is(err, context.Canceled) {
 			t.Errorf("Delete: %v, want context.Canceled", err)
 		}
 	})

@@ -18,14 +18,14 @@ var verified = identity.Status{Status: "SUCCESS", DKIMStatus: "SUCCESS", SPFStat
 // Identities is the local adapter. The zero value is not usable; call New.
 type Identities struct {
 	mu      sync.Mutex
-	domains map[string]bool
+	domains map[string]string // domain → owner
 }
 
 var _ identity.Identities = (*Identities)(nil)
 
 // New returns an empty set of identities.
 func New() *Identities {
-	return &Identities{domains: map[string]bool{}}
+	return &Identities{domains: map[string]string{}}
 }
 
 // Create remembers the domain and reports it verified.
@@ -34,8 +34,11 @@ func (l *Identities) Create(ctx context.Context, r identity.Registration) (ident
 		return identity.Status{}, err
 	}
 	l.mu.Lock()
-	l.domains[r.Domain] = true
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if owner, ok := l.domains[r.Domain]; ok && owner != r.Owner {
+		return identity.Status{}, identity.ErrTaken
+	}
+	l.domains[r.Domain] = r.Owner
 	return verified, nil
 }
 
@@ -48,13 +51,15 @@ func (l *Identities) Get(ctx context.Context, domain string) (identity.Status, e
 	return verified, nil
 }
 
-// Delete forgets the domain.
-func (l *Identities) Delete(ctx context.Context, domain string) error {
+// Delete forgets the owner's domain.
+func (l *Identities) Delete(ctx context.Context, domain, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	l.mu.Lock()
-	delete(l.domains, domain)
+	if l.domains[domain] == owner {
+		delete(l.domains, domain)
+	}
 	l.mu.Unlock()
 	return nil
 }

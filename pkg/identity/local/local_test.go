@@ -31,7 +31,7 @@ func TestEverythingVerified(t *testing.T) {
 	if st, err := New().Get(context.Background(), "acme.example"); err != nil || st != want {
 		t.Errorf("Get after restart = %+v, %v", st, err)
 	}
-	if err := l.Delete(context.Background(), "acme.example"); err != nil || len(l.Domains()) != 0 {
+	if err := l.Delete(context.Background(), "acme.example", r.Owner); err != nil || len(l.Domains()) != 0 {
 		t.Errorf("Delete: %v, Domains = %v", err, l.Domains())
 	}
 }

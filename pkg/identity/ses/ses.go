@@ -31,34 +31,63 @@ const (
 // Identities manages SES v2 domain identities. The client's region is the one used: a domain's
 // region is chosen by giving the adapter a client for that region.
 type Identities struct {
-	client *sesv2.Client
-	log    *slog.Logger
+	client    *sesv2.Client
+	log       *slog.Logger
+	namespace string
 }
+
+// OwnerTag is the identity tag that records who registered it: "<namespace>/<owner>".
+const OwnerTag = "mailroom-owner"
 
 var _ identity.Identities = (*Identities)(nil)
 
 // New returns the adapter. log receives the warning about an unsupported MAIL FROM call (nil:
-// slog.Default()).
-func New(client *sesv2.Client, log *slog.Logger) *Identities {
+// slog.Default()). namespace tells this deployment's identities from another's in the same
+// account (the table name): owners are recorded as "<namespace>/<owner>".
+func New(client *sesv2.Client, log *slog.Logger, namespace string) *Identities {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Identities{client: client, log: log}
+	return &Identities{client: client, log: log, namespace: namespace}
 }
 
-// Create registers the domain with our DKIM key and sets its MAIL FROM domain. An identity that
-// already exists is kept as it is (the key is not replaced) and its status returned.
+func (s *Identities) ownerTag(owner string) string { return s.namespace + "/" + owner }
+
+// ownedBy reports whether the identity's owner tag is owner's; ErrNotFound (wrapped) when SES
+// has no such identity.
+func (s *Identities) ownedBy(ctx context.Context, domain, owner string) (bool, error) {
+	out, err := s.client.GetEmailIdentity(ctx, &sesv2.GetEmailIdentityInput{EmailIdentity: aws.String(domain)})
+	if err != nil {
+		var nf *types.NotFoundException
+		if errors.As(err, &nf) {
+			return false, fmt.Errorf("ses identity: get %s: %w: %w", domain, ErrNotFound, err)
+		}
+		return false, fmt.Errorf("ses identity: get %s: %w", domain, err)
+	}
+	for _, t := range out.Tags {
+		if aws.ToString(t.Key) == OwnerTag {
+			return aws.ToString(t.Value) == s.ownerTag(owner), nil
+		}
+	}
+	return false, nil
+}
+
+// Create registers the domain with our DKIM key, tagged with its owner, and sets its MAIL FROM
+// domain. An identity that already exists is the owner's retry only if its tag says so; any
+// other (another team's, another deployment's, one made outside Mailroom and perhaps verified
+// already) is identity.ErrTaken and left as it is.
 func (s *Identities) Create(ctx context.Context, r identity.Registration) (identity.Status, error) {
-	_, err := s.client.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{
-		EmailIdentity: aws.String(r.Domain),
-		DkimSigningAttributes: &types.DkimSigningAttributes{
-			DomainSigningSelector:   aws.String(r.Selector),
-			DomainSigningPrivateKey: aws.String(r.PrivateKey),
-		},
-	})
-	var exists *types.AlreadyExistsException
-	if err != nil && !errors.As(err, &exists) {
-		return identity.Status{}, fmt.Errorf("ses identity: create %s: %w", r.Domain, err)
+	// Whose is it, if it exists: the account's identity is never taken over.
+	ours, err := s.ownedBy(ctx, r.Domain, r.Owner)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if err := s.create(ctx, r); err != nil {
+			return identity.Status{}, err
+		}
+	case err != nil:
+		return identity.Status{}, err
+	case !ours:
+		return identity.Status{}, fmt.Errorf("ses identity: create %s: %w", r.Domain, identity.ErrTaken)
 	}
 	if r.MailFrom != "" {
 		_, err := s.client.PutEmailIdentityMailFromAttributes(ctx, &sesv2.PutEmailIdentityMailFromAttributesInput{
@@ -79,6 +108,34 @@ func (s *Identities) Create(ctx context.Context, r identity.Registration) (ident
 	return s.Get(ctx, r.Domain)
 }
 
+// create makes the identity; one that appeared in between (AlreadyExists) is the owner's retry
+// only if its tag says so.
+func (s *Identities) create(ctx context.Context, r identity.Registration) error {
+	_, err := s.client.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{
+		EmailIdentity: aws.String(r.Domain),
+		DkimSigningAttributes: &types.DkimSigningAttributes{
+			DomainSigningSelector:   aws.String(r.Selector),
+			DomainSigningPrivateKey: aws.String(r.PrivateKey),
+		},
+		Tags: []types.Tag{{Key: aws.String(OwnerTag), Value: aws.String(s.ownerTag(r.Owner))}},
+	})
+	var exists *types.AlreadyExistsException
+	if err == nil {
+		return nil
+	}
+	if !errors.As(err, &exists) {
+		return fmt.Errorf("ses identity: create %s: %w", r.Domain, err)
+	}
+	ours, err := s.ownedBy(ctx, r.Domain, r.Owner)
+	if err != nil {
+		return err
+	}
+	if !ours {
+		return fmt.Errorf("ses identity: create %s: %w", r.Domain, identity.ErrTaken)
+	}
+	return nil
+}
+
 // Get returns SES's view of the domain; ErrNotFound (wrapped) when SES has no such identity.
 func (s *Identities) Get(ctx context.Context, domain string) (identity.Status, error) {
 	out, err := s.client.GetEmailIdentity(ctx, &sesv2.GetEmailIdentityInput{EmailIdentity: aws.String(domain)})
@@ -92,9 +149,22 @@ func (s *Identities) Get(ctx context.Context, domain string) (identity.Status, e
 	return statusOf(out), nil
 }
 
-// Delete removes the identity; one that does not exist is already deleted.
-func (s *Identities) Delete(ctx context.Context, domain string) error {
-	_, err := s.client.DeleteEmailIdentity(ctx, &sesv2.DeleteEmailIdentityInput{EmailIdentity: aws.String(domain)})
+// Delete removes the owner's identity; one that does not exist is already deleted, and one
+// whose tag names another owner is left alone (deleting it would take an account-wide identity
+// from whoever owns it).
+func (s *Identities) Delete(ctx context.Context, domain, owner string) error {
+	ours, err := s.ownedBy(ctx, domain, owner)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !ours {
+		s.log.WarnContext(ctx, "ses identity: not deleted, another owner's", "domain", domain)
+		return nil
+	}
+	_, err = s.client.DeleteEmailIdentity(ctx, &sesv2.DeleteEmailIdentityInput{EmailIdentity: aws.String(domain)})
 	var nf *types.NotFoundException
 	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("ses identity: delete %s: %w", domain, err)

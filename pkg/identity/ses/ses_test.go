@@ -27,7 +27,37 @@ func newIdentities(t *testing.T) (*Identities, *sesv2.Client) {
 	client := sesv2.NewFromConfig(awstest.Shared(t).Config(t), func(o *sesv2.Options) {
 		o.HTTPClient = &http.Client{Transport: EmulatorTransport(http.DefaultTransport)}
 	})
-	return New(client, slog.New(slog.NewTextHandler(io.Discard, nil))), client
+	return New(client, slog.New(slog.NewTextHandler(io.Discard, nil)), "test-table"), client
+}
+
+// TestAnIdentityMadeOutsideMailroomIsNotTakenOver: an identity the account already has without
+// Mailroom's owner tag (made in the console, perhaps verified and sending) is refused to a team
+// that registers the name, and a team's delete does not remove it; nor is one of another
+// deployment (another namespace) in the same account.
+func TestAnIdentityMadeOutsideMailroomIsNotTakenOver(t *testing.T) {
+	ids, client := newIdentities(t)
+	ctx := context.Background()
+	outside := identitytest.Registration(t, identitytest.Domain(t))
+	if _, err := client.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(outside.Domain)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ids.Create(ctx, outside); !errors.Is(err, identity.ErrTaken) {
+		t.Fatalf("Create over an identity made outside: %v, want ErrTaken", err)
+	}
+	if err := ids.Delete(ctx, outside.Domain, outside.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.GetEmailIdentity(ctx, &sesv2.GetEmailIdentityInput{EmailIdentity: aws.String(outside.Domain)}); err != nil {
+		t.Fatalf("the identity made outside was deleted: %v", err)
+	}
+	staging := New(client, slog.New(slog.NewTextHandler(io.Discard, nil)), "staging-table")
+	r := identitytest.Registration(t, identitytest.Domain(t))
+	if _, err := staging.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ids.Create(ctx, r); !errors.Is(err, identity.ErrTaken) {
+		t.Fatalf("Create over another deployment's identity (same team id): %v, want ErrTaken", err)
+	}
 }
 
 func TestContract(t *testing.T) {
@@ -68,7 +98,7 @@ func TestGetUnknownIsNotFound(t *testing.T) {
 	if _, err := ids.Create(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	if err := ids.Delete(context.Background(), r.Domain); err != nil {
+	if err := ids.Delete(context.Background(), r.Domain, r.Owner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ids.Get(context.Background(), r.Domain); !errors.Is(err, ErrNotFound) {

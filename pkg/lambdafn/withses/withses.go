@@ -33,6 +33,6 @@ func ClientWith(w *lambdafn.Wiring, opt func(*sesv2.Options), ops ...string) *se
 // Identities builds the SES identities of sending domains, with the operations the function's
 // ports name.
 func Identities(w *lambdafn.Wiring) error {
-	w.Identities = idses.New(Client(w, w.Ports.Identities...), w.Log)
+	w.Identities = idses.New(Client(w, w.Ports.Identities...), w.Log, w.Config.TableName)
 	return nil
 }
