@@ -57,6 +57,39 @@ type Service struct {
 	Regions []string
 }
 
+// checkParents refuses a subdomain of a domain another team holds: SES lets a verified parent
+// sign for its subdomains, so the subdomain's mail would be the other team's to send. The answer
+// names no team.
+func (s *Service) checkParents(ctx context.Context, teamID int64, name string) error {
+	var own []store.Domain
+	for parent := name; ; {
+		_, rest, ok := strings.Cut(parent, ".")
+		if !ok || !strings.Contains(rest, ".") {
+			return nil // down to the registrable name's last label
+		}
+		parent = rest
+		held, err := s.Store.DomainNameHeld(ctx, parent)
+		if err != nil {
+			return fmt.Errorf("domain name guard: %w", err)
+		}
+		if !held {
+			continue
+		}
+		if own == nil {
+			if own, err = s.Store.ListDomains(ctx, teamID); err != nil {
+				return fmt.Errorf("list domains: %w", err)
+			}
+		}
+		if !slices.ContainsFunc(own, func(d store.Domain) bool { return d.Name == parent }) {
+			return fault.New(fault.Conflict, "Domain %s is not available: a parent domain is registered already", name)
+		}
+	}
+}
+
+// ClaimTTL is how long a domain may stay unverified: then the hourly check removes it (and its
+// identity), so a name cannot be squatted by registering it and never verifying it.
+const ClaimTTL = 72 * time.Hour
+
 // Owner is the identity owner of a team's domains.
 func Owner(teamID int64) string { return fmt.Sprintf("team-%d", teamID) }
 
@@ -113,6 +146,9 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	}
 	if len(s.Regions) > 0 && !slices.Contains(s.Regions, region) {
 		return store.Domain{}, fault.Field("region", "this deployment sends from %s only", strings.Join(s.Regions, ", "))
+	}
+	if err := s.checkParents(ctx, teamID, name); err != nil {
+		return store.Domain{}, err
 	}
 	key, err := NewKey(s.KeyBits)
 	if err != nil {
@@ -379,7 +415,8 @@ type Teams interface {
 }
 
 // RefreshAll is the periodic check: it refreshes every domain's status from the provider, so a
-// domain whose DNS records appear (or disappear) changes status without anyone calling verify.
+// domain whose DNS records appear (or disappear) changes status without anyone calling verify;
+// a domain still unverified ClaimTTL after its creation is removed.
 // It goes on past a failing domain and returns how many it refreshed and the errors joined.
 func (s *Service) RefreshAll(ctx context.Context, teams Teams) (int, error) {
 	list, err := teams.ListTeams(ctx)
@@ -397,6 +434,13 @@ func (s *Service) RefreshAll(ctx context.Context, teams Teams) (int, error) {
 		for _, d := range domains {
 			if ctx.Err() != nil {
 				return n, ctx.Err()
+			}
+			if d.Status != store.DomainSuccess && s.Now().Sub(d.CreatedAt) > ClaimTTL {
+				// Never verified: the claim on the name expires.
+				if _, err := s.Delete(ctx, t.ID, d.ID); err != nil {
+					errs = append(errs, fmt.Errorf("expire unverified domain %s: %w", d.Name, err))
+				}
+				continue
 			}
 			if _, err := s.Verify(ctx, t.ID, d.ID); err != nil {
 				errs = append(errs, fmt.Errorf("domain %s: %w", d.Name, err))

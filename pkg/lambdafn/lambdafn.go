@@ -102,7 +102,7 @@ var uses = map[string]Ports{
 	ScheduledSendFunction: {EmailSchedules: SchedulePut},
 	CampaignBatchFunction: {CampaignSchedules: SchedulePut, CampaignInvoke: true, Unsubscribe: Write},
 	ReconcilerFunction:    {CampaignInvoke: true},
-	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity"}},
+	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
 	// The authorizer only reads API keys.
 	AuthorizerFunction: {Table: Read},
 }

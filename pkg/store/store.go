@@ -418,6 +418,8 @@ type Domains interface {
 	UpdateDomain(ctx context.Context, teamID, id int64, fn func(*Domain) error) (Domain, error)
 	// DeleteDomain removes the domain and frees its name.
 	DeleteDomain(ctx context.Context, teamID, id int64) error
+	// DomainNameHeld reports whether any team has a domain of that name (case-insensitive).
+	DomainNameHeld(ctx context.Context, name string) (bool, error)
 }
 
 // Templates is the teams' templates.

@@ -256,6 +256,11 @@ func rows() []row {
 			body: `{"name":"a.example.com","region":"us-east-1"}`, status: 409, contains: []string{"already registered"},
 			absent: []string{"team", "Team"}},
 
+		{name: "a subdomain of another team's domain cannot be registered", key: "b", method: "POST", path: "/api/v1/domains",
+			body: `{"name":"mail.a.example.com","region":"us-east-1"}`, status: 409, absent: []string{"team", "Team"}},
+		{name: "a subdomain of its own domain can", key: "a", method: "POST", path: "/api/v1/domains",
+			body: `{"name":"mail.a.example.com","region":"us-east-1"}`, status: 200},
+
 		// 14. One spelling of a key.
 		// (An invalid token is 403 "Invalid API token", as upstream answers it.)
 		{name: "an upper-case hex secret is refused", key: "upper:a", method: "GET", path: "/api/v1/domains", status: 403,

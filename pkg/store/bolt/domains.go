@@ -36,6 +36,15 @@ func (s *Store) CreateDomain(ctx context.Context, d store.Domain) error {
 	})
 }
 
+func (s *Store) DomainNameHeld(ctx context.Context, name string) (bool, error) {
+	held := false
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		held = tx.Bucket(bucketDomName).Get(domainNameKey(name)) != nil
+		return nil
+	})
+	return held, err
+}
+
 func (s *Store) GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error) {
 	var d store.Domain
 	err := s.view(ctx, func(tx *bbolt.Tx) error {

@@ -125,6 +125,12 @@ func (st *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*st
 	})
 }
 
+// DomainNameHeld is one strongly consistent GetItem of the name guard.
+func (st *Store) DomainNameHeld(ctx context.Context, name string) (bool, error) {
+	m, err := st.get(ctx, domainNameKey(name), true)
+	return m != nil, err
+}
+
 // DeleteDomain removes the domain and its name guard together.
 func (st *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
 	old, err := st.getDomain(ctx, teamID, id, true)

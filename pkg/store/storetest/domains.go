@@ -48,6 +48,13 @@ func testDomains(t *testing.T, s store.Store) {
 	wantErr(t, "CreateDomain(same name, other team)", s.CreateDomain(ctx, taken), store.ErrConflict)
 	other := newDomain(t, s, b, "c."+name)
 	noErr(t, "CreateDomain(other team)", s.CreateDomain(ctx, other))
+	for n, want := range map[string]bool{name: true, strings.ToUpper("c." + name): true, "x." + name: false} {
+		held, err := s.DomainNameHeld(ctx, n)
+		noErr(t, "DomainNameHeld", err)
+		if held != want {
+			t.Errorf("DomainNameHeld(%s) = %v, want %v", n, held, want)
+		}
+	}
 	d2 := newDomain(t, s, a, "b."+name)
 	noErr(t, "CreateDomain", s.CreateDomain(ctx, d2))
 

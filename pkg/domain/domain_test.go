@@ -1,0 +1,116 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/identity"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+// pendingIdentities never verifies a domain, and remembers which exist.
+type pendingIdentities struct {
+	mu     sync.Mutex
+	owners map[string]string
+}
+
+func (p *pendingIdentities) Create(_ context.Context, r identity.Registration) (identity.Status, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o, ok := p.owners[r.Domain]; ok && o != r.Owner {
+		return identity.Status{}, identity.ErrTaken
+	}
+	p.owners[r.Domain] = r.Owner
+	return identity.Status{Status: "PENDING", DKIMStatus: "PENDING", SPFStatus: "PENDING"}, nil
+}
+
+func (p *pendingIdentities) Get(_ context.Context, domain string) (identity.Status, error) {
+	return identity.Status{Status: "PENDING", DKIMStatus: "PENDING", SPFStatus: "PENDING"}, nil
+}
+
+func (p *pendingIdentities) Delete(_ context.Context, domain, owner string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.owners[domain] == owner {
+		delete(p.owners, domain)
+	}
+	return nil
+}
+
+func newService(t *testing.T) (*Service, *bolt.Store, *pendingIdentities, *time.Time) {
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	for _, id := range []int64{1, 2} {
+		if err := st.CreateTeam(context.Background(), store.Team{ID: id, Name: "t", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC()
+	ids := &pendingIdentities{owners: map[string]string{}}
+	return &Service{Store: st, Identities: ids, Now: func() time.Time { return now }, KeyBits: 1024}, st, ids, &now
+}
+
+// TestASubdomainOfAnotherTeamsDomainIsRefused: SES lets a verified parent sign for its
+// subdomains, so a team may not register a subdomain of another team's domain (409, naming no
+// team); a subdomain of its own domain is fine.
+func TestASubdomainOfAnotherTeamsDomainIsRefused(t *testing.T) {
+	s, _, _, _ := newService(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, 1, "example.com", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"mail.example.com", "a.b.example.com"} {
+		_, err := s.Create(ctx, 2, name, "")
+		if fe, ok := fault.As(err); !ok || fe.Kind != fault.Conflict {
+			t.Errorf("team 2 registers %s under team 1's example.com: %v, want 409", name, err)
+		}
+	}
+	if _, err := s.Create(ctx, 1, "mail.example.com", ""); err != nil {
+		t.Errorf("team 1 registers a subdomain of its own domain: %v", err)
+	}
+	if _, err := s.Create(ctx, 2, "example.org", ""); err != nil {
+		t.Errorf("an unrelated domain: %v", err)
+	}
+}
+
+// TestAnUnverifiedClaimExpires: a domain still unverified ClaimTTL after its creation is
+// removed by the hourly check, identity and all, so the name is free again; a younger one
+// stays.
+func TestAnUnverifiedClaimExpires(t *testing.T) {
+	s, st, ids, now := newService(t)
+	ctx := context.Background()
+	old, err := s.Create(ctx, 1, "squatted.example", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(ClaimTTL - time.Hour)
+	young, err := s.Create(ctx, 1, "young.example", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(2 * time.Hour)
+	if _, err := s.RefreshAll(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetDomain(ctx, 1, old.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the expired claim: %v, want it removed", err)
+	}
+	if _, ok := ids.owners["squatted.example"]; ok {
+		t.Error("the expired claim's identity is still there")
+	}
+	if _, err := st.GetDomain(ctx, 1, young.ID); err != nil {
+		t.Errorf("the younger claim: %v, want it kept", err)
+	}
+	if _, err := s.Create(ctx, 2, "squatted.example", ""); err != nil {
+		t.Errorf("the name after expiry: %v, want it free", err)
+	}
+}
