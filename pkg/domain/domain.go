@@ -55,7 +55,13 @@ type Service struct {
 	// Regions, when set, are the only regions domains may be created in: the SES client of a
 	// deployment works in its own region, and a domain's records must name that one.
 	Regions []string
+	// MaxDomains caps a team's domains (DefaultMaxDomains when 0): each is an identity in the
+	// shared SES account, whose quota is 10,000 identities per region.
+	MaxDomains int
 }
+
+// DefaultMaxDomains is a team's domain cap unless configured.
+const DefaultMaxDomains = 100
 
 // checkParents refuses a subdomain of a domain another team holds: SES lets a verified parent
 // sign for its subdomains, so the subdomain's mail would be the other team's to send. The answer
@@ -84,6 +90,23 @@ func (s *Service) checkParents(ctx context.Context, teamID int64, name string) e
 			return fault.New(fault.Conflict, "Domain %s is not available: a parent domain is registered already", name)
 		}
 	}
+}
+
+// checkCap refuses a domain past the team's cap. Two creates at the same moment may both pass
+// it: the cap is fair use, not a quota to the unit.
+func (s *Service) checkCap(ctx context.Context, teamID int64) error {
+	limit := s.MaxDomains
+	if limit <= 0 {
+		limit = DefaultMaxDomains
+	}
+	own, err := s.Store.ListDomains(ctx, teamID)
+	if err != nil {
+		return fmt.Errorf("list domains: %w", err)
+	}
+	if len(own) >= limit {
+		return fault.New(fault.Forbidden, "A team may have at most %d domains: delete one first", limit)
+	}
+	return nil
 }
 
 // ClaimTTL is how long a domain may stay unverified: then the hourly check removes it (and its
@@ -148,6 +171,9 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 		return store.Domain{}, fault.Field("region", "this deployment sends from %s only", strings.Join(s.Regions, ", "))
 	}
 	if err := s.checkParents(ctx, teamID, name); err != nil {
+		return store.Domain{}, err
+	}
+	if err := s.checkCap(ctx, teamID); err != nil {
 		return store.Domain{}, err
 	}
 	key, err := NewKey(s.KeyBits)

@@ -114,3 +114,23 @@ func TestAnUnverifiedClaimExpires(t *testing.T) {
 		t.Errorf("the name after expiry: %v, want it free", err)
 	}
 }
+
+// TestADomainPastTheCapIsRefused: a team's domains are capped (each is an identity of the
+// shared SES account); another team is not held back by it.
+func TestADomainPastTheCapIsRefused(t *testing.T) {
+	s, _, _, _ := newService(t)
+	s.MaxDomains = 2
+	ctx := context.Background()
+	for _, name := range []string{"one.example", "two.example"} {
+		if _, err := s.Create(ctx, 1, name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Create(ctx, 1, "three.example", "")
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.Forbidden {
+		t.Fatalf("a third domain over a cap of 2: %v, want 403", err)
+	}
+	if _, err := s.Create(ctx, 2, "three.example", ""); err != nil {
+		t.Errorf("another team's first domain: %v", err)
+	}
+}
