@@ -42,7 +42,7 @@ var background = map[string]string{
 	lambdafn.CampaignBatchFunction: "Writes a campaign's emails, a batch step at a time (EventBridge Scheduler)",
 	lambdafn.SESEventsFunction:     "Records the SES events of Mailroom's configuration sets (EventBridge)",
 	lambdafn.ReconcilerFunction:    "Re-queues stuck and overdue emails, restarts stalled campaigns, purges deleted books (every 5 minutes)",
-	lambdafn.DomainCheckFunction:   "Refreshes every domain's SES verification status (hourly)",
+	lambdafn.DomainCheckFunction:   "Refreshes every domain's SES verification status, removes claims unverified after 72 hours (hourly)",
 	lambdafn.AuthorizerFunction:    "Authenticates API keys for the HTTP API (Lambda authorizer)",
 }
 
