@@ -187,7 +187,9 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	now := s.Now().UTC()
 	d := store.Domain{
 		ID: id, TeamID: teamID, Name: name, Region: region, Status: store.DomainPending,
-		Selector: Selector, PublicKey: key.Public, PrivateKey: key.Private,
+		// The private key goes to the provider (which keeps it and signs with it) and is not
+		// stored: in the table it would be copied into the stream, backups and exports.
+		Selector: Selector, PublicKey: key.Public,
 		IsVerifying: true, CreatedAt: now, UpdatedAt: now,
 		DNSRecords: Records(region, key.Public, store.DomainPending),
 	}
@@ -228,6 +230,7 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 
 // apply copies a provider status onto the domain and its records.
 func apply(d *store.Domain, st identity.Status, now time.Time) {
+	d.PrivateKey = "" // a key stored by an earlier version goes at the domain's next check
 	d.Status = orDefault(st.Status, store.DomainPending)
 	d.DKIMStatus = st.DKIMStatus
 	d.SPFDetails = st.SPFStatus

@@ -134,3 +134,28 @@ func TestADomainPastTheCapIsRefused(t *testing.T) {
 		t.Errorf("another team's first domain: %v", err)
 	}
 }
+
+// TestThePrivateKeyIsNotStored: the DKIM private key goes to the provider and is not kept in
+// the store (where the table's stream and backups would copy it); a key an earlier version
+// stored is cleared at the domain's next check.
+func TestThePrivateKeyIsNotStored(t *testing.T) {
+	s, st, _, _ := newService(t)
+	ctx := context.Background()
+	d, err := s.Create(ctx, 1, "keys.example", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetDomain(ctx, 1, d.ID)
+	if err != nil || got.PrivateKey != "" || got.PublicKey == "" {
+		t.Fatalf("stored domain: private key %d bytes, public %d, %v; want the public key only", len(got.PrivateKey), len(got.PublicKey), err)
+	}
+	if _, err := st.UpdateDomain(ctx, 1, d.ID, func(x *store.Domain) error { x.PrivateKey = "MIIEowIB-old"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RefreshAll(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetDomain(ctx, 1, d.ID); got.PrivateKey != "" {
+		t.Error("an earlier version's stored key is still there after the check")
+	}
+}

@@ -82,7 +82,7 @@ type Domain struct {
 	Status            string
 	Selector          string // DKIM selector
 	PublicKey         string // base64 DER (SubjectPublicKeyInfo), as published in DNS
-	PrivateKey        string // base64 DER (PKCS#1), handed to SES for BYODKIM only
+	PrivateKey        string // base64 DER (PKCS#1): no longer stored (SES keeps it); earlier versions' is cleared at the next check
 	DNSRecords        []DNSRecord
 	ClickTracking     bool
 	OpenTracking      bool
