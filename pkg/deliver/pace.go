@@ -98,14 +98,11 @@ func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error
 			p.taking.Unlock()
 			return time.Time{}, sleepUntil(ctx, at, p.now())
 		}
-		at, retry, err := p.take(ctx, before, limit, want)
-		p.taking.Unlock()
-		if err != nil || !retry.IsZero() {
-			return retry, err
-		}
-		return time.Time{}, sleepUntil(ctx, at, p.now())
 	}
 	at, retry, err := p.take(ctx, before, limit, want)
+	if want > 1 {
+		p.taking.Unlock()
+	}
 	if err != nil || !retry.IsZero() {
 		return retry, err
 	}

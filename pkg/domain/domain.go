@@ -63,11 +63,10 @@ type Service struct {
 // DefaultMaxDomains is a team's domain cap unless configured.
 const DefaultMaxDomains = 100
 
-// checkParents refuses a subdomain of a domain another team holds: SES lets a verified parent
-// sign for its subdomains, so the subdomain's mail would be the other team's to send. The answer
-// names no team.
-func (s *Service) checkParents(ctx context.Context, teamID int64, name string) error {
-	var own []store.Domain
+// checkParents refuses a subdomain of a domain another team holds (own are the team's
+// domains): SES lets a verified parent sign for its subdomains, so the subdomain's mail would be
+// the other team's to send. The answer names no team.
+func (s *Service) checkParents(ctx context.Context, own []store.Domain, name string) error {
 	for parent := name; ; {
 		_, rest, ok := strings.Cut(parent, ".")
 		if !ok || !strings.Contains(rest, ".") {
@@ -78,30 +77,18 @@ func (s *Service) checkParents(ctx context.Context, teamID int64, name string) e
 		if err != nil {
 			return fmt.Errorf("domain name guard: %w", err)
 		}
-		if !held {
-			continue
-		}
-		if own == nil {
-			if own, err = s.Store.ListDomains(ctx, teamID); err != nil {
-				return fmt.Errorf("list domains: %w", err)
-			}
-		}
-		if !slices.ContainsFunc(own, func(d store.Domain) bool { return d.Name == parent }) {
+		if held && !slices.ContainsFunc(own, func(d store.Domain) bool { return d.Name == parent }) {
 			return fault.New(fault.Conflict, "Domain %s is not available: a parent domain is registered already", name)
 		}
 	}
 }
 
-// checkCap refuses a domain past the team's cap. Two creates at the same moment may both pass
-// it: the cap is fair use, not a quota to the unit.
-func (s *Service) checkCap(ctx context.Context, teamID int64) error {
+// checkCap refuses a domain past the team's cap (own are its domains). Two creates at the same
+// moment may both pass it: the cap is fair use, not a quota to the unit.
+func (s *Service) checkCap(own []store.Domain) error {
 	limit := s.MaxDomains
 	if limit <= 0 {
 		limit = DefaultMaxDomains
-	}
-	own, err := s.Store.ListDomains(ctx, teamID)
-	if err != nil {
-		return fmt.Errorf("list domains: %w", err)
 	}
 	if len(own) >= limit {
 		return fault.New(fault.Forbidden, "A team may have at most %d domains: delete one first", limit)
@@ -170,10 +157,14 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	if len(s.Regions) > 0 && !slices.Contains(s.Regions, region) {
 		return store.Domain{}, fault.Field("region", "this deployment sends from %s only", strings.Join(s.Regions, ", "))
 	}
-	if err := s.checkParents(ctx, teamID, name); err != nil {
+	own, err := s.Store.ListDomains(ctx, teamID)
+	if err != nil {
+		return store.Domain{}, fmt.Errorf("list domains: %w", err)
+	}
+	if err := s.checkParents(ctx, own, name); err != nil {
 		return store.Domain{}, err
 	}
-	if err := s.checkCap(ctx, teamID); err != nil {
+	if err := s.checkCap(own); err != nil {
 		return store.Domain{}, err
 	}
 	key, err := NewKey(s.KeyBits)

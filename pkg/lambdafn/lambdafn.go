@@ -381,9 +381,11 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 		requestID := requestID(ctx)
 		failed := make([]bool, len(ev.Records))
+		ids := make([]string, len(ev.Records)) // "" for a record that is not an email's
 		emails := 0
-		for _, rec := range ev.Records {
-			if _, ok := EmailID(rec); ok {
+		for i, rec := range ev.Records {
+			if id, ok := EmailID(rec); ok {
+				ids[i] = id
 				emails++
 			}
 		}
@@ -392,8 +394,8 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, workerConcurrency)
 		for i, rec := range ev.Records {
-			id, ok := EmailID(rec)
-			if !ok {
+			id := ids[i]
+			if id == "" {
 				continue
 			}
 			wg.Add(1)
