@@ -33,6 +33,8 @@ type Deps struct {
 	Signer campaign.Signer
 	// Regions are the SES regions domains may use (nil: any).
 	Regions []string
+	// MaxScheduled caps a team's scheduled emails (email.DefaultMaxScheduled when 0).
+	MaxScheduled int
 	// AuthCacheTTL is how long a looked-up API key is cached.
 	AuthCacheTTL time.Duration
 	Now          func() time.Time
@@ -48,7 +50,7 @@ func NewServices(d Deps) *Services {
 	return &Services{
 		Auth: auth.NewAuthenticator(d.Store, d.AuthCacheTTL),
 		Emails: &email.Service{Store: d.Store, Domains: dir, Scheduler: d.EmailScheduler, Dispatcher: d.Dispatcher,
-			Now: d.Now, Log: d.Log, Metrics: d.Metrics},
+			Now: d.Now, Log: d.Log, Metrics: d.Metrics, MaxScheduled: d.MaxScheduled},
 		Domains: &domain.Service{Store: d.Store, Identities: d.Identities, Now: d.Now, OnChange: dir.Forget,
 			Regions: d.Regions},
 		Templates:    &template.Service{Store: d.Store, Now: d.Now},

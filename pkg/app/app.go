@@ -269,6 +269,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Store: a.Store, Identities: a.Identities, EmailScheduler: a.EmailScheduler, CampaignScheduler: a.CampaignScheduler,
 		Dates:        naturaldate.Parse,
 		Signer:       campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL},
+		MaxScheduled: a.Config.MaxScheduled,
 		Regions:      a.regions,
 		AuthCacheTTL: a.Config.AuthCacheTTL, Now: now, Log: a.Log, Metrics: a.Metrics,
 	}

@@ -59,6 +59,9 @@ type Config struct {
 	// UnsubscribeSecret signs unsubscribe links: UNSUBSCRIBE_SECRET; locally a random one is
 	// kept in DATA_DIR/unsubscribe.key when unset.
 	UnsubscribeSecret string
+	// MaxScheduled caps a team's emails waiting in SCHEDULED on the local server:
+	// MAX_SCHEDULED_EMAILS (email.DefaultMaxScheduled when unset or 0).
+	MaxScheduled int
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -89,6 +92,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil {
 		return c, err
+	}
+	if c.MaxScheduled, err = intEnv(getenv, "MAX_SCHEDULED_EMAILS", 0); err != nil || c.MaxScheduled < 0 {
+		return c, fmt.Errorf("MAX_SCHEDULED_EMAILS: want a number of emails (0 for the default)")
 	}
 	days, err := intEnv(getenv, "RETENTION_DAYS", 90)
 	if err != nil || days < 0 {

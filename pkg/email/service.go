@@ -55,7 +55,14 @@ type Service struct {
 	Log        *slog.Logger
 	// Metrics counts the emails accepted (nil: none).
 	Metrics metric.Counter
+	// MaxScheduled caps a team's emails waiting in SCHEDULED (DefaultMaxScheduled when 0):
+	// each holds an EventBridge Scheduler schedule of the deployment's account.
+	MaxScheduled int
 }
+
+// DefaultMaxScheduled is a team's cap on scheduled emails unless configured: a thousand teams
+// at the cap hold 10,000,000 schedules, EventBridge Scheduler's default quota per region.
+const DefaultMaxScheduled = 10_000
 
 // SendResult is what a send returns; Body is the exact JSON response (stored for replays).
 type SendResult struct {
@@ -100,6 +107,11 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		nonce, fresh = rec.Nonce, rec.Nonce == ours
 	}
 	emails, events, err := s.prepare(ctx, p, reqs, batch, nonce, now)
+	if err == nil && (key == "" || fresh) {
+		// A claim taken over finishes a request that passed the cap already (its emails
+		// may be counted): it is not checked again, so a retry never strands half a batch.
+		err = s.checkScheduledCap(ctx, p.TeamID, emails)
+	}
 	if err != nil {
 		if fresh {
 			// Nothing was written: the caller may retry with the same key at once. (A claim
@@ -120,6 +132,32 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 	// The record stays PENDING: a retry finds the emails of its nonce (written) and replays
 	// them, which saves a write per request.
 	return res, nil
+}
+
+// checkScheduledCap refuses emails that would take the team past MaxScheduled. Requests at the
+// same moment may together pass it by their own emails: it is fair use, not a quota to the unit.
+func (s *Service) checkScheduledCap(ctx context.Context, teamID int64, emails []store.Email) error {
+	n := 0
+	for _, e := range emails {
+		if e.Status == store.StatusScheduled {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	limit := s.MaxScheduled
+	if limit <= 0 {
+		limit = DefaultMaxScheduled
+	}
+	have, err := s.Store.ScheduledCount(ctx, teamID)
+	if err != nil {
+		return fmt.Errorf("scheduled count: %w", err)
+	}
+	if have+int64(n) > int64(limit) {
+		return fault.New(fault.Forbidden, "scheduledAt: a team may have at most %d scheduled emails (it has %d): send or cancel some first", limit, have)
+	}
+	return nil
 }
 
 // written reports whether every email of an idempotent request with this nonce exists, and

@@ -181,9 +181,12 @@ type Email struct {
 	// When an UpdateEmail adds kinds to it (or CreateEmails writes an email with kinds in it)
 	// the store increments the campaign's counters for exactly the new kinds, in the same
 	// atomic write: each kind counts at most once per email, i.e. per recipient.
-	Counted   []string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Counted []string
+	// ScheduleCounted is maintained by the store: the email counts in its team's
+	// ScheduledCount (set when it is written SCHEDULED, cleared when it leaves SCHEDULED).
+	ScheduleCounted bool
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 	// ContentOmitted is set by ListEmails (never stored) when it left a large content out of
 	// the list rather than load it: the email's GetEmail has it.
 	ContentOmitted bool `json:"-" dynamodbav:"-"`
@@ -463,6 +466,11 @@ type Emails interface {
 	// counts. An adapter whose database expires items itself (DynamoDB's TTL) removes none.
 	// Either way, an email past its retention is not found, listed or counted from then on.
 	ExpireEmails(ctx context.Context, limit int) (int, error)
+	// ScheduledCount is the number of the team's emails in SCHEDULED: CreateEmails counts an
+	// email it writes SCHEDULED, and UpdateEmail uncounts it when it leaves SCHEDULED (or counts
+	// it when it enters), atomically with the email. Emails written SCHEDULED before the count
+	// existed are not in it; it is never below 0.
+	ScheduledCount(ctx context.Context, teamID int64) (int64, error)
 	// HeldEmails lists ids of the campaign's held emails (QUEUED with Held), oldest first, at
 	// most limit. PendingEmails does not list them.
 	HeldEmails(ctx context.Context, teamID int64, campaignID string, limit int) ([]string, error)

@@ -36,12 +36,15 @@ type world struct {
 	templateA string
 }
 
-func start(t *testing.T) *world {
+func start(t *testing.T, configure ...func(*config.Config)) *world {
 	t.Helper()
 	ctx := context.Background()
 	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 2,
 		AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4,
 		UnsubscribeSecret: strings.Repeat("ab", 32)}
+	for _, c := range configure {
+		c(&cfg)
+	}
 	s, err := server.Start(ctx, cfg, "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -476,6 +479,46 @@ func TestRescheduleHistoryIsCapped(t *testing.T) {
 			t.Fatalf("reschedule 51: %d %s, want 400", code, out)
 		}
 	}
+}
+
+// TestScheduledEmailsAreCapped: a team's emails waiting in SCHEDULED are capped (each holds a
+// schedule of the shared account): a request that would pass the cap is a 403 that writes
+// nothing of it, sending now is not affected, and a cancelled or fired email frees its place.
+func TestScheduledEmailsAreCapped(t *testing.T) {
+	w := start(t, func(c *config.Config) { c.MaxScheduled = 3 })
+	later := `,"scheduledAt":"` + time.Now().UTC().Add(48*time.Hour).Format(time.RFC3339) + `"`
+	batch := func(n int, extra string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(sendBody(extra)+",", n), ",") + "]"
+	}
+	count := func() int {
+		t.Helper()
+		var page struct {
+			Count int `json:"count"`
+		}
+		_, out := w.do(t, "a", "GET", "/api/v1/emails?limit=100", "")
+		if err := json.Unmarshal(out, &page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Count
+	}
+	w.must(t, "a", "POST", "/api/v1/emails/batch", batch(2, later))
+	before := count()
+	code, out := w.do(t, "a", "POST", "/api/v1/emails/batch", batch(2, later))
+	if code != 403 || !strings.Contains(string(out), "at most 3 scheduled emails") {
+		t.Fatalf("a batch past the cap: %d %s, want 403", code, out)
+	}
+	if n := count(); n != before {
+		t.Fatalf("the refused batch wrote %d emails", n-before)
+	}
+	w.must(t, "a", "POST", "/api/v1/emails/batch", batch(3, "")) // now: not capped
+	third := w.must(t, "a", "POST", "/api/v1/emails", sendBody(later))["emailId"].(string)
+	if code, out := w.do(t, "a", "POST", "/api/v1/emails", sendBody(later)); code != 403 {
+		t.Fatalf("a fourth scheduled email: %d %s, want 403", code, out)
+	}
+	// Another team has its own count.
+	w.must(t, "b", "POST", "/api/v1/emails", `{"from":"hi@b.example.net","to":"x@example.org","subject":"s","text":"t"`+later+`}`)
+	w.must(t, "a", "POST", "/api/v1/emails/"+third+"/cancel", "")
+	w.must(t, "a", "POST", "/api/v1/emails", sendBody(later))
 }
 
 func TestHostileInput(t *testing.T) {

@@ -61,6 +61,7 @@ var (
 	bucketCampaigns = []byte("campaigns")                  // team|campaign id → Campaign without Counters
 	bucketCampTime  = []byte("campaigns_by_team_time")     // team|time|campaign id → campaignRef
 	bucketCampCount = []byte("campaign_counters")          // team|campaign id|0x00|kind → uint64
+	bucketSchedCnt  = []byte("scheduled_counts")           // team → uint64 (ScheduledCount)
 )
 
 func allBuckets() [][]byte {
@@ -69,7 +70,7 @@ func allBuckets() [][]byte {
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
 		bucketMsgID, bucketPending, bucketSchedAt, bucketHeld, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
 		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
-		bucketCampCount,
+		bucketCampCount, bucketSchedCnt,
 	}
 }
 

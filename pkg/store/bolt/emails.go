@@ -133,6 +133,12 @@ func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEve
 				continue
 			}
 			e.Version = 1
+			e.ScheduleCounted = e.Status == store.StatusScheduled
+			if e.ScheduleCounted {
+				if err := addScheduled(tx, e.TeamID, 1); err != nil {
+					return err
+				}
+			}
 			if err := writeEmail(tx, e); err != nil {
 				return err
 			}
@@ -357,6 +363,7 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 			}
 			e.ID = id
 			e.Version = old.Version + 1
+			e.ScheduleCounted = old.ScheduleCounted
 			return emailChange{e, events}, nil
 		},
 		func(tx *bbolt.Tx, old store.Email, c *emailChange) (bool, error) {
@@ -377,6 +384,18 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 			}
 			if err := deleteIndexes(tx, emailIndexes(old)); err != nil {
 				return false, err
+			}
+			switch {
+			case old.ScheduleCounted && c.new.Status != store.StatusScheduled:
+				c.new.ScheduleCounted = false
+				if err := addScheduled(tx, old.TeamID, -1); err != nil {
+					return false, err
+				}
+			case !old.ScheduleCounted && old.Status != store.StatusScheduled && c.new.Status == store.StatusScheduled:
+				c.new.ScheduleCounted = true
+				if err := addScheduled(tx, old.TeamID, 1); err != nil {
+					return false, err
+				}
 			}
 			if err := writeEmail(tx, c.new); err != nil {
 				return false, err
@@ -521,6 +540,11 @@ func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
 				if !s.expired(e) {
 					continue // created before the window but scheduled later: kept until then
 				}
+				if e.ScheduleCounted {
+					if err := addScheduled(tx, e.TeamID, -1); err != nil {
+						return err
+					}
+				}
 				if err := deleteIndexes(tx, emailIndexes(e)); err != nil {
 					return err
 				}
@@ -551,4 +575,30 @@ func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
 		n += len(chunk)
 	}
 	return n, nil
+}
+
+// addScheduled adds delta to the team's ScheduledCount, never below 0.
+func addScheduled(tx *bbolt.Tx, teamID int64, delta int64) error {
+	b := tx.Bucket(bucketSchedCnt)
+	k := teamKey(teamID)
+	var n int64
+	if v := b.Get(k); v != nil {
+		n = int64(binary.BigEndian.Uint64(v))
+	}
+	if err := b.Put(k, u64(max(n+delta, 0))); err != nil {
+		return fmt.Errorf("bolt: scheduled count: %w", err)
+	}
+	return nil
+}
+
+// ScheduledCount reads the team's count of SCHEDULED emails.
+func (s *Store) ScheduledCount(ctx context.Context, teamID int64) (int64, error) {
+	var n int64
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		if v := tx.Bucket(bucketSchedCnt).Get(teamKey(teamID)); v != nil {
+			n = int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return n, err
 }

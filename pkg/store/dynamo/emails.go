@@ -13,6 +13,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -325,6 +326,9 @@ func (p pendingEmail) counters() []counter {
 	d := day(p.email.CreatedAt)
 	k := dayCounterKey(p.email.TeamID, d, workShard(p.email.ID))
 	out := []counter{{k, "n"}, {k, domainCountAttr(p.email.DomainID)}}
+	if p.email.ScheduleCounted {
+		out = append(out, counter{scheduledCounterKey(p.email.TeamID, workShard(p.email.ID)), "n"})
+	}
 	if p.email.CampaignID != "" {
 		ck := campaignCountersKey(p.email.TeamID, p.email.CampaignID, campaignCounterShard(p.email.ID))
 		for _, kind := range newKinds(nil, p.email.Counted) {
@@ -417,6 +421,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			continue
 		}
 		created[e.ID] = true
+		e.ScheduleCounted = e.Status == store.StatusScheduled
 		c, err := encodeContent(e.ID, e.Content, st.expiry(e))
 		if err != nil {
 			return err
@@ -795,6 +800,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			return store.Email{}, err
 		}
 		e.ID, e.Version = id, old.Version+1
+		schedDelta := scheduleDelta(old.Email, &e)
 		c := content{inline: old.ContentGz, ref: old.ContentRef}
 		c.chunks = make([]map[string]types.AttributeValue, old.ContentChunks) // only counted
 		if !reflect.DeepEqual(e.Content, old.Content) {
@@ -842,15 +848,18 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 		}
 		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
-		var counted []types.TransactWriteItem
+		counts, order := map[counter]int64{}, []counter(nil)
 		if e.CampaignID != "" {
-			counts, order := map[counter]int64{}, []counter(nil)
 			for _, kind := range newKinds(old.Counted, e.Counted) {
 				c := counter{campaignCountersKey(e.TeamID, e.CampaignID, campaignCounterShard(id)), kind}
 				counts[c], order = 1, append(order, c)
 			}
-			counted = st.counterUpdates(counts, order)
 		}
+		if schedDelta != 0 {
+			c := counter{scheduledCounterKey(e.TeamID, workShard(id)), "n"}
+			counts[c], order = schedDelta, append(order, c)
+		}
+		counted := st.counterUpdates(counts, order)
 		if len(itemEvents) == 0 && len(counted) == 0 {
 			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
@@ -894,6 +903,44 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		}
 		return e, nil
 	})
+}
+
+// scheduleDelta is what an update changes in its team's ScheduledCount, and sets
+// ScheduleCounted to match: -1 for a counted email leaving SCHEDULED, +1 for one entering it.
+func scheduleDelta(old store.Email, e *store.Email) int64 {
+	e.ScheduleCounted = old.ScheduleCounted
+	switch {
+	case old.ScheduleCounted && e.Status != store.StatusScheduled:
+		e.ScheduleCounted = false
+		return -1
+	case !old.ScheduleCounted && old.Status != store.StatusScheduled && e.Status == store.StatusScheduled:
+		e.ScheduleCounted = true
+		return 1
+	}
+	return 0
+}
+
+// ScheduledCount sums the team's scheduled counter shards (eventually consistent reads).
+func (st *Store) ScheduledCount(ctx context.Context, teamID int64) (int64, error) {
+	ks := make([]key, WorkShards)
+	for s := range WorkShards {
+		ks[s] = scheduledCounterKey(teamID, s)
+	}
+	items, err := st.batchGet(ctx, ks, false)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, m := range items {
+		if v, ok := m["n"].(*types.AttributeValueMemberN); ok {
+			x, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("dynamo: scheduled count: %w", err)
+			}
+			n += x
+		}
+	}
+	return max(n, 0), nil
 }
 
 // extendTTL sets the TTL of the email's content and event items to ttl.

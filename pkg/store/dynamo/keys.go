@@ -120,6 +120,12 @@ func dayCounterKey(teamID int64, day string, shard int) key {
 	return key{fmt.Sprintf("TEAM#%d#COUNT#%02d", teamID, shard), "DAY#" + day}
 }
 
+// scheduledCounterKey counts a team's SCHEDULED emails (attribute "n") in one of WorkShards
+// shards (by the email id), next to the day counters; ScheduledCount sums the shards.
+func scheduledCounterKey(teamID int64, shard int) key {
+	return key{fmt.Sprintf("TEAM#%d#COUNT#%02d", teamID, shard), "SCHEDULED"}
+}
+
 // domainCountAttr is a domain's attribute in the day counter items.
 func domainCountAttr(domainID int64) string { return fmt.Sprintf("d%d", domainID) }
 

@@ -35,7 +35,7 @@ func normContent(c store.Content) store.Content {
 }
 
 func normEmail(e store.Email) store.Email {
-	e.Version = 0
+	e.Version, e.ScheduleCounted = 0, false // the store's own (ScheduledCount checks it)
 	e.To, e.CC, e.BCC, e.ReplyTo = nilIfEmpty(e.To), nilIfEmpty(e.CC), nilIfEmpty(e.BCC), nilIfEmpty(e.ReplyTo)
 	e.Counted = nilIfEmpty(e.Counted)
 	e.Content = normContent(e.Content)

@@ -588,3 +588,92 @@ func testHeldEmails(t *testing.T, s store.Store) {
 		t.Errorf("after the release HeldEmails = %v", held)
 	}
 }
+
+// testScheduledCount: a team's count of SCHEDULED emails follows its emails as they are written
+// scheduled (once, however often the write is retried), rescheduled (no change), queued or
+// cancelled (one less each, once), and is the team's alone.
+func testScheduledCount(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team, other := newTeam(t, s), newTeam(t, s)
+	count := func(team int64) int64 {
+		t.Helper()
+		n, err := s.ScheduledCount(ctx, team)
+		noErr(t, "ScheduledCount", err)
+		return n
+	}
+	if n := count(team); n != 0 {
+		t.Fatalf("a new team's scheduled count is %d", n)
+	}
+	base := now()
+	var scheduled []store.Email
+	for i := range 3 {
+		e := newEmail(team, 1, base.Add(time.Duration(i)*time.Millisecond), store.StatusScheduled)
+		e.ScheduledAt = ptr(base.Add(time.Hour))
+		scheduled = append(scheduled, e)
+	}
+	queued := newEmail(team, 1, base, store.StatusQueued)
+	all := append(slices.Clone(scheduled), queued)
+	noErr(t, "CreateEmails", s.CreateEmails(ctx, all, nil))
+	noErr(t, "CreateEmails again", s.CreateEmails(ctx, all, nil))
+	if n := count(team); n != 3 {
+		t.Fatalf("after 3 scheduled and 1 queued email (written twice): count %d, want 3", n)
+	}
+	if !getEmail(t, s, scheduled[0].ID).ScheduleCounted || getEmail(t, s, queued.ID).ScheduleCounted {
+		t.Fatal("ScheduleCounted is not set on exactly the scheduled emails")
+	}
+	update := func(id string, fn func(*store.Email)) {
+		t.Helper()
+		_, err := s.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) { fn(e); return nil, nil })
+		noErr(t, "UpdateEmail", err)
+	}
+	update(scheduled[0].ID, func(e *store.Email) { e.ScheduledAt = ptr(base.Add(2 * time.Hour)) })
+	if n := count(team); n != 3 {
+		t.Fatalf("after a reschedule: count %d, want 3", n)
+	}
+	update(scheduled[0].ID, func(e *store.Email) { e.Status = store.StatusQueued })
+	update(scheduled[1].ID, func(e *store.Email) { e.Status = store.StatusCancelled })
+	if n := count(team); n != 1 {
+		t.Fatalf("after one queued and one cancelled: count %d, want 1", n)
+	}
+	update(scheduled[0].ID, func(e *store.Email) { e.Status = store.StatusSent })
+	update(queued.ID, func(e *store.Email) { e.Status = store.StatusSent })
+	if n := count(team); n != 1 {
+		t.Fatalf("after later changes of emails no longer scheduled: count %d, want 1", n)
+	}
+	if getEmail(t, s, scheduled[0].ID).ScheduleCounted || !getEmail(t, s, scheduled[2].ID).ScheduleCounted {
+		t.Fatal("ScheduleCounted does not follow the status")
+	}
+	if n := count(other); n != 0 {
+		t.Fatalf("another team's count is %d", n)
+	}
+}
+
+// testScheduledCountConcurrent: many goroutines scheduling and queueing at once count exactly.
+func testScheduledCountConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team := newTeam(t, s)
+	base := now()
+	emails := make([]store.Email, workers)
+	for i := range emails {
+		emails[i] = newEmail(team, 1, base.Add(time.Duration(i)*time.Millisecond), store.StatusScheduled)
+		emails[i].ScheduledAt = ptr(base.Add(time.Hour))
+	}
+	for _, err := range concurrently(workers, func(i int) error { return s.CreateEmails(ctx, emails[i:i+1], nil) }) {
+		noErr(t, "CreateEmails", err)
+	}
+	// Half are queued, each by two racing updates: one of them changes it.
+	for _, err := range concurrently(workers, func(i int) error {
+		_, err := s.UpdateEmail(ctx, emails[i/2].ID, func(e *store.Email) ([]store.Event, error) {
+			e.Status = store.StatusQueued
+			return nil, nil
+		})
+		return err
+	}) {
+		noErr(t, "UpdateEmail", err)
+	}
+	n, err := s.ScheduledCount(ctx, team)
+	noErr(t, "ScheduledCount", err)
+	if want := int64(workers - (workers+1)/2); n != want {
+		t.Fatalf("after %d scheduled and %d queued concurrently: count %d, want %d", workers, (workers+1)/2, n, want)
+	}
+}

@@ -68,6 +68,8 @@ var (
 		{name: "FindEmailByMessageID", fn: testFindEmailByMessageID},
 		{name: "PendingEmails", fn: testPendingEmails},
 		{name: "OverdueScheduled", fn: testOverdueScheduled},
+		{name: "ScheduledCount", fn: testScheduledCount},
+		{name: "ScheduledCountConcurrent", counter: true, fn: testScheduledCountConcurrent},
 		{name: "HeldEmails", fn: testHeldEmails},
 		{name: "Retention", fn: testRetention},
 		{name: "LargeContent", fn: testLargeContent},
