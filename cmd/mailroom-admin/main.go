@@ -7,6 +7,11 @@
 //	mailroom-admin key create -team 1 -name ci [-permission SENDING] [-domain 2]
 //	mailroom-admin key list -team 1
 //	mailroom-admin key revoke -team 1 -id abcdefghij
+//	mailroom-admin unsubscribe-key rotate
+//
+// unsubscribe-key rotate adds a new key for signing unsubscribe links and makes it the one that
+// signs; links signed by the older keys keep working (the ring keeps the last ten keys). It
+// rotates the secret UNSUBSCRIBE_SECRET_ID names (AWS), or DATA_DIR/unsubscribe.key.
 package main
 
 import (
@@ -28,7 +33,8 @@ const usage = `usage:
   mailroom-admin team list
   mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
   mailroom-admin key list -team ID
-  mailroom-admin key revoke -team ID -id KEYID`
+  mailroom-admin key revoke -team ID -id KEYID
+  mailroom-admin unsubscribe-key rotate`
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -51,6 +57,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer a.Close(ctx)
+	if args[0] == "unsubscribe-key" && args[1] == "rotate" {
+		id, n, err := a.RotateUnsubscribeKey(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "unsubscribe key %s now signs new links; %d keys check them\n", id, n)
+		return nil
+	}
 	admin := &team.Admin{Store: a.Store, Now: time.Now}
 	return dispatch(ctx, admin, args, out)
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+
 	"bytes"
 	"context"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mailroom/mailroom/pkg/campaign"
 )
 
 func TestAdminTeamAndKeys(t *testing.T) {
@@ -48,5 +53,44 @@ func TestAdminTeamAndKeys(t *testing.T) {
 	}
 	if err := run(ctx, []string{"bogus", "verb"}, &out2); err == nil || !strings.Contains(err.Error(), "usage") {
 		t.Errorf("unknown command: %v", err)
+	}
+}
+
+// TestAdminRotatesUnsubscribeKey: rotating the local keyring keeps the first key (links made
+// with it still verify) and signs with the new one.
+func TestAdminRotatesUnsubscribeKey(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DATA_DIR", dir)
+	t.Setenv("LOG_LEVEL", "error")
+	ctx := context.Background()
+	first := make([]byte, 64)
+	for i := range first {
+		first[i] = "0123456789abcdef"[i%16]
+	}
+	if err := os.WriteFile(filepath.Join(dir, "unsubscribe.key"), first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := campaign.Link{TeamID: 1, BookID: "b", ContactID: "c"}
+	old := campaign.Signer{Keys: campaign.SingleKey(string(first))}.Token(link)
+	for i, want := range []string{"unsubscribe key 1 now signs new links; 2 keys", "unsubscribe key 2 now signs new links; 3 keys"} {
+		var out bytes.Buffer
+		if err := run(ctx, []string{"unsubscribe-key", "rotate"}, &out); err != nil || !strings.Contains(out.String(), want) {
+			t.Fatalf("rotation %d: %q, %v", i+1, out.String(), err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "unsubscribe.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := campaign.ParseKeyring(string(b))
+	if err != nil || ring.Current != "2" || string(ring.Keys["0"]) != string(first) {
+		t.Fatalf("keyring after two rotations: current %q, %d keys, %v", ring.Current, len(ring.Keys), err)
+	}
+	s := campaign.Signer{Keys: ring}
+	if l, err := s.Verify(ctx, old); err != nil || l.ContactID != "c" {
+		t.Errorf("a link of the first key after rotation: %+v, %v", l, err)
+	}
+	if tok := s.Token(link); !strings.HasPrefix(tok, "3.2.") {
+		t.Errorf("new links are signed %q, want with key 2", tok)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withlambda"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
 )
 
-func main() { lambdafn.Main("CampaignBatch", withlambda.CampaignInvoke, withscheduler.Campaigns) }
+func main() {
+	lambdafn.Main("CampaignBatch", withlambda.CampaignInvoke, withscheduler.Campaigns, withsecret.Unsubscribe)
+}

@@ -3,6 +3,9 @@
 // Command unsubscribe is the Unsubscribe Lambda function: Unsubscribes a campaign's recipient from its signed link (GET and POST /unsubscribe/{token}).
 package main
 
-import "github.com/mailroom/mailroom/pkg/lambdafn"
+import (
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
+)
 
-func main() { lambdafn.Main("Unsubscribe") }
+func main() { lambdafn.Main("Unsubscribe", withsecret.Unsubscribe) }

@@ -297,9 +297,11 @@ func writePage(w http.ResponseWriter, status int, p page) {
 }
 
 func (s *Services) unsubscribeForm(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.Campaigns.Signer.Verify(r.PathValue("token")); err != nil {
+	if _, err := s.Campaigns.Signer.Verify(r.Context(), r.PathValue("token")); errors.Is(err, campaign.ErrBadToken) {
 		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This unsubscribe link is not valid."})
 		return nil
+	} else if err != nil {
+		return err // the keys could not be read: a 500, not a link called invalid
 	}
 	writePage(w, http.StatusOK, page{Title: "Unsubscribe", Text: "Stop receiving these emails?", Form: true})
 	return nil

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/api"
@@ -76,6 +78,9 @@ type App struct {
 	loops             sync.WaitGroup
 	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
 	OutboxDir string
+	// keys sign and check unsubscribe links (see secret); secrets reads them on AWS.
+	keys    campaign.Keyring
+	secrets *secretsmanager.Client
 
 	closers []func(context.Context) error
 }
@@ -137,7 +142,7 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 		return nil, err
 	}
 	a.Ingester.Store = a.Store
-	if err := a.secret(); err != nil {
+	if err := a.secret(ctx); err != nil {
 		_ = a.Close(ctx)
 		return nil, err
 	}
@@ -146,31 +151,98 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 	return a, nil
 }
 
-// secret makes sure unsubscribe links can be signed: the configured secret, or locally one kept
-// in DATA_DIR/unsubscribe.key (made on first start) so links keep working across restarts.
-func (a *App) secret() error {
-	if a.Config.UnsubscribeSecret != "" {
-		return nil
-	}
-	if a.local == nil && a.OutboxDir == "" {
+// secret finds the unsubscribe keyring: UNSUBSCRIBE_SECRET, else on AWS the secret
+// UNSUBSCRIBE_SECRET_ID names, else locally DATA_DIR/unsubscribe.key (a random key made on
+// first start) so links keep working across restarts.
+func (a *App) secret(ctx context.Context) error {
+	text := a.Config.UnsubscribeSecret
+	switch {
+	case text != "":
+	case a.secrets != nil:
+		var err error
+		if text, err = a.readSecret(ctx); err != nil {
+			return err
+		}
+	case a.local == nil && a.OutboxDir == "":
 		// Lambda without the template's secret (or the admin CLI, which signs nothing):
 		// campaign steps refuse to run and links do not verify, see campaign.Signer.
 		return nil
+	default:
+		var err error
+		if text, err = a.keyFile(); err != nil {
+			return err
+		}
 	}
+	keys, err := campaign.ParseKeyring(text)
+	if err != nil {
+		return err
+	}
+	a.keys = keys
+	return nil
+}
+
+// keyFile returns the text of DATA_DIR/unsubscribe.key, made with a random key on first use.
+func (a *App) keyFile() (string, error) {
 	path := filepath.Join(a.Config.DataDir, "unsubscribe.key")
 	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
-		a.Config.UnsubscribeSecret = strings.TrimSpace(string(b))
-		return nil
+		return strings.TrimSpace(string(b)), nil
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return err
+		return "", err
 	}
-	a.Config.UnsubscribeSecret = hex.EncodeToString(b[:])
+	key := hex.EncodeToString(b[:])
 	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	return os.WriteFile(path, []byte(a.Config.UnsubscribeSecret), 0o600)
+	return key, os.WriteFile(path, []byte(key), 0o600)
+}
+
+func (a *App) readSecret(ctx context.Context) (string, error) {
+	out, err := a.secrets.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(a.Config.UnsubscribeSecretID)})
+	if err != nil {
+		return "", fmt.Errorf("read the unsubscribe secret: %w", err)
+	}
+	return aws.ToString(out.SecretString), nil
+}
+
+// RotateUnsubscribeKey adds a new unsubscribe key and makes it the one that signs
+// (campaign.RotateKeyring): in the secret UNSUBSCRIBE_SECRET_ID names on AWS, else in
+// DATA_DIR/unsubscribe.key. Links signed by the older keys keep working. It returns the new
+// key's id and how many keys the ring holds.
+func (a *App) RotateUnsubscribeKey(ctx context.Context) (string, int, error) {
+	var text string
+	var err error
+	switch {
+	case a.secrets != nil:
+		text, err = a.readSecret(ctx)
+	case a.Config.UnsubscribeSecret != "":
+		return "", 0, errors.New("UNSUBSCRIBE_SECRET is set: rotate the keyring where it comes from")
+	default:
+		text, err = a.keyFile()
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	next, id, err := campaign.RotateKeyring(text)
+	if err != nil {
+		return "", 0, err
+	}
+	if a.secrets != nil {
+		_, err = a.secrets.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
+			SecretId: aws.String(a.Config.UnsubscribeSecretID), SecretString: aws.String(next)})
+	} else {
+		err = os.WriteFile(filepath.Join(a.Config.DataDir, "unsubscribe.key"), []byte(next), 0o600)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("write the unsubscribe keyring: %w", err)
+	}
+	keys, err := campaign.ParseKeyring(next)
+	if err != nil {
+		return "", 0, err
+	}
+	a.keys = keys
+	return id, len(keys.Keys), nil
 }
 
 func (a *App) useEmbedded() error {
@@ -224,6 +296,9 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	ds.SetRetention(a.Config.Retention)
 	a.Store = ds
 	a.regions = []string{awsCfg.Region}
+	if a.Config.UnsubscribeSecretID != "" {
+		a.secrets = secretsmanager.NewFromConfig(awsCfg)
+	}
 	ses := sesv2.NewFromConfig(awsCfg, func(o *sesv2.Options) {
 		if o.BaseEndpoint != nil { // an emulator, not AWS: see idses.EmulatorTransport
 			o.HTTPClient = &http.Client{Transport: idses.EmulatorTransport(http.DefaultTransport)}
@@ -268,7 +343,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 	d := api.Deps{
 		Store: a.Store, Identities: a.Identities, EmailScheduler: a.EmailScheduler, CampaignScheduler: a.CampaignScheduler,
 		Dates:        naturaldate.Parse,
-		Signer:       campaign.Signer{Secret: []byte(a.Config.UnsubscribeSecret), BaseURL: a.Config.PublicURL},
+		Signer:       campaign.Signer{Keys: a.keys, BaseURL: a.Config.PublicURL},
 		MaxScheduled: a.Config.MaxScheduled,
 		Regions:      a.regions,
 		AuthCacheTTL: a.Config.AuthCacheTTL, Now: now, Log: a.Log, Metrics: a.Metrics,

@@ -52,7 +52,7 @@ func benchCampaign() store.Campaign {
 func benchService(st Store) *Service {
 	return &Service{
 		Store: st, Now: time.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Signer: Signer{Secret: []byte("0123456789abcdef0123456789abcdef"), BaseURL: "http://127.0.0.1:3000"},
+		Signer: Signer{Keys: SingleKey("0123456789abcdef0123456789abcdef"), BaseURL: "http://127.0.0.1:3000"},
 	}
 }
 

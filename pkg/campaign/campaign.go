@@ -414,8 +414,8 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	if c.Status != store.CampaignRunning || c.BatchesDone != n {
 		return 0, false, nil // paused, done, or this step already ran
 	}
-	if len(s.Signer.Secret) == 0 {
-		return 0, false, errors.New("UNSUBSCRIBE_SECRET is not configured: campaign emails need signed unsubscribe links")
+	if err := s.Signer.Ready(ctx); err != nil {
+		return 0, false, err
 	}
 	written, last, done, err := s.writeBatch(ctx, c)
 	if errors.Is(err, errCannotSend) {

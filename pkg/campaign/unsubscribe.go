@@ -28,14 +28,43 @@ type Link struct {
 	MadeAt     int64  `json:"a,omitempty"` // Unix milliseconds
 }
 
-// Signer makes and checks unsubscribe URLs. A token is "2." and the link's JSON sealed with
-// AES-256-GCM under a key derived from the secret: opaque (the recipient's address is not in
-// the URL) and unforgeable. The nonce is derived from the link (an HMAC of it), so a link
-// renders the same each time. Tokens of the first format (the JSON in clear and its
-// HMAC-SHA256) are still accepted: they are in mailboxes already.
+// Signer makes and checks unsubscribe URLs. A token is the link's JSON sealed with
+// AES-256-GCM under a key derived from one of the keyring's keys: opaque (the recipient's
+// address is not in the URL) and unforgeable. "3.<key id>." prefixes the tokens of a key with
+// an id, so a rotated keyring still opens the links its older keys made; "2." those of a single
+// key without an id (the tokens before key ids). The nonce is derived from the link (an HMAC
+// of it), so a link renders the same each time. Tokens of the first format (the JSON in clear
+// and its HMAC-SHA256) are still accepted: they are in mailboxes already.
 type Signer struct {
-	Secret  []byte
+	// Keys are the keyring, unless Source is set: then it is read from there (Ready reads it
+	// before a batch is signed; Verify reads it as needed).
+	Keys    Keyring
+	Source  *KeySource
 	BaseURL string // public base URL of the API, e.g. https://api.example.com
+}
+
+// keys is the keyring as far as it is known (Source's, once read).
+func (s Signer) keys() Keyring {
+	if s.Source != nil {
+		return s.Source.cached()
+	}
+	return s.Keys
+}
+
+// Ready makes sure links can be signed: it reads the keyring from Source if need be, and fails
+// when there is no key to sign with.
+func (s Signer) Ready(ctx context.Context) error {
+	ring := s.Keys
+	if s.Source != nil {
+		var err error
+		if ring, err = s.Source.Ring(ctx); err != nil {
+			return err
+		}
+	}
+	if _, ok := ring.Keys[ring.Current]; !ok {
+		return errors.New("no unsubscribe key is configured: campaign emails need signed unsubscribe links")
+	}
+	return nil
 }
 
 var b64 = base64.RawURLEncoding
@@ -43,18 +72,15 @@ var b64 = base64.RawURLEncoding
 // ErrBadToken is any token that is malformed or not signed by us.
 var ErrBadToken = errors.New("invalid unsubscribe link")
 
-func (s Signer) mac(payload string) string {
-	m := hmac.New(sha256.New, s.Secret)
-	m.Write([]byte(payload))
-	return b64.EncodeToString(m.Sum(nil))
-}
+// Token prefixes.
+const (
+	tokenV2 = "2."
+	tokenV3 = "3."
+)
 
-// tokenV2 prefixes the sealed tokens.
-const tokenV2 = "2."
-
-// aead is the AES-256-GCM of the secret's token key.
-func (s Signer) aead() (cipher.AEAD, error) {
-	key := sha256.Sum256(append([]byte("mailroom unsubscribe token v2\x00"), s.Secret...))
+// aead is the AES-256-GCM of a key's tokens.
+func aead(secret []byte) (cipher.AEAD, error) {
+	key := sha256.Sum256(append([]byte("mailroom unsubscribe token v2\x00"), secret...))
 	block, err := aes.NewCipher(key[:])
 	if err != nil {
 		return nil, err
@@ -62,18 +88,27 @@ func (s Signer) aead() (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// Token returns the sealed token of a link.
+// Token returns the sealed token of a link ("" when the keyring cannot sign: see Ready).
 func (s Signer) Token(l Link) string {
+	ring := s.keys()
+	secret, ok := ring.Keys[ring.Current]
+	if !ok {
+		return ""
+	}
 	raw, _ := json.Marshal(l)
-	g, err := s.aead()
+	g, err := aead(secret)
 	if err != nil {
 		return ""
 	}
-	m := hmac.New(sha256.New, s.Secret)
+	prefix := tokenV2
+	if ring.Current != "" {
+		prefix = tokenV3 + ring.Current + "."
+	}
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("nonce\x00"))
 	m.Write(raw)
 	nonce := m.Sum(nil)[:g.NonceSize()]
-	return tokenV2 + b64.EncodeToString(g.Seal(nonce, nonce, raw, []byte(tokenV2)))
+	return prefix + b64.EncodeToString(g.Seal(nonce, nonce, raw, []byte(prefix)))
 }
 
 // URL returns the one-click unsubscribe URL of a link.
@@ -81,33 +116,72 @@ func (s Signer) URL(l Link) string {
 	return strings.TrimSuffix(s.BaseURL, "/") + "/unsubscribe/" + s.Token(l)
 }
 
-// Verify checks a token and returns its link.
-func (s Signer) Verify(token string) (Link, error) {
-	if len(s.Secret) == 0 || len(token) > 2048 {
+// open unseals a token's body with a key.
+func open(secret []byte, sealed, prefix string) ([]byte, bool) {
+	g, err := aead(secret)
+	if err != nil {
+		return nil, false
+	}
+	b, err := b64.DecodeString(sealed)
+	if err != nil || len(b) < g.NonceSize() {
+		return nil, false
+	}
+	raw, err := g.Open(nil, b[:g.NonceSize()], b[g.NonceSize():], []byte(prefix))
+	return raw, err == nil
+}
+
+// Verify checks a token and returns its link. A "3." token names its key; the older formats
+// name none, so each key of the ring is tried (a ring has at most MaxKeys).
+func (s Signer) Verify(ctx context.Context, token string) (Link, error) {
+	if len(token) > 2048 {
+		return Link{}, ErrBadToken
+	}
+	ring := s.Keys
+	if s.Source != nil {
+		var err error
+		if ring, err = s.Source.Ring(ctx); err != nil {
+			return Link{}, err
+		}
+	}
+	if ring.Empty() {
 		return Link{}, ErrBadToken
 	}
 	var raw []byte
-	if sealed, ok := strings.CutPrefix(token, tokenV2); ok {
-		g, err := s.aead()
-		if err != nil {
-			return Link{}, ErrBadToken
+	ok := false
+	switch {
+	case strings.HasPrefix(token, tokenV3):
+		id, sealed, found := strings.Cut(strings.TrimPrefix(token, tokenV3), ".")
+		secret, known := ring.Keys[id]
+		if !known && found && s.Source != nil && keyID.MatchString(id) {
+			secret, known = s.Source.key(ctx, id)
 		}
-		b, err := b64.DecodeString(sealed)
-		if err != nil || len(b) < g.NonceSize() {
-			return Link{}, ErrBadToken
+		if found && known && id != "" {
+			raw, ok = open(secret, sealed, tokenV3+id+".")
 		}
-		if raw, err = g.Open(nil, b[:g.NonceSize()], b[g.NonceSize():], []byte(tokenV2)); err != nil {
-			return Link{}, ErrBadToken
+	case strings.HasPrefix(token, tokenV2):
+		for _, secret := range ring.Keys {
+			if raw, ok = open(secret, strings.TrimPrefix(token, tokenV2), tokenV2); ok {
+				break
+			}
 		}
-	} else {
-		payload, sig, ok := strings.Cut(token, ".")
-		if !ok || !hmac.Equal([]byte(sig), []byte(s.mac(payload))) {
-			return Link{}, ErrBadToken
+	default:
+		payload, sig, found := strings.Cut(token, ".")
+		if !found {
+			break
 		}
-		var err error
-		if raw, err = b64.DecodeString(payload); err != nil {
-			return Link{}, ErrBadToken
+		for _, secret := range ring.Keys {
+			m := hmac.New(sha256.New, secret)
+			m.Write([]byte(payload))
+			if hmac.Equal([]byte(sig), []byte(b64.EncodeToString(m.Sum(nil)))) {
+				var err error
+				raw, err = b64.DecodeString(payload)
+				ok = err == nil
+				break
+			}
 		}
+	}
+	if !ok {
+		return Link{}, ErrBadToken
 	}
 	var l Link
 	if err := json.Unmarshal(raw, &l); err != nil || l.ContactID == "" || l.BookID == "" {
@@ -125,7 +199,7 @@ type Unsubscriber interface {
 // unsubscribed counter counts the recipient once (through the email's Counted kinds, so a
 // second click or a scanner's retry does not count again).
 func (s *Service) Unsubscribe(ctx context.Context, token string) (Link, error) {
-	l, err := s.Signer.Verify(token)
+	l, err := s.Signer.Verify(ctx, token)
 	if err != nil {
 		return Link{}, err
 	}

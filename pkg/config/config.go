@@ -56,12 +56,16 @@ type Config struct {
 	// Stack dimension of the metrics it writes. Unset (the local server), no metrics are written.
 	StackName string
 
-	// UnsubscribeSecret signs unsubscribe links: UNSUBSCRIBE_SECRET; locally a random one is
-	// kept in DATA_DIR/unsubscribe.key when unset.
+	// UnsubscribeSecret signs unsubscribe links on the local server: UNSUBSCRIBE_SECRET, a key
+	// or a keyring (campaign.ParseKeyring); when unset a random key is kept in
+	// DATA_DIR/unsubscribe.key.
 	UnsubscribeSecret string
 	// MaxScheduled caps a team's emails waiting in SCHEDULED on the local server:
 	// MAX_SCHEDULED_EMAILS (email.DefaultMaxScheduled when unset or 0).
 	MaxScheduled int
+	// UnsubscribeSecretID names the Secrets Manager secret that holds the keyring on AWS
+	// (UNSUBSCRIBE_SECRET_ID, an ARN or a name): a Lambda function reads it at cold start.
+	UnsubscribeSecretID string
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -77,14 +81,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		ConfigurationSet: getenv("SES_CONFIGURATION_SET"),
 		BootstrapAPIKey:  strings.TrimSpace(getenv("BOOTSTRAP_API_KEY")),
 
-		ScheduleGroup:     getenv("SCHEDULE_GROUP"),
-		ScheduleTargetARN: getenv("SCHEDULE_TARGET_ARN"),
-		ScheduleRoleARN:   getenv("SCHEDULE_ROLE_ARN"),
-		ScheduleDLQARN:    getenv("SCHEDULE_DLQ_ARN"),
-		CampaignTargetARN: getenv("CAMPAIGN_TARGET_ARN"),
-		PublicURL:         getenv("PUBLIC_URL"),
-		StackName:         getenv("STACK_NAME"),
-		UnsubscribeSecret: getenv("UNSUBSCRIBE_SECRET"),
+		ScheduleGroup:       getenv("SCHEDULE_GROUP"),
+		ScheduleTargetARN:   getenv("SCHEDULE_TARGET_ARN"),
+		ScheduleRoleARN:     getenv("SCHEDULE_ROLE_ARN"),
+		ScheduleDLQARN:      getenv("SCHEDULE_DLQ_ARN"),
+		CampaignTargetARN:   getenv("CAMPAIGN_TARGET_ARN"),
+		PublicURL:           getenv("PUBLIC_URL"),
+		StackName:           getenv("STACK_NAME"),
+		UnsubscribeSecret:   getenv("UNSUBSCRIBE_SECRET"),
+		UnsubscribeSecretID: getenv("UNSUBSCRIBE_SECRET_ID"),
 	}
 	var err error
 	if c.Port, err = intEnv(getenv, "PORT", 3000); err != nil {

@@ -92,7 +92,7 @@ var EnvValue = map[string]string{
 	lambdafn.EnvScheduleDLQ:       "!GetAtt ScheduleDeadLetterQueue.Arn",
 	lambdafn.EnvScheduleTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.ScheduledSendFunction),
 	lambdafn.EnvCampaignTarget:    "!Sub arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-" + lambdafn.Dir(lambdafn.CampaignBatchFunction),
-	lambdafn.EnvUnsubscribeSecret: `!Sub "{{resolve:secretsmanager:${UnsubscribeSecret}:SecretString}}"`,
+	lambdafn.EnvUnsubscribeSecret: "!If [CreateUnsubscribeSecret, !Ref UnsubscribeSecret, !Ref UnsubscribeSecretArn]",
 	lambdafn.EnvPublicURL:         "!If [HasCustomDomain, !Sub \"https://${DomainName}\", !Sub \"https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}\"]",
 }
 
@@ -105,11 +105,12 @@ var resourceARNs = map[string][]string{
 		"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetClick}",
 		"!Sub arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetOpenClick}",
 	},
-	"schedule/email":    {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"},
-	"schedule/campaign": {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/campaign-*"},
-	"scheduler-role":    {"!GetAtt SchedulerRole.Arn"},
-	"account":           {`"*"`},
-	"campaign-function": {EnvValue[lambdafn.EnvCampaignTarget]},
+	"schedule/email":     {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/email-*"},
+	"schedule/campaign":  {"!Sub arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/campaign-*"},
+	"scheduler-role":     {"!GetAtt SchedulerRole.Arn"},
+	"account":            {`"*"`},
+	"campaign-function":  {EnvValue[lambdafn.EnvCampaignTarget]},
+	"unsubscribe-secret": {EnvValue[lambdafn.EnvUnsubscribeSecret]},
 }
 
 // indent prefixes every line of s with n spaces.
@@ -139,22 +140,17 @@ func environment(f Function) string {
 	return indent(6, b.String())
 }
 
-// policies is a function's Policies block: the table's SAM policy template, then one
-// statement per lambdafn.Statement.
+// policies is a function's Policies block: one statement with exactly the table actions its
+// ports name (on the table and its indexes), then one per lambdafn.Statement.
 func policies(f Function) string {
 	var b strings.Builder
-	b.WriteString("Policies:\n")
-	switch f.Ports.Table {
-	case lambdafn.Read:
-		b.WriteString("  - DynamoDBReadPolicy:\n      TableName: !Ref Table\n")
-	case lambdafn.Write:
-		b.WriteString("  - DynamoDBCrudPolicy:\n      TableName: !Ref Table\n")
+	b.WriteString("Policies:\n  - Statement:\n")
+	b.WriteString("      - Effect: Allow\n        Action:\n")
+	for _, a := range f.Ports.Table {
+		fmt.Fprintf(&b, "          - dynamodb:%s\n", a)
 	}
-	stmts := f.Ports.IAM()
-	if len(stmts) > 0 {
-		b.WriteString("  - Statement:\n")
-	}
-	for _, s := range stmts {
+	b.WriteString("        Resource:\n          - !GetAtt Table.Arn\n          - !Sub \"${Table.Arn}/index/*\"\n")
+	for _, s := range f.Ports.IAM() {
 		b.WriteString("      - Effect: Allow\n        Action:\n")
 		for _, a := range s.Actions {
 			fmt.Fprintf(&b, "          - %s\n", a)
@@ -249,7 +245,16 @@ func FunctionsTable() string {
 		if i := strings.LastIndex(desc, " ("); i > 0 && len(f.Routes) > 0 {
 			desc = desc[:i]
 		}
-		table := map[lambdafn.Access]string{lambdafn.Read: "read", lambdafn.Write: "read/write"}[f.Ports.Table]
+		table := "read"
+		if !lambdafn.ReadOnly(f.Ports.Table) {
+			var w []string
+			for _, a := range f.Ports.Table {
+				if !slices.Contains(lambdafn.TableRead, a) {
+					w = append(w, a)
+				}
+			}
+			table = "read; " + strings.Join(w, ", ")
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.Name, trigger, desc, table, beyond(f.Ports))
 	}
 	return b.String()
@@ -290,9 +295,9 @@ func beyond(p lambdafn.Ports) string {
 	}
 	switch p.Unsubscribe {
 	case lambdafn.Read:
-		parts = append(parts, "unsubscribe secret (checks links)")
+		parts = append(parts, "checks unsubscribe links")
 	case lambdafn.Write:
-		parts = append(parts, "unsubscribe secret (signs links)")
+		parts = append(parts, "signs unsubscribe links")
 	}
 	if len(parts) == 0 {
 		return "—"
@@ -351,6 +356,7 @@ var plugs = []struct {
 	{func(p lambdafn.Ports) bool { return p.CampaignInvoke }, "withlambda", "CampaignInvoke"}, // before Campaigns
 	{func(p lambdafn.Ports) bool { return len(p.CampaignSchedules) > 0 || p.CampaignInvoke }, "withscheduler", "Campaigns"},
 	{func(p lambdafn.Ports) bool { return p.Dates }, "withdates", "English"},
+	{func(p lambdafn.Ports) bool { return p.Unsubscribe >= lambdafn.Read }, "withsecret", "Unsubscribe"},
 }
 
 // PlugNames lists the plugs a function's main passes, as pkg.Name.

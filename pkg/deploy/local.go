@@ -24,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/app"
@@ -44,15 +46,17 @@ import (
 
 // Local is the sam local set-up.
 type Local struct {
-	Dir       string // where the env file, the moto log and the unsubscribe secret go (.sam-local)
-	MotoPort  int    // the moto_server port on the host (5000)
-	MotoHost  string // the address moto listens on: loopback, or on Linux the Docker bridge's
-	APIPort   int    // where sam local start-api listens (3000)
-	GOOS      string // the host: on Linux the containers use the host's network
-	Name      string // the table, configuration set and schedule group name (mailroom-local)
-	Region    string // us-east-1
-	SecretHex string // the unsubscribe secret (made once, kept in Dir)
+	Dir      string // where the env file, the moto log and the unsubscribe secret go (.sam-local)
+	MotoPort int    // the moto_server port on the host (5000)
+	MotoHost string // the address moto listens on: loopback, or on Linux the Docker bridge's
+	APIPort  int    // where sam local start-api listens (3000)
+	GOOS     string // the host: on Linux the containers use the host's network
+	Name     string // the table, configuration set and schedule group name (mailroom-local)
+	Region   string // us-east-1
 }
+
+// SecretName is the moto secret holding the unsubscribe key (UNSUBSCRIBE_SECRET_ID).
+func (l Local) SecretName() string { return l.Name + "/unsubscribe" }
 
 // DefaultLocal is the set-up `make sam-local` uses.
 func DefaultLocal(goos string) Local {
@@ -155,7 +159,7 @@ func (l Local) localValue(k string) string {
 	case lambdafn.EnvCampaignTarget:
 		return arn("lambda", "function:"+l.Name+"-campaign-batch")
 	case lambdafn.EnvUnsubscribeSecret:
-		return l.SecretHex
+		return l.SecretName()
 	case lambdafn.EnvPublicURL:
 		return fmt.Sprintf("http://127.0.0.1:%d", l.APIPort)
 	}
@@ -176,23 +180,28 @@ func (l Local) Env() map[string]map[string]string {
 	return out
 }
 
-// WriteEnv writes the env file (and makes the unsubscribe secret on first use).
+// UnsubscribeKey returns the unsubscribe keyring's text, kept in Dir (a random key made on
+// first use): moto forgets its secrets when it stops, and links must stay valid across runs.
+func (l Local) UnsubscribeKey() (string, error) {
+	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
+		return "", err
+	}
+	file := filepath.Join(l.Dir, "unsubscribe.key")
+	if b, err := os.ReadFile(file); err == nil && len(b) >= 64 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	key := hex.EncodeToString(b[:])
+	return key, os.WriteFile(file, []byte(key), 0o600)
+}
+
+// WriteEnv writes the env file.
 func (l *Local) WriteEnv() error {
 	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
 		return err
-	}
-	secretFile := filepath.Join(l.Dir, "unsubscribe.key")
-	if b, err := os.ReadFile(secretFile); err == nil && len(b) >= 64 {
-		l.SecretHex = strings.TrimSpace(string(b))
-	} else {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return err
-		}
-		l.SecretHex = hex.EncodeToString(b[:])
-		if err := os.WriteFile(secretFile, []byte(l.SecretHex), 0o600); err != nil {
-			return err
-		}
 	}
 	b, err := json.MarshalIndent(l.Env(), "", "  ")
 	if err != nil {
@@ -298,6 +307,9 @@ func (l *Local) Prepare(ctx context.Context) (string, error) {
 	if err := eventbridge.EnsureGroup(ctx, scheduler.NewFromConfig(cfg), l.Name); err != nil {
 		return "", err
 	}
+	if err := l.putSecret(ctx, secretsmanager.NewFromConfig(cfg)); err != nil {
+		return "", fmt.Errorf("unsubscribe secret: %w", err)
+	}
 	c, err := config.FromEnv(func(k string) string {
 		return map[string]string{"BACKEND": config.BackendAWS, "TABLE_NAME": l.Name, "LOG_LEVEL": "warn"}[k]
 	})
@@ -311,4 +323,18 @@ func (l *Local) Prepare(ctx context.Context) (string, error) {
 	defer a.Close(ctx)
 	key, _, err := (&team.Admin{Store: a.Store, Now: time.Now}).Bootstrap(ctx, "")
 	return key, err
+}
+
+// putSecret stores the kept unsubscribe keyring as the moto secret the functions read.
+func (l Local) putSecret(ctx context.Context, sm *secretsmanager.Client) error {
+	key, err := l.UnsubscribeKey()
+	if err != nil {
+		return err
+	}
+	_, err = sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(l.SecretName()), SecretString: aws.String(key)})
+	var exists *smtypes.ResourceExistsException
+	if errors.As(err, &exists) {
+		_, err = sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(l.SecretName()), SecretString: aws.String(key)})
+	}
+	return err
 }

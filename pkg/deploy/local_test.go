@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/app"
@@ -92,15 +93,9 @@ func TestSAMLocalEnvFile(t *testing.T) {
 			t.Errorf("%s: PUBLIC_URL %q, want the local API", id, v)
 		}
 	}
-	// The unsubscribe secret is made once and kept: links stay valid across runs.
-	secret := file["UnsubscribeFunction"][lambdafn.EnvUnsubscribeSecret]
-	if len(secret) != 64 {
-		t.Fatalf("unsubscribe secret %q", secret)
-	}
-	again := deploy.DefaultLocal("linux")
-	again.Dir = l.Dir
-	if err := again.WriteEnv(); err != nil || again.SecretHex != secret {
-		t.Errorf("second run: secret %q (%v), want the first run's", again.SecretHex, err)
+	// The functions read the unsubscribe key from moto's secret, never from the env file.
+	if id := file["UnsubscribeFunction"][lambdafn.EnvUnsubscribeSecret]; id != l.SecretName() {
+		t.Errorf("unsubscribe secret id %q, want %s", id, l.SecretName())
 	}
 	// sam runs as moto's caller, in the set-up's region: no profile, token or key of the
 	// caller's survives into the functions.
@@ -158,6 +153,7 @@ func TestSAMLocalPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := deploy.DefaultLocal("linux")
+	l.Dir = t.TempDir()
 	l.MotoHost = u.Hostname()
 	l.MotoPort, _ = strconv.Atoi(u.Port())
 	ctx := t.Context()
@@ -189,5 +185,17 @@ func TestSAMLocalPrepare(t *testing.T) {
 	}
 	if _, err := scheduler.NewFromConfig(cfg).GetScheduleGroup(ctx, &scheduler.GetScheduleGroupInput{Name: aws.String(l.Name)}); err != nil {
 		t.Errorf("schedule group: %v", err)
+	}
+	// The unsubscribe key is made once, kept in Dir (moto forgets it), and is the secret's.
+	key, err = l.UnsubscribeKey()
+	if err != nil || len(key) != 64 {
+		t.Fatalf("unsubscribe key %d characters, %v", len(key), err)
+	}
+	if again, err := l.UnsubscribeKey(); again != key || err != nil {
+		t.Errorf("second run: another unsubscribe key (%v)", err)
+	}
+	out, err := secretsmanager.NewFromConfig(cfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(l.SecretName())})
+	if err != nil || aws.ToString(out.SecretString) != key {
+		t.Errorf("secret %s does not hold the kept key: %v", l.SecretName(), err)
 	}
 }

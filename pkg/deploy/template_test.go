@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -299,6 +300,8 @@ func wantResources(kind string) []any {
 		return []any{getAtt("SchedulerRole", "Arn")}
 	case "account":
 		return []any{"*"} // ses:GetAccount has no resource
+	case "unsubscribe-secret":
+		return []any{unsubscribeSecretRef}
 	case "campaign-function":
 		// Named from the stack, so the ARN needs no reference to the function (no cycle).
 		return []any{arn("arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-campaign-batch")}
@@ -306,9 +309,10 @@ func wantResources(kind string) []any {
 	return nil
 }
 
-// unsubscribeSecretRef is how functions get the unsubscribe secret: a dynamic reference that
-// CloudFormation resolves at deploy time.
-var unsubscribeSecretRef = map[string]any{"Fn::Sub": "{{resolve:secretsmanager:${UnsubscribeSecret}:SecretString}}"}
+// unsubscribeSecretRef is the unsubscribe secret's ARN (the stack's, or the existing one the
+// UnsubscribeSecretArn parameter names): what functions get to read it at cold start, and
+// what their policy lets them read. Never its value.
+var unsubscribeSecretRef = map[string]any{"Fn::If": []any{"CreateUnsubscribeSecret", ref("UnsubscribeSecret"), ref("UnsubscribeSecretArn")}}
 
 // envOf returns a function's own environment variables.
 func envOf(fn map[string]any) map[string]any {
@@ -345,8 +349,6 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 			t.Errorf("%s: environment %v, want %v", id, got, want)
 		}
 
-		wantTable := map[lambdafn.Access]string{lambdafn.Read: "DynamoDBReadPolicy", lambdafn.Write: "DynamoDBCrudPolicy"}[ports.Table]
-		var table []string
 		var stmts []map[string]any
 		for _, p := range path(t, fn, "Properties", "Policies").([]any) {
 			pm, ok := p.(map[string]any)
@@ -356,11 +358,6 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 			}
 			for name, v := range pm {
 				switch name {
-				case "DynamoDBReadPolicy", "DynamoDBCrudPolicy":
-					table = append(table, name)
-					if !reflect.DeepEqual(v, map[string]any{"TableName": ref("Table")}) {
-						t.Errorf("%s: %s on %v, want the Table only", id, name, v)
-					}
 				case "Statement":
 					for _, s := range v.([]any) {
 						stmts = append(stmts, s.(map[string]any))
@@ -370,10 +367,13 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 				}
 			}
 		}
-		if !slices.Equal(table, []string{wantTable}) {
-			t.Errorf("%s: table policies %v, want %s", id, table, wantTable)
+		// The table's actions first: exactly the ports', on the table and its indexes.
+		var tableActions []any
+		for _, a := range ports.Table {
+			tableActions = append(tableActions, "dynamodb:"+a)
 		}
-		var wantStmts []map[string]any
+		wantStmts := []map[string]any{{"Effect": "Allow", "Action": tableActions, "Resource": []any{
+			getAtt("Table", "Arn"), map[string]any{"Fn::Sub": "${Table.Arn}/index/*"}}}}
 		for _, s := range ports.IAM() {
 			var actions, res []any
 			for _, a := range s.Actions {
@@ -400,26 +400,54 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 // links, schedules the next step or invokes it; the reconciler restarts a stalled campaign
 // with an invocation; the domain routes call SES's identities.
 func TestPortsFollowWhatFunctionsDo(t *testing.T) {
+	read := []string{"BatchGetItem", "GetItem", "Query"}
+	with := func(w ...string) []string { return slices.Sorted(slices.Values(append(slices.Clone(read), w...))) }
 	for name, want := range map[string]lambdafn.Ports{
-		"SendWorker":     {Table: lambdafn.Write, Send: true},
-		"ScheduledSend":  {Table: lambdafn.Write, EmailSchedules: lambdafn.SchedulePut},
-		"CampaignBatch":  {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, Unsubscribe: lambdafn.Write},
-		"Reconciler":     {Table: lambdafn.Write, CampaignInvoke: true},
-		"ResumeCampaign": {Table: lambdafn.Write, CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true},
-		"Authorizer":     {Table: lambdafn.Read},
-		"CancelEmail":    {Table: lambdafn.Write, EmailSchedules: lambdafn.ScheduleDelete},
-		"ListEmails":     {Table: lambdafn.Read},
-		"Unsubscribe":    {Table: lambdafn.Write, Unsubscribe: lambdafn.Read},
-		"DeleteCampaign": {Table: lambdafn.Write, CampaignSchedules: lambdafn.ScheduleDelete, CampaignInvoke: true},
+		"SendWorker":     {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), Send: true},
+		"ScheduledSend":  {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.SchedulePut},
+		"CampaignBatch":  {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, Unsubscribe: lambdafn.Write},
+		"Reconciler":     {Table: with("BatchWriteItem", "DeleteItem", "PutItem", "UpdateItem"), CampaignInvoke: true},
+		"ResumeCampaign": {Table: with("PutItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true},
+		"Authorizer":     {Table: read},
+		"CancelEmail":    {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.ScheduleDelete},
+		"ListEmails":     {Table: read},
+		"GetEmail":       {Table: read},
+		"Unsubscribe":    {Table: with("PutItem", "UpdateItem"), Unsubscribe: lambdafn.Read},
+		"DeleteCampaign": {Table: with("DeleteItem"), CampaignSchedules: lambdafn.ScheduleDelete, CampaignInvoke: true},
 	} {
 		if got := lambdafn.PortsOf(name); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: ports %+v, want %+v", name, got, want)
 		}
 	}
+	// Every function names its table actions; a function whose routes only read gets no
+	// write, and no function gets an action nothing in Mailroom calls (Scan, DescribeTable,
+	// PartiQL).
+	known := with("BatchWriteItem", "ConditionCheckItem", "DeleteItem", "PutItem", "UpdateItem")
+	for _, n := range lambdafn.Names() {
+		p := lambdafn.PortsOf(n)
+		if len(p.Table) == 0 {
+			t.Errorf("%s names no table actions", n)
+		}
+		for _, a := range p.Table {
+			if !slices.Contains(known, a) {
+				t.Errorf("%s: table action %s", n, a)
+			}
+		}
+		onlyGets := true
+		for _, r := range api.Routes {
+			if r.Function == n && r.Method != http.MethodGet {
+				onlyGets = false
+			}
+		}
+		if onlyGets && slices.Contains(lambdafn.Names()[:len(lambdafn.Names())-len(lambdafn.Background())], n) && !slices.Equal(p.Table, read) {
+			t.Errorf("%s only reads, but may %v", n, p.Table)
+		}
+	}
 }
 
-// TestUnsubscribeLinks: the unsubscribe secret is generated and kept with the stack's data,
-// reaches functions only through a dynamic reference (never a parameter or a literal), and the
+// TestUnsubscribeLinks: the unsubscribe secret is generated and kept with the stack's data (or
+// an existing one is named), reaches functions only as its ARN (never its value, in a
+// parameter, a literal or an environment variable), and the
 // public routes are the API's, without the authorizer (the signed token is the credential);
 // every other route uses the API's default authorizer.
 func TestUnsubscribeLinks(t *testing.T) {
@@ -443,11 +471,24 @@ func TestUnsubscribeLinks(t *testing.T) {
 	if got := path(t, tpl, "Outputs", "ApiUrl", "Value"); !reflect.DeepEqual(got, wantEnv[lambdafn.EnvPublicURL]) {
 		t.Errorf("ApiUrl %v, want what PUBLIC_URL is (%v)", got, wantEnv[lambdafn.EnvPublicURL])
 	}
+	// The keys never pass through a parameter: only the ARN of an existing secret may, and
+	// then the stack makes none. The secret in use is an output, to give a later stack.
 	params, _ := tpl["Parameters"].(map[string]any)
 	for name := range params {
-		if strings.Contains(strings.ToLower(name), "secret") {
+		if strings.Contains(strings.ToLower(name), "secret") && name != "UnsubscribeSecretArn" {
 			t.Errorf("parameter %s: the secret is a resource, not a parameter", name)
 		}
+	}
+	if p := path(t, params, "UnsubscribeSecretArn").(map[string]any); p["Default"] != "" ||
+		!strings.Contains(fmt.Sprint(p["AllowedPattern"]), "secretsmanager") {
+		t.Errorf("UnsubscribeSecretArn parameter %v: want an optional secret ARN", p)
+	}
+	if sec["Condition"] != "CreateUnsubscribeSecret" ||
+		!reflect.DeepEqual(path(t, tpl, "Conditions", "CreateUnsubscribeSecret"), map[string]any{"Fn::Equals": []any{ref("UnsubscribeSecretArn"), ""}}) {
+		t.Errorf("UnsubscribeSecret must be made only when UnsubscribeSecretArn is empty")
+	}
+	if got := path(t, tpl, "Outputs", "UnsubscribeSecretArn", "Value"); !reflect.DeepEqual(got, unsubscribeSecretRef) {
+		t.Errorf("UnsubscribeSecretArn output %v, want %v", got, unsubscribeSecretRef)
 	}
 	var public []string
 	for _, r := range api.Routes {

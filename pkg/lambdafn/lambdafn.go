@@ -76,55 +76,87 @@ func Names() []string {
 // IAM actions that follow from them (Ports.Env, Ports.IAM).
 var uses = map[string]Ports{
 	// Emails: a send with scheduledAt puts a schedule; a reschedule puts one, or deletes it when
-	// the new time has passed; a cancel deletes it.
-	"SendEmail":   {EmailSchedules: SchedulePut},
-	"SendBatch":   {EmailSchedules: SchedulePut},
-	"UpdateEmail": {EmailSchedules: SchedulePutDel},
-	"CancelEmail": {EmailSchedules: ScheduleDelete},
-	// Domains: registration at SES (BYODKIM, then MAIL FROM), status refresh, removal.
-	"CreateDomain": {Identities: []string{"CreateEmailIdentity", "GetEmailIdentity", "PutEmailIdentityMailFromAttributes"}},
-	"VerifyDomain": {Identities: []string{"GetEmailIdentity"}},
-	"DeleteDomain": {Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
+	// the new time has passed; a cancel deletes it. A send writes the content and list entries
+	// in batches and releases its idempotency claim when it fails.
+	"SendEmail":   {Table: Writes(PutItem, UpdateItem, DeleteItem, BatchWriteItem), EmailSchedules: SchedulePut},
+	"SendBatch":   {Table: Writes(PutItem, UpdateItem, DeleteItem, BatchWriteItem), EmailSchedules: SchedulePut},
+	"UpdateEmail": {Table: emailUpdates, EmailSchedules: SchedulePutDel},
+	"CancelEmail": {Table: emailUpdates, EmailSchedules: ScheduleDelete},
+	// Domains: registration at SES (BYODKIM, then MAIL FROM; the domain is removed again when
+	// SES refuses it), status refresh, removal. The hourly check also removes the claims left
+	// unverified for 72 hours.
+	"CreateDomain": {Table: Writes(PutItem, UpdateItem, DeleteItem),
+		Identities: []string{"CreateEmailIdentity", "GetEmailIdentity", "PutEmailIdentityMailFromAttributes"}},
+	"VerifyDomain": {Table: Writes(PutItem), Identities: []string{"GetEmailIdentity"}},
+	"UpdateDomain": {Table: Writes(PutItem)},
+	"DeleteDomain": {Table: Writes(DeleteItem), Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
+	// Templates, suppressions and contact books.
+	"CreateTemplate":    {Table: Writes(PutItem, UpdateItem)},
+	"UpdateTemplate":    {Table: Writes(PutItem)},
+	"DeleteTemplate":    {Table: Writes(DeleteItem)},
+	"CreateSuppression": {Table: Writes(PutItem)},
+	"DeleteSuppression": {Table: Writes(DeleteItem)},
+	"CreateContactBook": {Table: Writes(PutItem, UpdateItem)},
+	"UpdateContactBook": {Table: Writes(UpdateItem)},
+	"DeleteContactBook": {Table: Writes(PutItem, DeleteItem)},
+	// Contacts: a new one is a transaction of its item and the book's count; a change of email
+	// moves it (delete, put, repoint, and a check that the book still exists).
+	"CreateContact":      {Table: Writes(PutItem, UpdateItem)},
+	"UpsertContact":      {Table: Writes(PutItem, UpdateItem)},
+	"BulkCreateContacts": {Table: Writes(PutItem, UpdateItem)},
+	"UpdateContact":      {Table: Writes(PutItem, UpdateItem, DeleteItem, ConditionCheckItem)},
+	"DeleteContact":      {Table: Writes(UpdateItem, DeleteItem)},
+	"BulkDeleteContacts": {Table: Writes(UpdateItem, DeleteItem)},
 	// Campaigns: starting one later puts its schedule, starting or resuming one now invokes its
-	// step directly (and deletes a later start's schedule); delete removes its schedule and
-	// invokes one last step, which releases the emails held while it was paused.
-	"CreateCampaign":   {CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
-	"ScheduleCampaign": {CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
-	"ResumeCampaign":   {CampaignSchedules: SchedulePut, CampaignInvoke: true},
-	"DeleteCampaign":   {CampaignSchedules: ScheduleDelete, CampaignInvoke: true},
-	"Unsubscribe":      {Unsubscribe: Read},
+	// step directly (and deletes a later start's schedule; a campaign whose start fails is
+	// removed again); delete removes its schedule and invokes one last step, which releases the
+	// emails held while it was paused.
+	"CreateCampaign":   {Table: Writes(PutItem, UpdateItem, DeleteItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
+	"ScheduleCampaign": {Table: Writes(PutItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
+	"PauseCampaign":    {Table: Writes(PutItem)},
+	"ResumeCampaign":   {Table: Writes(PutItem), CampaignSchedules: SchedulePut, CampaignInvoke: true},
+	"DeleteCampaign":   {Table: Writes(DeleteItem), CampaignSchedules: ScheduleDelete, CampaignInvoke: true},
+	// Unsubscribing rewrites the contact (same key) and the email's counted kinds, and counts
+	// the campaign's unsubscribed recipient: no delete, no batch, no transaction.
+	"Unsubscribe": {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
 	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
 	// email's time. A batch step signs unsubscribe links, schedules the next step after a
 	// batch window or invokes it when its own deadline nears, and re-arms a start that fired
-	// early. The reconciler hands stuck emails back to the worker (it never sends) and
-	// restarts stalled campaigns with a direct invocation.
-	SendWorkerFunction:    {Send: true},
-	ScheduledSendFunction: {EmailSchedules: SchedulePut},
-	CampaignBatchFunction: {CampaignSchedules: SchedulePut, CampaignInvoke: true, Unsubscribe: Write},
-	ReconcilerFunction:    {CampaignInvoke: true},
-	DomainCheckFunction:   {Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
+	// early. The reconciler hands stuck emails back to the worker (it never sends), restarts
+	// stalled campaigns with a direct invocation, removes expired emails' items and the
+	// contacts of deleted books.
+	SendWorkerFunction:    {Table: emailUpdates, Send: true},
+	ScheduledSendFunction: {Table: emailUpdates, EmailSchedules: SchedulePut},
+	CampaignBatchFunction: {Table: emailUpdates, CampaignSchedules: SchedulePut, CampaignInvoke: true, Unsubscribe: Write},
+	SESEventsFunction:     {Table: emailUpdates},
+	ReconcilerFunction:    {Table: Writes(PutItem, UpdateItem, DeleteItem, BatchWriteItem), CampaignInvoke: true},
+	DomainCheckFunction:   {Table: Writes(PutItem, DeleteItem), Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
 	// The authorizer only reads API keys.
-	AuthorizerFunction: {Table: Read},
+	AuthorizerFunction: {Table: TableRead},
 }
 
-// PortsOf returns what the named function builds: its uses, with table access Read for an HTTP
-// function whose routes are all GETs, Write for one with another method, and Write for a
-// background function unless its uses say otherwise.
+// emailUpdates are the writes of changing an email: its item (a conditional put), counters,
+// and events past the item's inline history (a batch).
+var emailUpdates = Writes(PutItem, UpdateItem, BatchWriteItem)
+
+// PortsOf returns what the named function builds: its uses, with the table actions TableRead
+// for an HTTP function whose routes are all GETs. Every other function names its own.
 func PortsOf(function string) Ports {
 	p := uses[function]
-	routes := 0
+	if p.Table != nil {
+		return p
+	}
+	routes, gets := 0, 0
 	for _, r := range api.Routes {
 		if r.Function == function {
-			if routes++; routes == 1 {
-				p.Table = Read
-			}
-			if r.Method != http.MethodGet {
-				p.Table = Write
+			routes++
+			if r.Method == http.MethodGet {
+				gets++
 			}
 		}
 	}
-	if p.Table == None {
-		p.Table = Write
+	if routes > 0 && gets == routes {
+		p.Table = TableRead
 	}
 	return p
 }

@@ -21,11 +21,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/email"
@@ -34,6 +36,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/lambdafn/withlambda"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withscheduler"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withses"
 	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
@@ -826,7 +829,12 @@ func newFixture(t *testing.T) *fixture {
 		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:mailroom-ScheduleDeadLetterQueue-5TY7U1I3O9PA",
 		"CAMPAIGN_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-prod-campaign-batch",
 		"PUBLIC_URL":          "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com",
-		"UNSUBSCRIBE_SECRET":  "0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f",
+		// The unsubscribe keys: a secret in moto, as template.yaml makes it (a single key).
+		"UNSUBSCRIBE_SECRET_ID": table + "/unsubscribe",
+	}
+	if _, err := secretsmanager.NewFromConfig(f.awsCfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name: aws.String(table + "/unsubscribe"), SecretString: aws.String(fixtureUnsubscribeKey)}); err != nil {
+		t.Fatal(err)
 	}
 	f.vars = vars
 	cfg, err := config.FromEnv(func(k string) string { return vars[k] })
@@ -847,7 +855,11 @@ var plugValues = map[string]lambdafn.Plug{
 	"withmailer.Mailer": withmailer.Mailer, "withses.Identities": withses.Identities,
 	"withscheduler.Emails": withscheduler.Emails, "withscheduler.Campaigns": withscheduler.Campaigns,
 	"withdates.English": withdates.English, "withlambda.CampaignInvoke": withlambda.CampaignInvoke,
+	"withsecret.Unsubscribe": withsecret.Unsubscribe,
 }
+
+// fixtureUnsubscribeKey is the unsubscribe secret's first value in the fixture.
+const fixtureUnsubscribeKey = "0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f"
 
 // handler builds the function as its main does (lambdafn.Main with the plugs of its main.go,
 // deploy.PlugNames): from the variables its ports read only, with every AWS call outside its
@@ -1247,6 +1259,60 @@ func TestHTTPSamplesMatchRoutes(t *testing.T) {
 		}
 		if n := ev.Headers["content-length"]; ev.Body != "" && n != fmt.Sprint(len(ev.Body)) {
 			t.Errorf("%s: content-length %s, body %d bytes", r.Function, n, len(ev.Body))
+		}
+	}
+}
+
+// TestUnsubscribeKeyRotation (moto): the Unsubscribe function reads its keys from Secrets
+// Manager at first use; after `mailroom-admin unsubscribe-key rotate` (app.RotateUnsubscribeKey)
+// a warm one opens the links of the new key (it reads the secret again) and still those of the
+// old one, and refuses a key id the secret does not have.
+func TestUnsubscribeKeyRotation(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	h := f.handler(t, "Unsubscribe")
+	link := campaign.Link{TeamID: 1, BookID: "cb1", ContactID: "ct1"}
+	oldToken := campaign.Signer{Keys: campaign.SingleKey(fixtureUnsubscribeKey)}.Token(link)
+	e := &env{fixture: f, t: t}
+	status := func(token string) int {
+		t.Helper()
+		e.unsubToken = token
+		raw, err := h.Invoke(ctx, unsubscribeToken(e, readSample(t, "unsubscribe")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(raw, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	if code := status(oldToken); code != 200 { // the function reads its keys now
+		t.Fatalf("a link of the stack's key: %d", code)
+	}
+	id, n, err := f.admin.RotateUnsubscribeKey(ctx)
+	if err != nil || id != "1" || n != 2 {
+		t.Fatalf("rotate: key %q, %d keys, %v", id, n, err)
+	}
+	out, err := secretsmanager.NewFromConfig(f.awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(f.vars["UNSUBSCRIBE_SECRET_ID"])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := campaign.ParseKeyring(aws.ToString(out.SecretString))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newToken := campaign.Signer{Keys: ring}.Token(link)
+	if !strings.HasPrefix(newToken, "3.1.") {
+		t.Fatalf("token of the rotated ring %q", newToken)
+	}
+	_, sealed, _ := strings.Cut(strings.TrimPrefix(newToken, "3.1."), ".")
+	for _, c := range []struct {
+		token string
+		want  int
+	}{{newToken, 200}, {oldToken, 200}, {"3.2." + sealed, 404}} {
+		if code := status(c.token); code != c.want {
+			t.Errorf("token %.8s…: status %d, want %d", c.token, code, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -28,9 +29,11 @@ const (
 // client itself (Grant), so a function that calls an operation its ports do not name fails
 // the same way in a test as it would at AWS, where the template gives it no permission for it.
 type Ports struct {
-	// Table is the DynamoDB table: Read (GetItem, Query, BatchGetItem, TransactGetItems) or
-	// Write (every item operation).
-	Table Access
+	// Table lists the DynamoDB actions the function may call on the table and its indexes, as
+	// IAM names them (TableActions: a transaction is authorised as its elements' actions):
+	// TableRead for a function that only reads, that plus the writes its store calls make
+	// (Writes) for the others.
+	Table []string
 	// Send is the SES mailer: SendEmail through the configuration sets.
 	Send bool
 	// Identities are the SES identity operations the domain service calls (CreateEmailIdentity,
@@ -44,8 +47,10 @@ type Ports struct {
 	// CampaignInvoke: the function starts campaign steps that are due now with a direct
 	// asynchronous invocation of the campaign-batch function (lambda:InvokeFunction).
 	CampaignInvoke bool
-	// Unsubscribe is the unsubscribe secret: Read checks links, Write also signs them (and so
-	// needs the public URL they point at).
+	// Unsubscribe is the unsubscribe keyring, read from Secrets Manager at cold start
+	// (secretsmanager:GetSecretValue on that one secret): Read checks links (and reads the ring
+	// again for a key rotated in since), Write also signs them (and so needs the public URL
+	// they point at).
 	Unsubscribe Access
 	// Dates: the function reads campaigns' scheduledAt in natural language (pkg/naturaldate).
 	Dates bool
@@ -67,7 +72,7 @@ const (
 	EnvScheduleDLQ       = "SCHEDULE_DLQ_ARN"
 	EnvScheduleTarget    = "SCHEDULE_TARGET_ARN"
 	EnvCampaignTarget    = "CAMPAIGN_TARGET_ARN"
-	EnvUnsubscribeSecret = "UNSUBSCRIBE_SECRET"
+	EnvUnsubscribeSecret = "UNSUBSCRIBE_SECRET_ID"
 	EnvPublicURL         = "PUBLIC_URL"
 )
 
@@ -108,7 +113,7 @@ func (p Ports) Env() []string {
 type Statement struct {
 	// Resource names the kind of resource, for the template to spell as an ARN: "identity",
 	// "configuration-set", "schedule/email", "schedule/campaign", "scheduler-role",
-	// "campaign-function".
+	// "campaign-function", "unsubscribe-secret".
 	Resource []string
 	Actions  []string
 }
@@ -139,6 +144,9 @@ func (p Ports) IAM() []Statement {
 	if p.CampaignInvoke {
 		out = append(out, Statement{Resource: []string{"campaign-function"}, Actions: []string{"lambda:InvokeFunction"}})
 	}
+	if p.Unsubscribe >= Read {
+		out = append(out, Statement{Resource: []string{"unsubscribe-secret"}, Actions: []string{"secretsmanager:GetSecretValue"}})
+	}
 	return out
 }
 
@@ -166,8 +174,34 @@ func (p Ports) RequireEnv(getenv func(string) string) error {
 	return nil
 }
 
-// tableReads are the DynamoDB operations that only read.
-var tableReads = []string{"BatchGetItem", "DescribeTable", "GetItem", "Query", "TransactGetItems"}
+// TableRead are the DynamoDB actions of reading (TransactGetItems is authorised as GetItem).
+var TableRead = []string{"BatchGetItem", "GetItem", "Query"}
+
+// The DynamoDB write actions a function's store calls can make.
+const (
+	PutItem            = "PutItem"
+	UpdateItem         = "UpdateItem"
+	DeleteItem         = "DeleteItem"
+	BatchWriteItem     = "BatchWriteItem"
+	ConditionCheckItem = "ConditionCheckItem"
+)
+
+// Writes is TableRead and the given write actions, sorted.
+func Writes(actions ...string) []string {
+	out := slices.Concat(TableRead, actions)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ReadOnly: the actions only read.
+func ReadOnly(actions []string) bool {
+	for _, a := range actions {
+		if !slices.Contains(TableRead, a) {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrNotGranted is the error of an AWS call outside a process's ports.
 var ErrNotGranted = fmt.Errorf("operation not granted to this function")
@@ -188,10 +222,15 @@ func Grant(allowed func(op string, input any) bool) func(*middleware.Stack) erro
 	}
 }
 
-// TableGrant allows the table operations of an access level.
-func TableGrant(a Access) func(string, any) bool {
-	return func(op string, _ any) bool {
-		return a == Write || (a == Read && slices.Contains(tableReads, op))
+// TableGrant allows the table calls whose IAM actions (TableActions) are all in actions.
+func TableGrant(actions []string) func(string, any) bool {
+	return func(op string, in any) bool {
+		for _, a := range TableActions(op, in) {
+			if !slices.Contains(actions, a) {
+				return false
+			}
+		}
+		return true
 	}
 }
 
@@ -213,4 +252,31 @@ func ScheduleGrant(prefix string, ops []string) func(string, any) bool {
 		}
 		return strings.HasPrefix(name.Elem().String(), prefix)
 	}
+}
+
+// TableActions are the IAM actions of a DynamoDB call: its own, except for the transactions,
+// which IAM authorises element by element (TransactWriteItems as the PutItem, UpdateItem,
+// DeleteItem and ConditionCheckItem of its elements, TransactGetItems as GetItem).
+func TableActions(op string, input any) []string {
+	switch in := input.(type) {
+	case *dynamodb.TransactWriteItemsInput:
+		var out []string
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				out = append(out, "PutItem")
+			case it.Update != nil:
+				out = append(out, "UpdateItem")
+			case it.Delete != nil:
+				out = append(out, "DeleteItem")
+			case it.ConditionCheck != nil:
+				out = append(out, "ConditionCheckItem")
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	case *dynamodb.TransactGetItemsInput:
+		return []string{"GetItem"}
+	}
+	return []string{op}
 }

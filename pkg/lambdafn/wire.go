@@ -54,6 +54,7 @@ type Wiring struct {
 	CampaignScheduler campaign.Scheduler                              // withscheduler.Campaigns
 	CampaignInvoke    func(ctx context.Context, payload []byte) error // withlambda.CampaignInvoke
 	Dates             func(string, time.Time) (time.Time, error)      // withdates.English
+	Unsubscribe       *campaign.KeySource                             // withsecret.Unsubscribe
 }
 
 // Plug builds one port of a function.
@@ -109,6 +110,9 @@ func Build(_ context.Context, function string, getenv func(string) string, awsCf
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	w := &Wiring{Name: function, Config: cfg, Ports: PortsOf(function), Log: cfg.Logger(), AWS: awsCfg, Now: time.Now}
+	if len(w.Ports.Table) == 0 {
+		return nil, fmt.Errorf("%s declares no table actions (lambdafn uses)", function)
+	}
 	if cfg.StackName != "" {
 		out := opts.MetricsOut
 		if out == nil {
@@ -148,6 +152,7 @@ func (w *Wiring) checkPlugs() error {
 	check("campaign schedules", len(p.CampaignSchedules) > 0 || p.CampaignInvoke, w.CampaignScheduler != nil)
 	check("campaign invocations", p.CampaignInvoke, w.CampaignInvoke != nil)
 	check("natural-language dates", p.Dates, w.Dates != nil)
+	check("the unsubscribe keys", p.Unsubscribe >= Read, w.Unsubscribe != nil)
 	return errors.Join(errs...)
 }
 
@@ -157,7 +162,7 @@ func (w *Wiring) Services() *api.Services {
 	return api.NewServices(api.Deps{
 		Store: s, Identities: w.Identities, EmailScheduler: w.EmailScheduler, CampaignScheduler: w.CampaignScheduler,
 		Dates:        w.Dates,
-		Signer:       campaign.Signer{Secret: []byte(w.Config.UnsubscribeSecret), BaseURL: w.Config.PublicURL},
+		Signer:       campaign.Signer{Source: w.Unsubscribe, BaseURL: w.Config.PublicURL},
 		Regions:      []string{w.AWS.Region},
 		AuthCacheTTL: w.Config.AuthCacheTTL, Now: w.Now, Log: w.Log, Metrics: w.Metrics,
 	})

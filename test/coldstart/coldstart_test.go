@@ -34,12 +34,12 @@ const (
 var env = []string{
 	"TABLE_NAME=mailroom", "STACK_NAME=", "LOG_LEVEL=INFO", "AUTH_CACHE_TTL=60s", "BACKEND=aws",
 	"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret", "AWS_SESSION_TOKEN=token",
-	"SES_CONFIGURATION_SET=mailroom", "SCHEDULE_GROUP=mailroom",
+	"SES_CONFIGURATION_SET=mailroom", "SES_MAX_SEND_RATE=14", "SCHEDULE_GROUP=mailroom",
 	"SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",
 	"SCHEDULE_DLQ_ARN=arn:aws:sqs:us-east-1:123456789012:dlq",
 	"SCHEDULE_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:mailroom-scheduled-send",
 	"CAMPAIGN_TARGET_ARN=arn:aws:lambda:us-east-1:123456789012:function:mailroom-campaign-batch",
-	"UNSUBSCRIBE_SECRET=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+	"UNSUBSCRIBE_SECRET_ID=mailroom/unsubscribe",
 	"PUBLIC_URL=https://api.example.com",
 }
 
@@ -95,7 +95,7 @@ func startRuntimeAPI(b *testing.B) *runtimeAPI {
 // coldStart spawns bin once and returns the time to its first /next.
 func (r *runtimeAPI) coldStart(b *testing.B, bin string) time.Duration {
 	cmd := exec.Command(bin)
-	cmd.Env = append([]string{"AWS_LAMBDA_RUNTIME_API=" + r.addr, "PATH=/usr/bin:/bin"}, env...)
+	cmd.Env = append([]string{"AWS_LAMBDA_RUNTIME_API=" + r.addr, "AWS_ENDPOINT_URL=http://" + r.addr, "PATH=/usr/bin:/bin"}, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -116,7 +116,7 @@ func (r *runtimeAPI) coldStart(b *testing.B, bin string) time.Duration {
 // Mailroom's own packages.
 func initOfOurs(b *testing.B, r *runtimeAPI, bin string) (string, float64) {
 	cmd := exec.Command(bin)
-	cmd.Env = append([]string{"AWS_LAMBDA_RUNTIME_API=" + r.addr, "GODEBUG=inittrace=1"}, env...)
+	cmd.Env = append([]string{"AWS_LAMBDA_RUNTIME_API=" + r.addr, "AWS_ENDPOINT_URL=http://" + r.addr, "GODEBUG=inittrace=1"}, env...)
 	out, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

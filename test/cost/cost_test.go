@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/app"
@@ -192,12 +193,17 @@ func newWorld(b *testing.B) *world {
 	vars := map[string]string{
 		"BACKEND": "aws", "TABLE_NAME": table, "SES_CONFIGURATION_SET": confSet, "LOG_LEVEL": "error",
 		"SES_MAX_SEND_RATE": "1000", "SCHEDULE_GROUP": group,
-		"SCHEDULE_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:cost-scheduled-send",
-		"SCHEDULE_ROLE_ARN":   "arn:aws:iam::123456789012:role/cost-scheduler",
-		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:cost-schedule-dead-letters",
-		"CAMPAIGN_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:cost-campaign-batch",
-		"PUBLIC_URL":          "https://mail.example.com",
-		"UNSUBSCRIBE_SECRET":  "0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f",
+		"SCHEDULE_TARGET_ARN":   "arn:aws:lambda:us-east-1:123456789012:function:cost-scheduled-send",
+		"SCHEDULE_ROLE_ARN":     "arn:aws:iam::123456789012:role/cost-scheduler",
+		"SCHEDULE_DLQ_ARN":      "arn:aws:sqs:us-east-1:123456789012:cost-schedule-dead-letters",
+		"CAMPAIGN_TARGET_ARN":   "arn:aws:lambda:us-east-1:123456789012:function:cost-campaign-batch",
+		"PUBLIC_URL":            "https://mail.example.com",
+		"UNSUBSCRIBE_SECRET_ID": table + "/unsubscribe",
+	}
+	if _, err := secretsmanager.NewFromConfig(awsCfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name:         aws.String(table + "/unsubscribe"),
+		SecretString: aws.String("0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f2b4d6f8a0c2e4a6b8d0f2a4c6e8b0d2f")}); err != nil {
+		b.Fatal(err)
 	}
 	cfg, err := config.FromEnv(func(k string) string { return vars[k] })
 	if err != nil {

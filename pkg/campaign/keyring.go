@@ -1,0 +1,219 @@
+package campaign
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Keyring holds the unsubscribe keys: Current signs new links, and every key in Keys checks
+// them, so a rotation (a new current key, the old ones kept) leaves the links already
+// delivered working. The secret's text is either a single key (the string itself: what
+// Mailroom generated before key ids, and what DATA_DIR/unsubscribe.key holds locally) or
+// the JSON object {"current":"<id>","keys":{"<id>":"<key>",...}} that RotateKeyring writes.
+type Keyring struct {
+	Current string            // the id of the key that signs; "" for a single key
+	Keys    map[string][]byte // by id
+}
+
+// Limits of a keyring: what is checked on every link, and what fits a token.
+const (
+	MaxKeys      = 10
+	minKeyLength = 32
+)
+
+var keyID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,16}$`)
+
+// SingleKey is the keyring of one key without an id (its links are the "2." tokens).
+func SingleKey(secret string) Keyring {
+	if secret == "" {
+		return Keyring{}
+	}
+	return Keyring{Keys: map[string][]byte{"": []byte(secret)}}
+}
+
+// ParseKeyring reads a secret's text (see Keyring). The error names what is wrong, never a key.
+func ParseKeyring(text string) (Keyring, error) {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "{") {
+		if len(text) < minKeyLength {
+			return Keyring{}, fmt.Errorf("unsubscribe secret: a key of %d characters, want at least %d", len(text), minKeyLength)
+		}
+		return SingleKey(text), nil
+	}
+	var doc struct {
+		Current string            `json:"current"`
+		Keys    map[string]string `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(text), &doc); err != nil {
+		return Keyring{}, errors.New(`unsubscribe secret: not a key nor {"current":"<id>","keys":{...}}`)
+	}
+	if len(doc.Keys) == 0 || len(doc.Keys) > MaxKeys {
+		return Keyring{}, fmt.Errorf("unsubscribe secret: %d keys, want 1 to %d", len(doc.Keys), MaxKeys)
+	}
+	k := Keyring{Current: doc.Current, Keys: map[string][]byte{}}
+	for id, v := range doc.Keys {
+		if id != "" && !keyID.MatchString(id) {
+			return Keyring{}, fmt.Errorf("unsubscribe secret: key id %q: want 1 to 16 letters, digits, - or _", id)
+		}
+		if len(v) < minKeyLength {
+			return Keyring{}, fmt.Errorf("unsubscribe secret: key %q has %d characters, want at least %d", id, len(v), minKeyLength)
+		}
+		k.Keys[id] = []byte(v)
+	}
+	if _, ok := k.Keys[k.Current]; !ok {
+		return Keyring{}, fmt.Errorf("unsubscribe secret: the current key %q is not in keys", k.Current)
+	}
+	return k, nil
+}
+
+// Empty: no key, so nothing can be signed or checked.
+func (k Keyring) Empty() bool { return len(k.Keys) == 0 }
+
+// String is the secret's text for the keyring (a single key stays a plain string).
+func (k Keyring) String() string {
+	if k.Current == "" && len(k.Keys) == 1 {
+		return string(k.Keys[""])
+	}
+	doc := struct {
+		Current string            `json:"current"`
+		Keys    map[string]string `json:"keys"`
+	}{Current: k.Current, Keys: map[string]string{}}
+	for id, v := range k.Keys {
+		doc.Keys[id] = string(v)
+	}
+	b, _ := json.Marshal(doc)
+	return string(b)
+}
+
+// RotateKeyring adds a new random key and makes it the current one. The oldest keys beyond
+// MaxKeys are dropped (a single key without an id is kept as id "0"); the links they signed
+// stop working then. It returns the new key's id.
+func RotateKeyring(text string) (string, string, error) {
+	k, err := ParseKeyring(text)
+	if err != nil {
+		return "", "", err
+	}
+	if legacy, ok := k.Keys[""]; ok && len(k.Keys) == 1 {
+		k.Keys = map[string][]byte{"0": legacy}
+	}
+	ids := slices.Sorted(maps.Keys(k.Keys))
+	next := 1
+	for _, id := range ids {
+		if n, err := strconv.Atoi(id); err == nil && n >= next {
+			next = n + 1
+		}
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", err
+	}
+	id := fmt.Sprint(next)
+	k.Keys[id] = []byte(hex.EncodeToString(raw[:]))
+	k.Current = id
+	for len(k.Keys) > MaxKeys {
+		delete(k.Keys, k.oldest())
+	}
+	return k.String(), id, nil
+}
+
+// oldest is the key to drop first: one whose id is not a number, else the lowest number;
+// never the current key.
+func (k Keyring) oldest() string {
+	best, bestN := "", -1
+	for _, id := range slices.Sorted(maps.Keys(k.Keys)) {
+		if id == k.Current {
+			continue
+		}
+		n, err := strconv.Atoi(id)
+		if err != nil {
+			return id
+		}
+		if bestN < 0 || n < bestN {
+			best, bestN = id, n
+		}
+	}
+	return best
+}
+
+// KeySource reads the keyring from where it is kept (on AWS, Secrets Manager): once, at its
+// first use in the process, and again when a link names a key the ring lacks, a key rotated in
+// since (a warm function keeps what it read). It reads again at most once per ReloadEvery, so
+// made-up key ids cannot make callers flood the secret store.
+type KeySource struct {
+	Load func(context.Context) (Keyring, error)
+	Now  func() time.Time
+
+	mu     sync.Mutex
+	ring   Keyring
+	loaded bool
+	last   time.Time // of the last reload for an unknown key id
+}
+
+// ReloadEvery is the least time between two reloads.
+const ReloadEvery = time.Minute
+
+func (r *KeySource) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Ring returns the keyring, reading it if it never was (a failed read is tried again at the
+// next call).
+func (r *KeySource) Ring(ctx context.Context) (Keyring, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loaded {
+		return r.ring, nil
+	}
+	ring, err := r.Load(ctx)
+	if err != nil {
+		return Keyring{}, err
+	}
+	r.ring, r.loaded = ring, true
+	return ring, nil
+}
+
+// cached is the ring read so far (empty before the first Ring).
+func (r *KeySource) cached() Keyring {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ring
+}
+
+// key returns the key of id, reading the ring again if it is not known and the last reading
+// is old enough.
+func (r *KeySource) key(ctx context.Context, id string) ([]byte, bool) {
+	if _, err := r.Ring(ctx); err != nil {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.ring.Keys[id]; ok {
+		return k, true
+	}
+	now := r.now()
+	if !r.last.IsZero() && now.Sub(r.last) < ReloadEvery {
+		return nil, false
+	}
+	r.last = now
+	ring, err := r.Load(ctx)
+	if err != nil {
+		return nil, false
+	}
+	r.ring = ring
+	k, ok := ring.Keys[id]
+	return k, ok
+}
