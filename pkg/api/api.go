@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/analytics"
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/contact"
@@ -33,6 +34,7 @@ type Services struct {
 	Suppressions *suppression.Service
 	Contacts     *contact.Service
 	Campaigns    *campaign.Service
+	Analytics    *analytics.Service
 	Log          *slog.Logger
 }
 
@@ -102,6 +104,9 @@ var Routes = []Route{
 	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/schedule", Function: "ScheduleCampaign", Summary: "Starts a campaign now or at a time", Manage: true, handler: (*Services).scheduleCampaign},
 	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/pause", Function: "PauseCampaign", Summary: "Pauses a campaign between batches", Manage: true, handler: (*Services).pauseCampaign},
 	{Method: "POST", Path: "/api/v1/campaigns/{campaignId}/resume", Function: "ResumeCampaign", Summary: "Resumes a paused campaign from its cursor", Manage: true, handler: (*Services).resumeCampaign},
+
+	{Method: "GET", Path: "/api/v1/analytics/email-time-series", Function: "GetEmailTimeSeries", Summary: "Reads the team's or a domain's daily email counts", Manage: true, handler: (*Services).emailTimeSeries},
+	{Method: "GET", Path: "/api/v1/analytics/reputation-metrics", Function: "GetReputationMetrics", Summary: "Reads the team's or a domain's bounce and complaint rates", Manage: true, handler: (*Services).reputationMetrics},
 
 	{Method: "GET", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribeForm},
 	{Method: "POST", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribe},

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/analytics"
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/contact"
@@ -54,6 +55,7 @@ func NewServices(d Deps) *Services {
 		Domains: &domain.Service{Store: d.Store, Identities: d.Identities, Now: d.Now, OnChange: dir.Forget,
 			Regions: d.Regions},
 		Templates:    &template.Service{Store: d.Store, Now: d.Now},
+		Analytics:    &analytics.Service{Store: d.Store, Now: d.Now},
 		Suppressions: &suppression.Service{Store: d.Store, Now: d.Now},
 		Contacts:     contacts,
 		Campaigns: &campaign.Service{Store: d.Store, Domains: dir, Scheduler: d.CampaignScheduler,

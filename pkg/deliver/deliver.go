@@ -430,8 +430,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 			if err := email.Move(e, status, email.ByWorker, now); err != nil {
 				return nil, err
 			}
-			if status == store.StatusSent && e.CampaignID != "" && !slices.Contains(e.Counted, store.CountSent) {
-				e.Counted = append(e.Counted, store.CountSent) // the store counts it for the campaign
+			if status == store.StatusSent && !slices.Contains(e.Counted, store.CountSent) {
+				// The store counts it, once: the day's analytics, and its campaign's.
+				e.Counted = append(e.Counted, store.CountSent)
 			}
 			e.MessageID = messageID
 			return []store.Event{{ID: "1-" + status, EmailID: id, Status: status, CreatedAt: now, Data: raw}}, nil

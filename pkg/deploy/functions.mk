@@ -40,6 +40,8 @@ FUNCTION_DIRS := \
 	ScheduleCampaign:schedule-campaign \
 	PauseCampaign:pause-campaign \
 	ResumeCampaign:resume-campaign \
+	GetEmailTimeSeries:get-email-time-series \
+	GetReputationMetrics:get-reputation-metrics \
 	Unsubscribe:unsubscribe \
 	SendWorker:send-worker \
 	ScheduledSend:scheduled-send \

@@ -123,12 +123,11 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 		}
 		e.LatestStatus = email.Advance(e.LatestStatus, status)
 		e.UpdatedAt = now
-		if e.CampaignID != "" {
-			// The store counts each kind once per email (recipient) for the campaign.
-			for _, k := range kinds {
-				if !slices.Contains(e.Counted, k) {
-					e.Counted = append(e.Counted, k)
-				}
+		// The store counts each kind once per email (recipient): the day's analytics of its
+		// team and domain, and its campaign's counters.
+		for _, k := range kinds {
+			if !slices.Contains(e.Counted, k) {
+				e.Counted = append(e.Counted, k)
 			}
 		}
 		return events, nil
@@ -223,7 +222,7 @@ func eventID(eventType, messageID string, detail []byte) string {
 	return "ses-" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// counterKinds are the campaign counters an event of status counts for.
+// counterKinds are the counters (analytics, campaign) an event of status counts for.
 func counterKinds(status string, ev sesevent.Event) []string {
 	switch status {
 	case "DELIVERED":

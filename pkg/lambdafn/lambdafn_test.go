@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -187,6 +188,32 @@ var emailSteps = []step{
 	sesStep("ses-events-complaint", "COMPLAINED"),
 	sesStep("ses-events-reject", "REJECTED"),
 	sesStep("ses-events-rendering-failure", "RENDERING_FAILURE"),
+	// The analytics of the domain: the email above counted once for each kind, today.
+	{function: "GetEmailTimeSeries", prepare: queryParam("domainId", func(e *env) string { return e.domainID }),
+		check: func(e *env, b map[string]any) {
+			result, _ := b["result"].([]any)
+			if len(result) != 8 {
+				e.t.Fatalf("%d days for days=7, want 8", len(result))
+			}
+			today, _ := result[7].(map[string]any)
+			e.wantField(today, "date", time.Now().UTC().Format("Jan 02"))
+			for _, k := range []string{"delivered", "opened", "clicked", "bounced", "complained"} {
+				e.wantField(today, k, float64(1))
+			}
+			if sent, _ := today["sent"].(float64); sent < 1 {
+				e.t.Errorf("sent today %v, want at least 1", today["sent"])
+			}
+			totals, _ := b["totalCounts"].(map[string]any)
+			e.wantField(totals, "delivered", float64(1))
+		}},
+	{function: "GetReputationMetrics", prepare: queryParam("domainId", func(e *env) string { return e.domainID }),
+		check: func(e *env, b map[string]any) {
+			e.wantField(b, "delivered", float64(1))
+			e.wantField(b, "hardBounced", float64(1))
+			e.wantField(b, "complained", float64(1))
+			e.wantField(b, "bounceRate", float64(100))
+			e.wantField(b, "complaintRate", float64(100))
+		}},
 	{function: "CreateSuppression", check: func(e *env, b map[string]any) {
 		e.wantField(b, "email", "ada@example.org")
 		e.wantField(b, "reason", store.ReasonManual)
@@ -285,6 +312,30 @@ var finalSteps = []step{
 		}},
 	{function: "DeleteDomain", prepare: pathID("id", func(e *env) string { return e.domainID }),
 		check: func(e *env, b map[string]any) { e.wantField(b, "success", true) }},
+}
+
+// queryParam sets a query parameter of an HTTP sample.
+func queryParam(name string, value func(*env) string) func(*env, []byte) []byte {
+	return func(e *env, raw []byte) []byte {
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, ok := ev.QueryStringParameters[name]; !ok {
+			e.t.Fatalf("sample has no %s query parameter", name)
+		}
+		ev.QueryStringParameters[name] = value(e)
+		q := url.Values{}
+		for k, v := range ev.QueryStringParameters {
+			q.Set(k, v)
+		}
+		ev.RawQueryString = q.Encode()
+		b, err := json.Marshal(ev)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return b
+	}
 }
 
 // both applies two rewrites in turn.

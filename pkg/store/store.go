@@ -177,10 +177,11 @@ type Email struct {
 	// CampaignID and ContactID tie a campaign email to its campaign and recipient.
 	CampaignID string
 	ContactID  string
-	// Counted lists the campaign counter kinds (Count*) this email has already counted.
-	// When an UpdateEmail adds kinds to it (or CreateEmails writes an email with kinds in it)
-	// the store increments the campaign's counters for exactly the new kinds, in the same
-	// atomic write: each kind counts at most once per email, i.e. per recipient.
+	// Counted lists the counter kinds (Count*) this email has already counted. When an
+	// UpdateEmail adds kinds to it (or CreateEmails writes an email with kinds in it) the store
+	// increments, in the same atomic write, the campaign's counters for exactly the new kinds
+	// (a campaign email) and the day's analytics counters of its team and domain for the new
+	// AnalyticsKinds (any email): each kind counts at most once per email, i.e. per recipient.
 	Counted []string
 	// ScheduleCounted is maintained by the store: the email counts in its team's
 	// ScheduledCount (set when it is written SCHEDULED, cleared when it leaves SCHEDULED).
@@ -286,6 +287,16 @@ const (
 	CountComplained   = "complained"
 	CountUnsubscribed = "unsubscribed"
 )
+
+// AnalyticsKinds are the counter kinds the analytics routes report per day and domain: the store
+// counts them for every email, campaign or not (see Emails.DailyStats).
+var AnalyticsKinds = []string{CountSent, CountDelivered, CountOpened, CountClicked, CountBounced, CountHardBounced, CountComplained}
+
+// DayStats is one day's analytics counts (by AnalyticsKinds kind) of a team or a domain.
+type DayStats struct {
+	Day    string // YYYY-MM-DD, UTC
+	Counts map[string]int64
+}
 
 // Campaign is a bulk send to a contact book, run in batches.
 type Campaign struct {
@@ -466,6 +477,11 @@ type Emails interface {
 	// counts. An adapter whose database expires items itself (DynamoDB's TTL) removes none.
 	// Either way, an email past its retention is not found, listed or counted from then on.
 	ExpireEmails(ctx context.Context, limit int) (int, error)
+	// DailyStats returns the analytics counts of the team (domainID 0) or of one of its
+	// domains for each day from..to (YYYY-MM-DD, inclusive) that has any, oldest first. A kind
+	// counts on the UTC day of the write that added it to an email's Counted (the email's
+	// UpdatedAt, its CreatedAt for CreateEmails). Counts outlive the emails' retention.
+	DailyStats(ctx context.Context, teamID, domainID int64, from, to string) ([]DayStats, error)
 	// ScheduledCount is the number of the team's emails in SCHEDULED: CreateEmails counts an
 	// email it writes SCHEDULED, and UpdateEmail uncounts it when it leaves SCHEDULED (or counts
 	// it when it enters), atomically with the email. Emails written SCHEDULED before the count

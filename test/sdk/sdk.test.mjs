@@ -360,6 +360,34 @@ describe('usesend-js against the local Mailroom server', () => {
     assert.equal(badPage.body.error.code, 'BAD_REQUEST');
   });
 
+  it('reads the analytics through us.analytics', async () => {
+    // Every email so far was sent; the one awaited above was delivered.
+    const today = new Date().toLocaleString('en-US', { month: 'short', day: '2-digit', timeZone: 'UTC' });
+    // Delivery is asynchronous: wait until every email is counted sent.
+    const week = await waitFor('every email counted sent', async () => {
+      const w = ok(await us.analytics.emailTimeSeries({ days: '7', domainId: String(domain.id) }));
+      return w.totalCounts.sent === created.size && w;
+    });
+    assert.equal(week.result.length, 8);
+    assert.equal(week.result[7].date, today, 'upstream formats dates as "MMM dd"');
+    for (const k of ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained']) {
+      assert.equal(typeof week.result[0][k], 'number');
+      assert.equal(typeof week.totalCounts[k], 'number');
+    }
+    assert.ok(week.totalCounts.delivered >= 1, JSON.stringify(week.totalCounts));
+    const month = ok(await us.analytics.emailTimeSeries());
+    assert.equal(month.result.length, 31);
+    assert.deepEqual(month.totalCounts, week.totalCounts);
+    const rep = ok(await us.analytics.reputationMetrics({ domainId: String(domain.id) }));
+    assert.equal(rep.delivered, week.totalCounts.delivered);
+    assert.equal(rep.hardBounced, 0);
+    assert.equal(rep.bounceRate, 0);
+    assert.equal(typeof rep.complaintRate, 'number');
+    const bad = apiError(await us.analytics.emailTimeSeries({ days: '14' }));
+    assert.equal(bad.code, 'BAD_REQUEST');
+    assert.match(bad.message, /days/);
+  });
+
   it('reports a bad request with the offending field', async () => {
     const err = apiError(await us.emails.send({ from, to: 'not-an-address', subject: 'x', text: 'x' }));
     assert.equal(err.code, 'BAD_REQUEST');

@@ -62,6 +62,7 @@ var (
 	bucketCampTime  = []byte("campaigns_by_team_time")     // team|time|campaign id → campaignRef
 	bucketCampCount = []byte("campaign_counters")          // team|campaign id|0x00|kind → uint64
 	bucketSchedCnt  = []byte("scheduled_counts")           // team → uint64 (ScheduledCount)
+	bucketStats     = []byte("daily_stats")                // team|day|domain (0: the team)|kind → uint64
 )
 
 func allBuckets() [][]byte {
@@ -70,7 +71,7 @@ func allBuckets() [][]byte {
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
 		bucketMsgID, bucketPending, bucketSchedAt, bucketHeld, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
 		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
-		bucketCampCount, bucketSchedCnt,
+		bucketCampCount, bucketSchedCnt, bucketStats,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -146,6 +147,9 @@ func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEve
 				return err
 			}
 			if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(nil, e.Counted)); err != nil {
+				return err
+			}
+			if err := countStats(tx, e, newKinds(nil, e.Counted), e.CreatedAt); err != nil {
 				return err
 			}
 			for _, ev := range byEmail[e.ID] {
@@ -406,6 +410,9 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 			if err := countKinds(tx, c.new.TeamID, c.new.CampaignID, newKinds(old.Counted, c.new.Counted)); err != nil {
 				return false, err
 			}
+			if err := countStats(tx, c.new, newKinds(old.Counted, c.new.Counted), c.new.UpdatedAt); err != nil {
+				return false, err
+			}
 			for _, ev := range c.events {
 				ev.EmailID = id
 				if err := put(evs, eventKey(id, ev.ID), ev); err != nil {
@@ -601,4 +608,64 @@ func (s *Store) ScheduledCount(ctx context.Context, teamID int64) (int64, error)
 		return nil
 	})
 	return n, err
+}
+
+// statsKey is a day's counter of one kind for the team (domainID 0) or one of its domains.
+func statsKey(teamID int64, day string, domainID int64, kind string) []byte {
+	return append(teamKey(teamID, []byte(day), u64(domainID)), kind...)
+}
+
+// countStats adds 1 to the analytics counters of the email's newly counted kinds, for its team
+// and its domain, on the UTC day of at.
+func countStats(tx *bbolt.Tx, e store.Email, kinds []string, at time.Time) error {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	b := tx.Bucket(bucketStats)
+	d := at.UTC().Format(time.DateOnly)
+	for _, kind := range kinds {
+		if !slices.Contains(store.AnalyticsKinds, kind) {
+			continue
+		}
+		for _, dom := range []int64{0, e.DomainID} {
+			k := statsKey(e.TeamID, d, dom, kind)
+			var n uint64
+			if v := b.Get(k); v != nil {
+				n = binary.BigEndian.Uint64(v)
+			}
+			if err := b.Put(k, u64(int64(n+1))); err != nil {
+				return fmt.Errorf("bolt: daily stats: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// DailyStats walks the team's counters of the days from..to.
+func (s *Store) DailyStats(ctx context.Context, teamID, domainID int64, from, to string) ([]store.DayStats, error) {
+	var out []store.DayStats
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketStats).Cursor()
+		prefix := teamKey(teamID)
+		for k, v := c.Seek(teamKey(teamID, []byte(from))); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			rest := k[len(prefix):]
+			if len(rest) < len(time.DateOnly)+8 {
+				continue
+			}
+			d := string(rest[:len(time.DateOnly)])
+			if d > to {
+				break
+			}
+			if int64(binary.BigEndian.Uint64(rest[len(time.DateOnly):len(time.DateOnly)+8])) != domainID {
+				continue
+			}
+			kind := string(rest[len(time.DateOnly)+8:])
+			if len(out) == 0 || out[len(out)-1].Day != d {
+				out = append(out, store.DayStats{Day: d, Counts: map[string]int64{}})
+			}
+			out[len(out)-1].Counts[kind] += int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -333,6 +334,21 @@ func (p pendingEmail) counters() []counter {
 		ck := campaignCountersKey(p.email.TeamID, p.email.CampaignID, campaignCounterShard(p.email.ID))
 		for _, kind := range newKinds(nil, p.email.Counted) {
 			out = append(out, counter{ck, kind})
+		}
+	}
+	return append(out, statsCounters(p.email, newKinds(nil, p.email.Counted), p.email.CreatedAt)...)
+}
+
+// statsCounters are the analytics counters of the email's newly counted kinds, on the day of at.
+func statsCounters(e store.Email, kinds []string, at time.Time) []counter {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	k := statsKey(e.TeamID, day(at), workShard(e.ID))
+	var out []counter
+	for _, kind := range kinds {
+		if slices.Contains(store.AnalyticsKinds, kind) {
+			out = append(out, counter{k, statsAttr(kind, 0)}, counter{k, statsAttr(kind, e.DomainID)})
 		}
 	}
 	return out
@@ -849,11 +865,15 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		}
 		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
 		counts, order := map[counter]int64{}, []counter(nil)
+		added := newKinds(old.Counted, e.Counted)
 		if e.CampaignID != "" {
-			for _, kind := range newKinds(old.Counted, e.Counted) {
+			for _, kind := range added {
 				c := counter{campaignCountersKey(e.TeamID, e.CampaignID, campaignCounterShard(id)), kind}
 				counts[c], order = 1, append(order, c)
 			}
+		}
+		for _, c := range statsCounters(e, added, e.UpdatedAt) {
+			counts[c], order = 1, append(order, c)
 		}
 		if schedDelta != 0 {
 			c := counter{scheduledCounterKey(e.TeamID, workShard(id)), "n"}
@@ -1077,4 +1097,53 @@ func (st *Store) workIDs(ctx context.Context, in *dynamodb.QueryInput, limit int
 		}
 	}
 	return refs, nil
+}
+
+// DailyStats reads the range of stats items from every shard (one Query each, concurrently)
+// and sums them by day.
+func (st *Store) DailyStats(ctx context.Context, teamID, domainID int64, from, to string) ([]store.DayStats, error) {
+	ins := make([]*dynamodb.QueryInput, WorkShards)
+	for s := range WorkShards {
+		k := statsKey(teamID, from, s)
+		ins[s] = &dynamodb.QueryInput{
+			TableName:              aws.String(st.table),
+			KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :from AND :to"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": avS(k.PK), ":from": avS(statsPrefix + from), ":to": avS(statsPrefix + to),
+			},
+		}
+	}
+	pages, err := st.queryEach(ctx, ins, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: daily stats: %w", err)
+	}
+	byDay := map[string]map[string]int64{}
+	for _, items := range pages {
+		for _, it := range items {
+			sk, _ := it["SK"].(*types.AttributeValueMemberS)
+			if sk == nil {
+				continue
+			}
+			d := strings.TrimPrefix(sk.Value, statsPrefix)
+			for _, kind := range store.AnalyticsKinds {
+				v, ok := it[statsAttr(kind, domainID)].(*types.AttributeValueMemberN)
+				if !ok {
+					continue
+				}
+				n, err := strconv.ParseInt(v.Value, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("dynamo: daily stats: %w", err)
+				}
+				if byDay[d] == nil {
+					byDay[d] = map[string]int64{}
+				}
+				byDay[d][kind] += n
+			}
+		}
+	}
+	out := make([]store.DayStats, 0, len(byDay))
+	for _, d := range slices.Sorted(maps.Keys(byDay)) {
+		out = append(out, store.DayStats{Day: d, Counts: byDay[d]})
+	}
+	return out, nil
 }

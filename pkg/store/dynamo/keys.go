@@ -126,6 +126,23 @@ func scheduledCounterKey(teamID int64, shard int) key {
 	return key{fmt.Sprintf("TEAM#%d#COUNT#%02d", teamID, shard), "SCHEDULED"}
 }
 
+// statsKey holds a team's analytics counts of a day in one of WorkShards shards (by the email
+// id), next to its day counters: attribute "<kind>" for the team, "<kind>_<domain id>" for each
+// domain. DailyStats reads a range of days from each shard with one Query.
+func statsKey(teamID int64, day string, shard int) key {
+	return key{fmt.Sprintf("TEAM#%d#COUNT#%02d", teamID, shard), statsPrefix + day}
+}
+
+const statsPrefix = "STATS#"
+
+// statsAttr is a kind's attribute in a stats item: the team's, or a domain's.
+func statsAttr(kind string, domainID int64) string {
+	if domainID == 0 {
+		return kind
+	}
+	return fmt.Sprintf("%s_%d", kind, domainID)
+}
+
 // domainCountAttr is a domain's attribute in the day counter items.
 func domainCountAttr(domainID int64) string { return fmt.Sprintf("d%d", domainID) }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -675,5 +676,78 @@ func testScheduledCountConcurrent(t *testing.T, s store.Store) {
 	noErr(t, "ScheduledCount", err)
 	if want := int64(workers - (workers+1)/2); n != want {
 		t.Fatalf("after %d scheduled and %d queued concurrently: count %d, want %d", workers, (workers+1)/2, n, want)
+	}
+}
+
+// testDailyStats: each analytics kind an email newly counts adds 1 to its team's and its
+// domain's counts of the write's day, once however often it is listed again; campaign emails
+// count too; other kinds do not; another team's counts are its own.
+func testDailyStats(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team, other := newTeam(t, s), newTeam(t, s)
+	d1 := time.Date(2031, 3, 9, 23, 59, 0, 0, time.UTC)
+	d2 := d1.Add(2 * time.Minute) // the next day
+	a := newEmail(team, 1, d1, store.StatusQueued)
+	b := newEmail(team, 2, d1, store.StatusQueued)
+	c := newEmail(team, 1, d1, store.StatusQueued)
+	c.CampaignID, c.Counted = "cp-stats", []string{store.CountTotal}
+	x := newEmail(other, 1, d1, store.StatusQueued)
+	createEmails(t, s, a, b, c, x)
+	count := func(e store.Email, at time.Time, kinds ...string) {
+		t.Helper()
+		_, err := s.UpdateEmail(ctx, e.ID, func(m *store.Email) ([]store.Event, error) {
+			m.UpdatedAt = at
+			for _, k := range kinds {
+				if !slices.Contains(m.Counted, k) {
+					m.Counted = append(m.Counted, k)
+				}
+			}
+			return nil, nil
+		})
+		noErr(t, "UpdateEmail", err)
+	}
+	count(a, d1, store.CountSent)
+	count(a, d1, store.CountSent) // listed again: not counted again
+	count(b, d1, store.CountSent)
+	count(c, d1, store.CountSent)
+	count(a, d2, store.CountDelivered, store.CountUnsubscribed)
+	count(b, d2, store.CountBounced, store.CountHardBounced)
+	count(c, d2, store.CountOpened)
+	count(x, d1, store.CountSent)
+	stats := func(team, domain int64, from, to string) map[string]map[string]int64 {
+		t.Helper()
+		days, err := s.DailyStats(ctx, team, domain, from, to)
+		noErr(t, "DailyStats", err)
+		out := map[string]map[string]int64{}
+		for i, d := range days {
+			if i > 0 && days[i-1].Day >= d.Day {
+				t.Fatalf("DailyStats days out of order: %v", days)
+			}
+			out[d.Day] = d.Counts
+		}
+		return out
+	}
+	want := map[string]map[string]int64{
+		"2031-03-09": {store.CountSent: 3},
+		"2031-03-10": {store.CountDelivered: 1, store.CountBounced: 1, store.CountHardBounced: 1, store.CountOpened: 1},
+	}
+	if got := stats(team, 0, "2031-03-01", "2031-03-31"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("team stats %v, want %v", got, want)
+	}
+	wantDom1 := map[string]map[string]int64{
+		"2031-03-09": {store.CountSent: 2},
+		"2031-03-10": {store.CountDelivered: 1, store.CountOpened: 1},
+	}
+	if got := stats(team, 1, "2031-03-01", "2031-03-31"); !reflect.DeepEqual(got, wantDom1) {
+		t.Fatalf("domain 1 stats %v, want %v", got, wantDom1)
+	}
+	if got := stats(team, 0, "2031-03-10", "2031-03-10"); !reflect.DeepEqual(got, map[string]map[string]int64{"2031-03-10": want["2031-03-10"]}) {
+		t.Fatalf("one day's stats %v", got)
+	}
+	if got := stats(team, 0, "2031-03-11", "2031-04-30"); len(got) != 0 {
+		t.Fatalf("stats of days without counts: %v", got)
+	}
+	if got := stats(other, 0, "2031-03-01", "2031-03-31"); !reflect.DeepEqual(got, map[string]map[string]int64{"2031-03-09": {store.CountSent: 1}}) {
+		t.Fatalf("other team's stats %v", got)
 	}
 }

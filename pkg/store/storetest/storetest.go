@@ -69,6 +69,7 @@ var (
 		{name: "PendingEmails", fn: testPendingEmails},
 		{name: "OverdueScheduled", fn: testOverdueScheduled},
 		{name: "ScheduledCount", fn: testScheduledCount},
+		{name: "DailyStats", fn: testDailyStats},
 		{name: "ScheduledCountConcurrent", counter: true, fn: testScheduledCountConcurrent},
 		{name: "HeldEmails", fn: testHeldEmails},
 		{name: "Retention", fn: testRetention},
