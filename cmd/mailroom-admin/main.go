@@ -4,6 +4,7 @@
 //
 //	mailroom-admin team create -name "Acme"
 //	mailroom-admin team list
+//	mailroom-admin team set -team 1 [-rate-limit 20|0|default] [-daily-limit 50000|0]
 //	mailroom-admin key create -team 1 -name ci [-permission SENDING] [-domain 2]
 //	mailroom-admin key list -team 1
 //	mailroom-admin key revoke -team 1 -id abcdefghij
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
@@ -31,6 +33,7 @@ import (
 const usage = `usage:
   mailroom-admin team create -name NAME
   mailroom-admin team list
+  mailroom-admin team set -team ID [-rate-limit N|default] [-daily-limit N]
   mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
   mailroom-admin key list -team ID
   mailroom-admin key revoke -team ID -id KEYID
@@ -77,6 +80,8 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 	perm := fs.String("permission", "FULL", "FULL or SENDING")
 	domainID := fs.Int64("domain", 0, "restrict the key to this domain id")
 	keyID := fs.String("id", "", "key id (the 10 characters after us_)")
+	rate := fs.String("rate-limit", "", "API requests per second (0: none; default: the server's API_RATE_LIMIT)")
+	daily := fs.Int64("daily-limit", -1, "emails per UTC day (0: none)")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
@@ -87,13 +92,35 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 			return err
 		}
 		fmt.Fprintf(out, "team %d %q created\n", t.ID, t.Name)
+	case "team set":
+		t, err := admin.Store.UpdateTeam(ctx, *teamID, func(t *store.Team) error {
+			switch *rate {
+			case "":
+			case "default":
+				t.APIRateLimit = nil
+			default:
+				n, err := strconv.ParseInt(*rate, 10, 64)
+				if err != nil || n < 0 {
+					return fmt.Errorf("-rate-limit: want requests per second, 0 or default")
+				}
+				t.APIRateLimit = &n
+			}
+			if *daily >= 0 {
+				t.DailyEmailLimit = *daily
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "team %d: %s\n", t.ID, limits(t))
 	case "team list":
 		teams, err := admin.Store.ListTeams(ctx)
 		if err != nil {
 			return err
 		}
 		for _, t := range teams {
-			fmt.Fprintf(out, "%d\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(out, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), limits(t))
 		}
 	case "key create":
 		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: *teamID, Name: *name,
@@ -123,4 +150,20 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 		return fmt.Errorf("%s", usage)
 	}
 	return nil
+}
+
+// limits describes a team's limits.
+func limits(t store.Team) string {
+	rate := "the server's rate limit"
+	if t.APIRateLimit != nil {
+		rate = fmt.Sprintf("%d requests/s", *t.APIRateLimit)
+		if *t.APIRateLimit == 0 {
+			rate = "no rate limit"
+		}
+	}
+	daily := "no daily quota"
+	if t.DailyEmailLimit > 0 {
+		daily = fmt.Sprintf("%d emails/day", t.DailyEmailLimit)
+	}
+	return rate + ", " + daily
 }

@@ -28,8 +28,24 @@ func TestAdminTeamAndKeys(t *testing.T) {
 	if out := runOK("team", "create", "-name", "Acme"); !strings.Contains(out, `team 1 "Acme" created`) {
 		t.Errorf("team create: %q", out)
 	}
-	if out := runOK("team", "list"); !strings.Contains(out, "1\tAcme") {
+	if out := runOK("team", "list"); !strings.Contains(out, "1\tAcme") || !strings.Contains(out, "the server's rate limit, no daily quota") {
 		t.Errorf("team list: %q", out)
+	}
+	if out := runOK("team", "set", "-team", "1", "-rate-limit", "5", "-daily-limit", "1000"); !strings.Contains(out, "team 1: 5 requests/s, 1000 emails/day") {
+		t.Errorf("team set: %q", out)
+	}
+	if out := runOK("team", "set", "-team", "1", "-rate-limit", "0"); !strings.Contains(out, "no rate limit, 1000 emails/day") {
+		t.Errorf("team set -rate-limit 0: %q", out)
+	}
+	if out := runOK("team", "set", "-team", "1", "-rate-limit", "default", "-daily-limit", "0"); !strings.Contains(out, "the server's rate limit, no daily quota") {
+		t.Errorf("team set back to the defaults: %q", out)
+	}
+	var bad bytes.Buffer
+	if err := run(ctx, []string{"team", "set", "-team", "1", "-rate-limit", "fast"}, &bad); err == nil {
+		t.Error("-rate-limit fast was accepted")
+	}
+	if err := run(ctx, []string{"team", "set", "-team", "9", "-daily-limit", "5"}, &bad); err == nil {
+		t.Error("an unknown team was changed")
 	}
 	out := runOK("key", "create", "-team", "1", "-name", "ci", "-permission", "SENDING")
 	key := regexp.MustCompile(`us_([0-9a-z]{10})_[0-9a-f]{32}`).FindStringSubmatch(out)

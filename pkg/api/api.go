@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/analytics"
@@ -21,6 +23,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/suppression"
 	"github.com/mailroom/mailroom/pkg/template"
 )
@@ -36,6 +39,11 @@ type Services struct {
 	Campaigns    *campaign.Service
 	Analytics    *analytics.Service
 	Log          *slog.Logger
+	// Limiter counts requests for the teams' rate limits; DefaultRateLimit is the limit of a
+	// team without its own (requests per second, 0: none).
+	Limiter          store.RateLimits
+	DefaultRateLimit int64
+	now              func() time.Time
 }
 
 // Route is one endpoint. Function is the name of the Lambda function that serves it
@@ -200,6 +208,9 @@ func (s *Services) wrap(rt Route) http.Handler {
 			if rt.TeamWide && p.DomainID != 0 {
 				return fault.New(fault.Forbidden, "This API key is restricted to one domain: it may not change what the whole team shares")
 			}
+			if err := s.rateLimit(r.Context(), rec, p); err != nil {
+				return err
+			}
 			ctx := context.WithValue(r.Context(), principalKey, p)
 			return rt.handler(s, rec, r.WithContext(ctx))
 		}()
@@ -215,6 +226,41 @@ func (s *Services) wrap(rt Route) http.Handler {
 		attrs = append(attrs, "status", rec.status, "durationMs", time.Since(start).Milliseconds())
 		s.Log.Log(r.Context(), level, "request", attrs...)
 	})
+}
+
+// rateLimit counts the request against its team's limit per second (a fixed one-second window
+// shared by every process), sets the X-RateLimit-* headers and refuses the request past the
+// limit. A limiter that fails lets the request through (logged): the limit is protection, not
+// a reason to stop serving.
+func (s *Services) rateLimit(ctx context.Context, w http.ResponseWriter, p auth.Principal) error {
+	limit := p.RateLimit
+	if limit == auth.DefaultRateLimit {
+		limit = s.DefaultRateLimit
+	}
+	if limit <= 0 || s.Limiter == nil {
+		return nil
+	}
+	now := time.Now()
+	if s.now != nil {
+		now = s.now()
+	}
+	sec := now.Truncate(time.Second)
+	n, ok, err := s.Limiter.TakeRequest(ctx, p.TeamID, sec, limit)
+	if err != nil {
+		s.Log.Warn("rate limiter unavailable: the request is let through", "teamId", p.TeamID, "err", err.Error())
+		return nil
+	}
+	reset := sec.Add(time.Second)
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(limit-n, 0), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	if ok {
+		return nil
+	}
+	wait := max(int64(math.Ceil(reset.Sub(now).Seconds())), 1)
+	h.Set("Retry-After", strconv.FormatInt(wait, 10))
+	return fault.New(fault.RateLimited, "Rate limit exceeded. Try again in %d seconds.", wait)
 }
 
 func newRequestID() string {
@@ -236,6 +282,7 @@ var kinds = map[fault.Kind]struct {
 	methodNotAllowed:   {http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
 	fault.Conflict:     {http.StatusConflict, "NOT_UNIQUE"},
 	fault.TooLarge:     {http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"},
+	fault.RateLimited:  {http.StatusTooManyRequests, "RATE_LIMITED"},
 }
 
 // writeError is the one place errors become responses: a fault keeps its message, anything

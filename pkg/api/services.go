@@ -36,6 +36,9 @@ type Deps struct {
 	Regions []string
 	// MaxScheduled caps a team's scheduled emails (email.DefaultMaxScheduled when 0).
 	MaxScheduled int
+	// RateLimit is a team's API requests per second unless it has its own (0: none), counted
+	// by the store (store.RateLimits).
+	RateLimit int64
 	// AuthCacheTTL is how long a looked-up API key is cached.
 	AuthCacheTTL time.Duration
 	Now          func() time.Time
@@ -61,6 +64,6 @@ func NewServices(d Deps) *Services {
 		Campaigns: &campaign.Service{Store: d.Store, Domains: dir, Scheduler: d.CampaignScheduler,
 			Dispatcher: d.Dispatcher, Contacts: contacts, Now: d.Now, Log: d.Log, Metrics: d.Metrics,
 			Dates: d.Dates, Signer: d.Signer},
-		Log: d.Log,
+		Log: d.Log, Limiter: d.Store, DefaultRateLimit: d.RateLimit, now: d.Now,
 	}
 }

@@ -344,7 +344,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Store: a.Store, Identities: a.Identities, EmailScheduler: a.EmailScheduler, CampaignScheduler: a.CampaignScheduler,
 		Dates:        naturaldate.Parse,
 		Signer:       campaign.Signer{Keys: a.keys, BaseURL: a.Config.PublicURL},
-		MaxScheduled: a.Config.MaxScheduled,
+		MaxScheduled: a.Config.MaxScheduled, RateLimit: a.Config.APIRateLimit,
 		Regions:      a.regions,
 		AuthCacheTTL: a.Config.AuthCacheTTL, Now: now, Log: a.Log, Metrics: a.Metrics,
 	}

@@ -33,7 +33,15 @@ type Principal struct {
 	KeyID      string
 	Permission store.Permission
 	DomainID   int64 // 0: every domain of the team
+	// RateLimit is the team's API requests per second: DefaultRateLimit (the server's
+	// API_RATE_LIMIT), 0 for none.
+	RateLimit int64
+	// DailyEmailLimit caps the team's emails per UTC day (0: none).
+	DailyEmailLimit int64
 }
+
+// DefaultRateLimit is a Principal's RateLimit when its team has no limit of its own.
+const DefaultRateLimit = -1
 
 // CanManage reports whether the key may do more than send and read emails.
 func (p Principal) CanManage() bool { return p.Permission == store.PermissionFull }
@@ -82,9 +90,10 @@ func Generate() (key, id string, err error) {
 	return prefix + id + "_" + hex.EncodeToString(s), id, nil
 }
 
-// Keys is what the authenticator needs from the store.
+// Keys is what the authenticator needs from the store: the key, and its team's limits.
 type Keys interface {
 	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
+	GetTeam(ctx context.Context, id int64) (store.Team, error)
 }
 
 // Authenticator checks bearer tokens against stored keys, caching each stored key for TTL so a
@@ -102,6 +111,7 @@ type Authenticator struct {
 // cached holds a found key only: caching misses would let random ids grow the map without bound.
 type cached struct {
 	key     store.APIKey
+	team    store.Team
 	expires time.Time
 }
 
@@ -133,37 +143,52 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (Princi
 	if err != nil {
 		return Principal{}, invalid
 	}
-	k, found, err := a.lookup(ctx, id)
+	c, found, err := a.lookup(ctx, id)
 	if err != nil {
 		return Principal{}, err
 	}
+	k := c.key
 	if !found || subtle.ConstantTimeCompare([]byte(k.SecretHash), []byte(Hash(secret))) != 1 {
 		return Principal{}, invalid
 	}
-	return Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID}, nil
+	p := Principal{TeamID: k.TeamID, KeyID: k.ID, Permission: k.Permission, DomainID: k.DomainID,
+		RateLimit: DefaultRateLimit, DailyEmailLimit: c.team.DailyEmailLimit}
+	if c.team.APIRateLimit != nil {
+		p.RateLimit = *c.team.APIRateLimit
+	}
+	return p, nil
 }
 
-func (a *Authenticator) lookup(ctx context.Context, id string) (store.APIKey, bool, error) {
+// lookup finds a key and its team (a key whose team is gone is not found).
+func (a *Authenticator) lookup(ctx context.Context, id string) (cached, bool, error) {
 	now := a.now()
 	if a.ttl > 0 {
 		a.mu.Lock()
 		c, ok := a.cache[id]
 		a.mu.Unlock()
 		if ok && now.Before(c.expires) {
-			return c.key, true, nil
+			return c, true, nil
 		}
 	}
 	k, err := a.keys.GetAPIKey(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.APIKey{}, false, nil
+		return cached{}, false, nil
 	}
 	if err != nil {
-		return store.APIKey{}, false, fmt.Errorf("get api key: %w", err)
+		return cached{}, false, fmt.Errorf("get api key: %w", err)
 	}
+	t, err := a.keys.GetTeam(ctx, k.TeamID)
+	if errors.Is(err, store.ErrNotFound) {
+		return cached{}, false, nil
+	}
+	if err != nil {
+		return cached{}, false, fmt.Errorf("get team: %w", err)
+	}
+	c := cached{key: k, team: t, expires: now.Add(a.ttl)}
 	if a.ttl > 0 {
 		a.mu.Lock()
-		a.cache[id] = cached{key: k, expires: now.Add(a.ttl)}
+		a.cache[id] = c
 		a.mu.Unlock()
 	}
-	return k, true, nil
+	return c, true, nil
 }

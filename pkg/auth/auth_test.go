@@ -13,6 +13,7 @@ import (
 
 type keys struct {
 	m     map[string]store.APIKey
+	teams map[int64]store.Team // nil: every team exists, without limits
 	calls atomic.Int32
 }
 
@@ -23,6 +24,16 @@ func (k *keys) GetAPIKey(_ context.Context, id string) (store.APIKey, error) {
 		return store.APIKey{}, store.ErrNotFound
 	}
 	return v, nil
+}
+
+func (k *keys) GetTeam(_ context.Context, id int64) (store.Team, error) {
+	if k.teams != nil {
+		if t, ok := k.teams[id]; ok {
+			return t, nil
+		}
+		return store.Team{}, store.ErrNotFound
+	}
+	return store.Team{ID: id}, nil
 }
 
 func TestGenerateParse(t *testing.T) {
@@ -73,5 +84,40 @@ func TestAuthenticate(t *testing.T) {
 		if !ok || fe.Kind != want {
 			t.Errorf("Authenticate(%q) = %v, want kind %d", h, err, want)
 		}
+	}
+}
+
+// TestTeamLimits: the principal carries its team's limits (the server's default rate when the
+// team has none), through an authorizer's verdict too, and a key whose team is gone is invalid.
+func TestTeamLimits(t *testing.T) {
+	full, id, _ := Generate()
+	_, secret, _ := Parse(full)
+	five := int64(5)
+	k := &keys{m: map[string]store.APIKey{id: {ID: id, TeamID: 7, SecretHash: Hash(secret), Permission: store.PermissionFull}},
+		teams: map[int64]store.Team{7: {ID: 7, APIRateLimit: &five, DailyEmailLimit: 1000}}}
+	ctx := context.Background()
+	p, err := NewAuthenticator(k, 0).Authenticate(ctx, "Bearer "+full)
+	if err != nil || p.RateLimit != 5 || p.DailyEmailLimit != 1000 {
+		t.Fatalf("Authenticate = %+v, %v", p, err)
+	}
+	c, err := VerdictContext(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := NewAuthenticator(k, 0).Authenticate(WithVerdict(ctx, c), ""); err != nil || got != p {
+		t.Fatalf("through the verdict: %+v, %v; want %+v", got, err, p)
+	}
+	delete(c, ctxRateLimit) // a verdict cached before limits existed
+	delete(c, ctxDailyLimit)
+	if got, _ := NewAuthenticator(k, 0).Authenticate(WithVerdict(ctx, c), ""); got.RateLimit != DefaultRateLimit || got.DailyEmailLimit != 0 {
+		t.Errorf("a verdict without limits: %+v", got)
+	}
+	k.teams[7] = store.Team{ID: 7}
+	if p, _ := NewAuthenticator(k, 0).Authenticate(ctx, "Bearer "+full); p.RateLimit != DefaultRateLimit {
+		t.Errorf("a team without a limit: rate %d, want the default", p.RateLimit)
+	}
+	delete(k.teams, 7)
+	if _, err := NewAuthenticator(k, 0).Authenticate(ctx, "Bearer "+full); err == nil {
+		t.Error("a key of a deleted team authenticated")
 	}
 }

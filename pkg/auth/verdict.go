@@ -22,8 +22,10 @@ const (
 	ctxKeyID      = "keyId"
 	ctxPermission = "permission"
 	ctxDomainID   = "domainId"
-	ctxStatus     = "status"  // a rejection: 401 or 403
-	ctxMessage    = "message" // its message
+	ctxRateLimit  = "rateLimit"       // the team's, or -1 for the server's default
+	ctxDailyLimit = "dailyEmailLimit" // 0: none
+	ctxStatus     = "status"          // a rejection: 401 or 403
+	ctxMessage    = "message"         // its message
 )
 
 // VerdictContext is the authorizer context for the outcome of Authenticate. An error that is
@@ -46,6 +48,8 @@ func VerdictContext(p Principal, err error) (map[string]any, error) {
 		ctxKeyID:      p.KeyID,
 		ctxPermission: string(p.Permission),
 		ctxDomainID:   strconv.FormatInt(p.DomainID, 10),
+		ctxRateLimit:  strconv.FormatInt(p.RateLimit, 10),
+		ctxDailyLimit: strconv.FormatInt(p.DailyEmailLimit, 10),
 	}, nil
 }
 
@@ -79,7 +83,15 @@ func WithVerdict(ctx context.Context, c map[string]any) context.Context {
 			v.err = errBadVerdict
 			break
 		}
-		v.p = Principal{TeamID: team, KeyID: str(ctxKeyID), Permission: perm, DomainID: domain}
+		v.p = Principal{TeamID: team, KeyID: str(ctxKeyID), Permission: perm, DomainID: domain,
+			RateLimit: DefaultRateLimit}
+		// A verdict cached from before the limits were in it has none: the server's defaults.
+		if n, err := strconv.ParseInt(str(ctxRateLimit), 10, 64); err == nil && n >= DefaultRateLimit {
+			v.p.RateLimit = n
+		}
+		if n, err := strconv.ParseInt(str(ctxDailyLimit), 10, 64); err == nil && n >= 0 {
+			v.p.DailyEmailLimit = n
+		}
 	default:
 		v.err = errBadVerdict
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	// or a keyring (campaign.ParseKeyring); when unset a random key is kept in
 	// DATA_DIR/unsubscribe.key.
 	UnsubscribeSecret string
+	// APIRateLimit is the API requests per second of a team without its own limit:
+	// API_RATE_LIMIT (0 or unset: none; the template sets 10 on AWS).
+	APIRateLimit int64
 	// MaxScheduled caps a team's emails waiting in SCHEDULED on the local server:
 	// MAX_SCHEDULED_EMAILS (email.DefaultMaxScheduled when unset or 0).
 	MaxScheduled int
@@ -98,6 +101,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil {
 		return c, err
 	}
+	rate, err := intEnv(getenv, "API_RATE_LIMIT", 0)
+	if err != nil || rate < 0 {
+		return c, fmt.Errorf("API_RATE_LIMIT: want requests per second (0 for none)")
+	}
+	c.APIRateLimit = int64(rate)
 	if c.MaxScheduled, err = intEnv(getenv, "MAX_SCHEDULED_EMAILS", 0); err != nil || c.MaxScheduled < 0 {
 		return c, fmt.Errorf("MAX_SCHEDULED_EMAILS: want a number of emails (0 for the default)")
 	}

@@ -111,6 +111,7 @@ var resourceARNs = map[string][]string{
 	"account":            {`"*"`},
 	"campaign-function":  {EnvValue[lambdafn.EnvCampaignTarget]},
 	"unsubscribe-secret": {EnvValue[lambdafn.EnvUnsubscribeSecret]},
+	"table":              {"!GetAtt Table.Arn"},
 }
 
 // indent prefixes every line of s with n spaces.
@@ -163,6 +164,12 @@ func policies(f Function) string {
 		}
 		if slices.Contains(s.Actions, "iam:PassRole") {
 			b.WriteString("        Condition:\n          StringEquals:\n            iam:PassedToService: scheduler.amazonaws.com\n")
+		}
+		if len(s.LeadingKeys) > 0 {
+			b.WriteString("        Condition:\n          ForAllValues:StringLike:\n            dynamodb:LeadingKeys:\n")
+			for _, k := range s.LeadingKeys {
+				fmt.Fprintf(&b, "              - %q\n", k)
+			}
 		}
 	}
 	return indent(6, b.String())
@@ -286,6 +293,10 @@ func beyond(p lambdafn.Ports) string {
 	var parts []string
 	for _, s := range p.IAM() {
 		if slices.Contains(s.Actions, "iam:PassRole") {
+			continue
+		}
+		if len(s.LeadingKeys) > 0 {
+			parts = append(parts, strings.Join(s.Actions, ", ")+" of its rate-limit counters ("+strings.Join(s.LeadingKeys, ", ")+")")
 			continue
 		}
 		parts = append(parts, strings.Join(s.Actions, ", ")+" ("+strings.Join(s.Resource, ", ")+")")

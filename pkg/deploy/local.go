@@ -142,6 +142,8 @@ func (l Local) localValue(k string) string {
 		return "60s"
 	case "RETENTION_DAYS":
 		return "90"
+	case "API_RATE_LIMIT":
+		return "10"
 	case lambdafn.EnvMaxSendRate:
 		return "14" // a new production account's rate; the emulator has no GetAccount
 	case "LOG_LEVEL":

@@ -300,6 +300,8 @@ func wantResources(kind string) []any {
 		return []any{getAtt("SchedulerRole", "Arn")}
 	case "account":
 		return []any{"*"} // ses:GetAccount has no resource
+	case "table":
+		return []any{getAtt("Table", "Arn")}
 	case "unsubscribe-secret":
 		return []any{unsubscribeSecretRef}
 	case "campaign-function":
@@ -386,6 +388,13 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 			if slices.Contains(s.Actions, "iam:PassRole") {
 				st["Condition"] = map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "scheduler.amazonaws.com"}}
 			}
+			if len(s.LeadingKeys) > 0 {
+				var keys []any
+				for _, k := range s.LeadingKeys {
+					keys = append(keys, k)
+				}
+				st["Condition"] = map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": keys}}
+			}
 			wantStmts = append(wantStmts, st)
 		}
 		if !reflect.DeepEqual(stmts, wantStmts) {
@@ -407,13 +416,13 @@ func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 		"ScheduledSend":  {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.SchedulePut},
 		"CampaignBatch":  {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, Unsubscribe: lambdafn.Write},
 		"Reconciler":     {Table: with("BatchWriteItem", "DeleteItem", "PutItem", "UpdateItem"), CampaignInvoke: true},
-		"ResumeCampaign": {Table: with("PutItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true},
+		"ResumeCampaign": {Table: with("PutItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, RateLimited: true},
 		"Authorizer":     {Table: read},
-		"CancelEmail":    {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.ScheduleDelete},
-		"ListEmails":     {Table: read},
-		"GetEmail":       {Table: read},
+		"CancelEmail":    {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.ScheduleDelete, RateLimited: true},
+		"ListEmails":     {Table: read, RateLimited: true},
+		"GetEmail":       {Table: read, RateLimited: true},
 		"Unsubscribe":    {Table: with("PutItem", "UpdateItem"), Unsubscribe: lambdafn.Read},
-		"DeleteCampaign": {Table: with("DeleteItem"), CampaignSchedules: lambdafn.ScheduleDelete, CampaignInvoke: true},
+		"DeleteCampaign": {Table: with("DeleteItem"), CampaignSchedules: lambdafn.ScheduleDelete, CampaignInvoke: true, RateLimited: true},
 	} {
 		if got := lambdafn.PortsOf(name); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: ports %+v, want %+v", name, got, want)

@@ -111,6 +111,9 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		// A claim taken over finishes a request that passed the cap already (its emails
 		// may be counted): it is not checked again, so a retry never strands half a batch.
 		err = s.checkScheduledCap(ctx, p.TeamID, emails)
+		if err == nil {
+			err = s.checkDailyQuota(ctx, p, len(emails), now)
+		}
 	}
 	if err != nil {
 		if fresh {
@@ -156,6 +159,25 @@ func (s *Service) checkScheduledCap(ctx context.Context, teamID int64, emails []
 	}
 	if have+int64(n) > int64(limit) {
 		return fault.New(fault.Forbidden, "scheduledAt: a team may have at most %d scheduled emails (it has %d): send or cancel some first", limit, have)
+	}
+	return nil
+}
+
+// checkDailyQuota refuses emails past the team's daily quota (auth.Principal.DailyEmailLimit):
+// the emails it accepted since midnight UTC, counted by the store as a list count of the day.
+// Like the scheduled cap, requests at the same instant may together pass it by their own emails.
+func (s *Service) checkDailyQuota(ctx context.Context, p auth.Principal, n int, now time.Time) error {
+	if p.DailyEmailLimit <= 0 {
+		return nil
+	}
+	midnight := now.UTC().Truncate(24 * time.Hour)
+	_, today, err := s.Store.ListEmails(ctx, store.EmailFilter{TeamID: p.TeamID, Start: &midnight, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("daily quota: %w", err)
+	}
+	if int64(today)+int64(n) > p.DailyEmailLimit {
+		return fault.New(fault.RateLimited, "Daily sending quota of %d emails reached (%d sent today); it resets at %s",
+			p.DailyEmailLimit, today, midnight.Add(24*time.Hour).Format(time.RFC3339))
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ const (
 	NotFound                     // 404 NOT_FOUND
 	Conflict                     // 409 NOT_UNIQUE
 	TooLarge                     // 413 PAYLOAD_TOO_LARGE
+	RateLimited                  // 429 RATE_LIMITED
 )
 
 // Error is an error a caller may see: Message is written for them.

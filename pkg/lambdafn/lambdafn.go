@@ -140,12 +140,10 @@ var uses = map[string]Ports{
 var emailUpdates = Writes(PutItem, UpdateItem, BatchWriteItem)
 
 // PortsOf returns what the named function builds: its uses, with the table actions TableRead
-// for an HTTP function whose routes are all GETs. Every other function names its own.
+// for an HTTP function whose routes are all GETs (every other function names its own), and
+// RateLimited for one that serves authenticated routes.
 func PortsOf(function string) Ports {
 	p := uses[function]
-	if p.Table != nil {
-		return p
-	}
 	routes, gets := 0, 0
 	for _, r := range api.Routes {
 		if r.Function == function {
@@ -153,9 +151,12 @@ func PortsOf(function string) Ports {
 			if r.Method == http.MethodGet {
 				gets++
 			}
+			if !r.Public {
+				p.RateLimited = true
+			}
 		}
 	}
-	if routes > 0 && gets == routes {
+	if p.Table == nil && routes > 0 && gets == routes {
 		p.Table = TableRead
 	}
 	return p

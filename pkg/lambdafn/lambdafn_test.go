@@ -880,6 +880,9 @@ func newFixture(t *testing.T) *fixture {
 		"SCHEDULE_DLQ_ARN":    "arn:aws:sqs:us-east-1:123456789012:mailroom-ScheduleDeadLetterQueue-5TY7U1I3O9PA",
 		"CAMPAIGN_TARGET_ARN": "arn:aws:lambda:us-east-1:123456789012:function:mailroom-prod-campaign-batch",
 		"PUBLIC_URL":          "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com",
+		// Every HTTP step counts its request in the team's rate-limit item (high enough never to
+		// refuse one): a read-only function may write that and nothing else.
+		"API_RATE_LIMIT": "1000",
 		// The unsubscribe keys: a secret in moto, as template.yaml makes it (a single key).
 		"UNSUBSCRIBE_SECRET_ID": table + "/unsubscribe",
 	}
@@ -1156,6 +1159,12 @@ func TestSamples(t *testing.T) {
 			}
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d, want 200: %s", resp.StatusCode, resp.Body)
+			}
+			// Counted against the team's rate limit, through the function's own grant.
+			if lambdafn.PortsOf(s.function).RateLimited {
+				if got := resp.Headers["X-Ratelimit-Limit"]; got != "1000" {
+					t.Errorf("X-RateLimit-Limit %q, want 1000 (the limiter failed open?)", got)
+				}
 			}
 			if s.page != nil {
 				s.page(e, resp)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -54,6 +55,9 @@ type Ports struct {
 	Unsubscribe Access
 	// Dates: the function reads campaigns' scheduledAt in natural language (pkg/naturaldate).
 	Dates bool
+	// RateLimited: the function serves authenticated routes, so it counts each request in its
+	// team's rate-limit item (an UpdateItem of a RATE# key, whatever its Table allows).
+	RateLimited bool
 }
 
 // Scheduler operation sets.
@@ -78,7 +82,7 @@ const (
 
 // GlobalEnv are the variables every deployed function reads (the template's Globals).
 // AWS_ENDPOINT_URL is the AWS SDK's own: empty on AWS, an emulator's URL under sam local.
-var GlobalEnv = []string{"AUTH_CACHE_TTL", "AWS_ENDPOINT_URL", "BACKEND", "LOG_LEVEL", "RETENTION_DAYS", "STACK_NAME", "TABLE_NAME"}
+var GlobalEnv = []string{"API_RATE_LIMIT", "AUTH_CACHE_TTL", "AWS_ENDPOINT_URL", "BACKEND", "LOG_LEVEL", "RETENTION_DAYS", "STACK_NAME", "TABLE_NAME"}
 
 // Env lists, sorted, the variables the ports read beyond GlobalEnv; each is required.
 func (p Ports) Env() []string {
@@ -111,9 +115,12 @@ func (p Ports) Env() []string {
 
 // Statement is one IAM permission: actions on a kind of resource.
 type Statement struct {
+	// LeadingKeys, when set, limits a table statement to items whose partition key matches
+	// one of these patterns (IAM's dynamodb:LeadingKeys).
+	LeadingKeys []string
 	// Resource names the kind of resource, for the template to spell as an ARN: "identity",
 	// "configuration-set", "schedule/email", "schedule/campaign", "scheduler-role",
-	// "campaign-function", "unsubscribe-secret".
+	// "campaign-function", "unsubscribe-secret", "table".
 	Resource []string
 	Actions  []string
 }
@@ -146,6 +153,10 @@ func (p Ports) IAM() []Statement {
 	}
 	if p.Unsubscribe >= Read {
 		out = append(out, Statement{Resource: []string{"unsubscribe-secret"}, Actions: []string{"secretsmanager:GetSecretValue"}})
+	}
+	if p.RateLimited && !slices.Contains(p.Table, UpdateItem) {
+		out = append(out, Statement{Resource: []string{"table"}, Actions: []string{"dynamodb:UpdateItem"},
+			LeadingKeys: []string{RateKeyPattern}})
 	}
 	return out
 }
@@ -222,9 +233,19 @@ func Grant(allowed func(op string, input any) bool) func(*middleware.Stack) erro
 	}
 }
 
-// TableGrant allows the table calls whose IAM actions (TableActions) are all in actions.
-func TableGrant(actions []string) func(string, any) bool {
+// RateKeyPattern is the partition keys of the rate-limit counters (dynamo.rateKey), as IAM's
+// dynamodb:LeadingKeys condition spells a prefix.
+const RateKeyPattern = "RATE#*"
+
+// TableGrant allows the table calls whose IAM actions (TableActions) are all in actions, and
+// with rateLimited an UpdateItem of a rate-limit counter.
+func TableGrant(actions []string, rateLimited bool) func(string, any) bool {
 	return func(op string, in any) bool {
+		if u, ok := in.(*dynamodb.UpdateItemInput); ok && rateLimited {
+			if pk, ok := u.Key["PK"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, strings.TrimSuffix(RateKeyPattern, "*")) {
+				return true
+			}
+		}
 		for _, a := range TableActions(op, in) {
 			if !slices.Contains(actions, a) {
 				return false

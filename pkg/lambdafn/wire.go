@@ -121,7 +121,7 @@ func Build(_ context.Context, function string, getenv func(string) string, awsCf
 		w.Metrics = &metric.EMF{W: out, Stack: cfg.StackName, Now: w.Now}
 	}
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, Grant(TableGrant(w.Ports.Table)))
+		o.APIOptions = append(o.APIOptions, Grant(TableGrant(w.Ports.Table, w.Ports.RateLimited)))
 	})
 	ds := dynamo.New(db, cfg.TableName)
 	ds.SetRetention(cfg.Retention)
@@ -161,9 +161,9 @@ func (w *Wiring) Services() *api.Services {
 	var s store.Store = w.Store
 	return api.NewServices(api.Deps{
 		Store: s, Identities: w.Identities, EmailScheduler: w.EmailScheduler, CampaignScheduler: w.CampaignScheduler,
-		Dates:        w.Dates,
-		Signer:       campaign.Signer{Source: w.Unsubscribe, BaseURL: w.Config.PublicURL},
-		Regions:      []string{w.AWS.Region},
+		Dates:   w.Dates,
+		Signer:  campaign.Signer{Source: w.Unsubscribe, BaseURL: w.Config.PublicURL},
+		Regions: []string{w.AWS.Region}, RateLimit: w.Config.APIRateLimit,
 		AuthCacheTTL: w.Config.AuthCacheTTL, Now: w.Now, Log: w.Log, Metrics: w.Metrics,
 	})
 }

@@ -40,6 +40,11 @@ type Team struct {
 	ID        int64
 	Name      string
 	CreatedAt time.Time
+	// APIRateLimit is the team's API requests per second: nil for the server's default
+	// (API_RATE_LIMIT), 0 for unlimited.
+	APIRateLimit *int64 `json:",omitempty"`
+	// DailyEmailLimit caps the emails the team may send in a UTC day (0: unlimited).
+	DailyEmailLimit int64 `json:",omitempty"`
 }
 
 // APIKey is stored with a hash of its secret only; the secret is shown once, at creation.
@@ -393,6 +398,16 @@ type Store interface {
 	Campaigns
 	Suppressions
 	Pacing
+	RateLimits
+}
+
+// RateLimits counts each team's API requests per second, across every process (the API's
+// rate limit: a fixed one-second window).
+type RateLimits interface {
+	// TakeRequest counts one request of the team in the second that starts at second (whole
+	// seconds, UTC) unless limit are counted there already. It returns the count of that
+	// second (this request included when allowed). Counts of seconds past may be forgotten.
+	TakeRequest(ctx context.Context, teamID int64, second time.Time, limit int64) (count int64, allowed bool, err error)
 }
 
 // Pacing counts sends per second across every worker, so that all of them together stay
@@ -412,6 +427,9 @@ type Teams interface {
 
 	CreateTeam(ctx context.Context, t Team) error
 	GetTeam(ctx context.Context, id int64) (Team, error)
+	// UpdateTeam reads the team, applies fn (ID and CreatedAt are kept) and writes it back
+	// (admin only: the last write wins).
+	UpdateTeam(ctx context.Context, id int64, fn func(*Team) error) (Team, error)
 	ListTeams(ctx context.Context) ([]Team, error) // admin only, never on a request path
 
 	// CreateAPIKey fails with ErrConflict when the key id exists.

@@ -32,7 +32,7 @@ const (
 // env is what every function reads (the union of their variables, with placeholder values):
 // the cold start must not fail for a missing one.
 var env = []string{
-	"TABLE_NAME=mailroom", "STACK_NAME=", "LOG_LEVEL=INFO", "AUTH_CACHE_TTL=60s", "BACKEND=aws",
+	"TABLE_NAME=mailroom", "STACK_NAME=", "LOG_LEVEL=INFO", "AUTH_CACHE_TTL=60s", "API_RATE_LIMIT=10", "BACKEND=aws",
 	"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret", "AWS_SESSION_TOKEN=token",
 	"SES_CONFIGURATION_SET=mailroom", "SES_MAX_SEND_RATE=14", "SCHEDULE_GROUP=mailroom",
 	"SCHEDULE_ROLE_ARN=arn:aws:iam::123456789012:role/scheduler",

@@ -84,8 +84,9 @@ const maxRetries = 1000
 // Store is the bbolt adapter. It is safe for concurrent use.
 type Store struct {
 	db       *bbolt.DB
-	attempts int    // of an optimistic update: maxRetries (tests lower it)
-	slots    *slots // shared by the copies WithAttempts makes
+	attempts int       // of an optimistic update: maxRetries (tests lower it)
+	slots    *slots    // shared by the copies WithAttempts makes
+	requests *requests // likewise
 	// retention is how long an email is kept (0: for ever): an older one is not read, listed
 	// or counted, and ExpireEmails deletes it.
 	retention time.Duration
@@ -186,7 +187,7 @@ func Open(path string) (*Store, error) {
 	// A short batch window: enough to gather concurrent writers, too short for one caller to
 	// notice.
 	db.MaxBatchDelay = 2 * time.Millisecond
-	return &Store{db: db, attempts: maxRetries, slots: &slots{}}, nil
+	return &Store{db: db, attempts: maxRetries, slots: &slots{}, requests: &requests{}}, nil
 }
 
 // Close releases the file.

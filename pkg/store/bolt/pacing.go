@@ -40,3 +40,36 @@ func (s *Store) TakeSendSlots(ctx context.Context, second time.Time, limit, n in
 	s.slots.count[sec] += got
 	return first, got, nil
 }
+
+// requests is the embedded store's API request counters: in memory, since the process that
+// holds the file serves every request.
+type requests struct {
+	mu    sync.Mutex
+	count map[[2]int64]int64 // team, second
+}
+
+// TakeRequest implements store.RateLimits.
+func (s *Store) TakeRequest(ctx context.Context, teamID int64, second time.Time, limit int64) (int64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	k := [2]int64{teamID, second.Unix()}
+	s.requests.mu.Lock()
+	defer s.requests.mu.Unlock()
+	if s.requests.count == nil {
+		s.requests.count = map[[2]int64]int64{}
+	}
+	if len(s.requests.count) > 4096 { // forget the seconds that have passed
+		now := time.Now().Unix()
+		for k := range s.requests.count {
+			if k[1] < now-1 {
+				delete(s.requests.count, k)
+			}
+		}
+	}
+	if s.requests.count[k] >= limit {
+		return s.requests.count[k], false, nil
+	}
+	s.requests.count[k]++
+	return s.requests.count[k], true, nil
+}

@@ -127,3 +127,22 @@ func (s *Store) DeleteAPIKey(ctx context.Context, teamID int64, id string) error
 		return tx.Bucket(bucketKeysTeam).Delete(teamKey(teamID, []byte(id)))
 	})
 }
+
+// UpdateTeam implements store.Teams.
+func (s *Store) UpdateTeam(ctx context.Context, id int64, fn func(*store.Team) error) (store.Team, error) {
+	var t store.Team
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketTeams)
+		old, err := get[store.Team](b, u64(id))
+		if err != nil {
+			return err
+		}
+		t = old
+		if err := fn(&t); err != nil {
+			return err
+		}
+		t.ID, t.CreatedAt = old.ID, old.CreatedAt
+		return put(b, u64(id), t)
+	})
+	return t, err
+}

@@ -76,3 +76,34 @@ func slotCount(m map[string]types.AttributeValue) (int, error) {
 	}
 	return c, nil
 }
+
+// rateKey is one team's request counter of one second.
+func rateKey(teamID, second int64) key {
+	return key{fmt.Sprintf("RATE#%d#%d", teamID, second), "RATE"}
+}
+
+// TakeRequest implements store.RateLimits with one small item per team and second: a
+// conditional ADD that succeeds while the count is under limit, expiring by TTL an hour later.
+// One item takes about 1,000 writes/s, so a team's limit is good to about that rate.
+func (st *Store) TakeRequest(ctx context.Context, teamID int64, second time.Time, limit int64) (int64, bool, error) {
+	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(st.table),
+		Key:                      rateKey(teamID, second.Unix()).av(),
+		UpdateExpression:         aws.String("ADD #n :one SET #ttl = if_not_exists(#ttl, :ttl)"),
+		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n < :limit"),
+		ExpressionAttributeNames: map[string]string{"#n": "N", "#ttl": TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one": avN(1), ":limit": avN(limit), ":ttl": avN(second.Add(time.Hour).Unix()),
+		},
+		ReturnValues: types.ReturnValueUpdatedNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if asCCF(err, &ccf) {
+		return limit, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("dynamo: take request: %w", err)
+	}
+	n, err := slotCount(out.Attributes)
+	return int64(n), err == nil, err
+}

@@ -55,6 +55,33 @@ func (st *Store) GetTeam(ctx context.Context, id int64) (store.Team, error) {
 	return it.Team, nil
 }
 
+// UpdateTeam implements store.Teams: read, apply, put back while the team exists.
+func (st *Store) UpdateTeam(ctx context.Context, id int64, fn func(*store.Team) error) (store.Team, error) {
+	var it teamItem
+	if err := st.getInto(ctx, teamKey(id), true, &it); err != nil {
+		return store.Team{}, err
+	}
+	old := it.Team
+	if err := fn(&it.Team); err != nil {
+		return store.Team{}, err
+	}
+	it.ID, it.CreatedAt = old.ID, old.CreatedAt
+	m, err := marshal(it)
+	if err != nil {
+		return store.Team{}, err
+	}
+	_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(st.table), Item: m, ConditionExpression: aws.String("attribute_exists(PK)"),
+	})
+	if conditionFailed(err) {
+		return store.Team{}, fmt.Errorf("dynamo: team %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Team{}, fmt.Errorf("dynamo: update team: %w", err)
+	}
+	return it.Team, nil
+}
+
 // ListTeams queries the one GSI1 partition of teams (admin only), in id order.
 func (st *Store) ListTeams(ctx context.Context) ([]store.Team, error) {
 	items, err := st.query(ctx, &dynamodb.QueryInput{

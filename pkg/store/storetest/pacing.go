@@ -72,3 +72,57 @@ func testSendSlotsConcurrent(t *testing.T, s store.Store) {
 		t.Errorf("%d slots taken in a second limited to 10", taken)
 	}
 }
+
+// testRequestRate: a team's second takes exactly limit requests, counting them, and refuses
+// the next; the next second and another team have their own counts.
+func testRequestRate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team, other := newTeam(t, s), newTeam(t, s)
+	sec := time.Date(2031, 1, 2, 3, 4, 7, 0, time.UTC)
+	for i := range int64(3) {
+		n, ok, err := s.TakeRequest(ctx, team, sec, 3)
+		noErr(t, "TakeRequest", err)
+		if !ok || n != i+1 {
+			t.Fatalf("request %d of 3: count %d, allowed %v", i+1, n, ok)
+		}
+	}
+	if n, ok, err := s.TakeRequest(ctx, team, sec, 3); err != nil || ok || n != 3 {
+		t.Errorf("a fourth request in a second limited to 3: count %d, allowed %v, %v", n, ok, err)
+	}
+	if n, ok, err := s.TakeRequest(ctx, team, sec.Add(time.Second), 3); err != nil || !ok || n != 1 {
+		t.Errorf("the next second: count %d, allowed %v, %v", n, ok, err)
+	}
+	if n, ok, err := s.TakeRequest(ctx, other, sec, 3); err != nil || !ok || n != 1 {
+		t.Errorf("another team: count %d, allowed %v, %v", n, ok, err)
+	}
+}
+
+// testRequestRateConcurrent: 40 requests racing in a second limited to 10 get 10 through.
+func testRequestRateConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team := newTeam(t, s)
+	sec := time.Date(2031, 1, 2, 3, 4, 8, 0, time.UTC)
+	var mu sync.Mutex
+	allowed := 0
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, ok, err := s.TakeRequest(ctx, team, sec, 10)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if ok {
+				mu.Lock()
+				allowed++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if allowed != 10 {
+		t.Errorf("%d requests allowed in a second limited to 10", allowed)
+	}
+}

@@ -50,6 +50,7 @@ var (
 		{name: "NextID", fn: testNextID},
 		{name: "NextIDConcurrent", counter: true, fn: testNextIDConcurrent},
 		{name: "APIKeys", fn: testAPIKeys},
+		{name: "UpdateTeam", fn: testUpdateTeam},
 	}
 	domains = []contract{
 		{name: "Domains", fn: testDomains},
@@ -101,6 +102,8 @@ var (
 	pacing = []contract{
 		{name: "SendSlots", fn: testSendSlots},
 		{name: "SendSlotsConcurrent", counter: true, fn: testSendSlotsConcurrent},
+		{name: "RequestRate", fn: testRequestRate},
+		{name: "RequestRateConcurrent", counter: true, fn: testRequestRateConcurrent},
 	}
 )
 

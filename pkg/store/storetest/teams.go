@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -146,4 +147,42 @@ func testAPIKeys(t *testing.T, s store.Store) {
 	if got := listIDs(a); !equalStrings(got, []string{k2.ID}) {
 		t.Fatalf("ListAPIKeys(a) after delete = %v, want [%s]", got, k2.ID)
 	}
+}
+
+// testUpdateTeam: a team's limits are set and cleared; its id and creation time stay; an
+// unknown team is not found.
+func testUpdateTeam(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	id := newTeam(t, s)
+	before, err := s.GetTeam(ctx, id)
+	noErr(t, "GetTeam", err)
+	if before.APIRateLimit != nil || before.DailyEmailLimit != 0 {
+		t.Fatalf("a new team has limits %v, %d", before.APIRateLimit, before.DailyEmailLimit)
+	}
+	twenty := int64(20)
+	_, err = s.UpdateTeam(ctx, id, func(tm *store.Team) error {
+		tm.APIRateLimit, tm.DailyEmailLimit = &twenty, 5000
+		tm.ID, tm.CreatedAt = 999, time.Time{}
+		return nil
+	})
+	noErr(t, "UpdateTeam", err)
+	got, err := s.GetTeam(ctx, id)
+	noErr(t, "GetTeam", err)
+	if got.APIRateLimit == nil || *got.APIRateLimit != 20 || got.DailyEmailLimit != 5000 || got.ID != id ||
+		!got.CreatedAt.Equal(before.CreatedAt) || got.Name != before.Name {
+		t.Fatalf("after UpdateTeam: %+v (limit %v), was %+v", got, got.APIRateLimit, before)
+	}
+	zero := int64(0)
+	_, err = s.UpdateTeam(ctx, id, func(tm *store.Team) error { tm.APIRateLimit = &zero; return nil })
+	noErr(t, "UpdateTeam", err)
+	if got, _ := s.GetTeam(ctx, id); got.APIRateLimit == nil || *got.APIRateLimit != 0 {
+		t.Fatalf("an unlimited team (0) reads back as %v", got.APIRateLimit)
+	}
+	_, err = s.UpdateTeam(ctx, id, func(tm *store.Team) error { tm.APIRateLimit = nil; return nil })
+	noErr(t, "UpdateTeam", err)
+	if got, _ := s.GetTeam(ctx, id); got.APIRateLimit != nil {
+		t.Fatalf("a cleared limit reads back as %v", *got.APIRateLimit)
+	}
+	_, err = s.UpdateTeam(ctx, id+1_000_000, func(*store.Team) error { return nil })
+	wantErr(t, "UpdateTeam(unknown)", err, store.ErrNotFound)
 }
