@@ -209,7 +209,8 @@ func (a *App) readSecret(ctx context.Context) (string, error) {
 // RotateUnsubscribeKey adds a new unsubscribe key and makes it the one that signs
 // (campaign.RotateKeyring): in the secret UNSUBSCRIBE_SECRET_ID names on AWS, else in
 // DATA_DIR/unsubscribe.key. Links signed by the older keys keep working. It returns the new
-// key's id and how many keys the ring holds.
+// key's id and how many keys the ring holds. Run one rotation at a time: the secret is read,
+// changed and written back, and Secrets Manager has no compare-and-set.
 func (a *App) RotateUnsubscribeKey(ctx context.Context) (string, int, error) {
 	var text string
 	var err error
@@ -218,6 +219,9 @@ func (a *App) RotateUnsubscribeKey(ctx context.Context) (string, int, error) {
 		text, err = a.readSecret(ctx)
 	case a.Config.UnsubscribeSecret != "":
 		return "", 0, errors.New("UNSUBSCRIBE_SECRET is set: rotate the keyring where it comes from")
+	case a.Config.Backend == config.BackendAWS:
+		// Rotating a local file would report success and change nothing the functions read.
+		return "", 0, errors.New("UNSUBSCRIBE_SECRET_ID is not set: name the stack's secret (its UnsubscribeSecretArn output)")
 	default:
 		text, err = a.keyFile()
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -42,12 +43,13 @@ func SingleKey(secret string) Keyring {
 	return Keyring{Keys: map[string][]byte{"": []byte(secret)}}
 }
 
-// ParseKeyring reads a secret's text (see Keyring). The error names what is wrong, never a key.
+// ParseKeyring reads a secret's text (see Keyring). A single key is taken as it is, whatever
+// its length (links made with it are in mailboxes); keys of a keyring have at least 32
+// characters. The error names what is wrong, never a key nor anything that could be one.
 func ParseKeyring(text string) (Keyring, error) {
-	text = strings.TrimSpace(text)
-	if !strings.HasPrefix(text, "{") {
-		if len(text) < minKeyLength {
-			return Keyring{}, fmt.Errorf("unsubscribe secret: a key of %d characters, want at least %d", len(text), minKeyLength)
+	if !strings.HasPrefix(strings.TrimSpace(text), "{") {
+		if text == "" {
+			return Keyring{}, errors.New("unsubscribe secret: empty")
 		}
 		return SingleKey(text), nil
 	}
@@ -64,15 +66,15 @@ func ParseKeyring(text string) (Keyring, error) {
 	k := Keyring{Current: doc.Current, Keys: map[string][]byte{}}
 	for id, v := range doc.Keys {
 		if id != "" && !keyID.MatchString(id) {
-			return Keyring{}, fmt.Errorf("unsubscribe secret: key id %q: want 1 to 16 letters, digits, - or _", id)
+			return Keyring{}, fmt.Errorf("unsubscribe secret: a key id of %d characters: want 1 to 16 letters, digits, - or _", len(id))
 		}
 		if len(v) < minKeyLength {
-			return Keyring{}, fmt.Errorf("unsubscribe secret: key %q has %d characters, want at least %d", id, len(v), minKeyLength)
+			return Keyring{}, fmt.Errorf("unsubscribe secret: a key of %d characters, want at least %d", len(v), minKeyLength)
 		}
 		k.Keys[id] = []byte(v)
 	}
 	if _, ok := k.Keys[k.Current]; !ok {
-		return Keyring{}, fmt.Errorf("unsubscribe secret: the current key %q is not in keys", k.Current)
+		return Keyring{}, errors.New("unsubscribe secret: the current key id is not one of keys")
 	}
 	return k, nil
 }
@@ -80,8 +82,16 @@ func ParseKeyring(text string) (Keyring, error) {
 // Empty: no key, so nothing can be signed or checked.
 func (k Keyring) Empty() bool { return len(k.Keys) == 0 }
 
-// String is the secret's text for the keyring (a single key stays a plain string).
+// String describes the keyring without its keys (what fmt and logs show).
 func (k Keyring) String() string {
+	return fmt.Sprintf("keyring(current %q, %d keys)", k.Current, len(k.Keys))
+}
+
+// LogValue keeps the keys out of structured logs.
+func (k Keyring) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// Text is the secret's text for the keyring (a single key stays a plain string).
+func (k Keyring) Text() string {
 	if k.Current == "" && len(k.Keys) == 1 {
 		return string(k.Keys[""])
 	}
@@ -119,12 +129,15 @@ func RotateKeyring(text string) (string, string, error) {
 		return "", "", err
 	}
 	id := fmt.Sprint(next)
+	if !keyID.MatchString(id) {
+		return "", "", errors.New("unsubscribe secret: no key id left after the highest one; renumber the keys")
+	}
 	k.Keys[id] = []byte(hex.EncodeToString(raw[:]))
 	k.Current = id
 	for len(k.Keys) > MaxKeys {
 		delete(k.Keys, k.oldest())
 	}
-	return k.String(), id, nil
+	return k.Text(), id, nil
 }
 
 // oldest is the key to drop first: one whose id is not a number, else the lowest number;
@@ -146,22 +159,25 @@ func (k Keyring) oldest() string {
 	return best
 }
 
-// KeySource reads the keyring from where it is kept (on AWS, Secrets Manager): once, at its
-// first use in the process, and again when a link names a key the ring lacks, a key rotated in
-// since (a warm function keeps what it read). It reads again at most once per ReloadEvery, so
-// made-up key ids cannot make callers flood the secret store.
+// KeySource reads the keyring from where it is kept (on AWS, Secrets Manager): at its first use
+// in the process, again when it is RefreshEvery old (so a warm function follows a rotation,
+// and stops accepting a key removed from the secret), and at once when a link names a key the
+// ring lacks, a key rotated in since, though at most once per ReloadEvery so that made-up key
+// ids cannot make callers flood the secret store. A failed read keeps the ring read before.
 type KeySource struct {
 	Load func(context.Context) (Keyring, error)
 	Now  func() time.Time
 
 	mu     sync.Mutex
 	ring   Keyring
-	loaded bool
-	last   time.Time // of the last reload for an unknown key id
+	loaded time.Time // of the ring; zero before the first read
 }
 
-// ReloadEvery is the least time between two reloads.
-const ReloadEvery = time.Minute
+// How old the ring may get, and how soon after a read an unknown key id reads it again.
+const (
+	RefreshEvery = 5 * time.Minute
+	ReloadEvery  = 5 * time.Second
+)
 
 func (r *KeySource) now() time.Time {
 	if r.Now != nil {
@@ -170,20 +186,29 @@ func (r *KeySource) now() time.Time {
 	return time.Now()
 }
 
-// Ring returns the keyring, reading it if it never was (a failed read is tried again at the
-// next call).
+// Ring returns the keyring, reading it if it never was or is RefreshEvery old. A read that
+// fails is an error before the first success, and the ring read before after it.
 func (r *KeySource) Ring(ctx context.Context) (Keyring, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.loaded {
+	now := r.now()
+	if !r.loaded.IsZero() && now.Sub(r.loaded) < RefreshEvery {
 		return r.ring, nil
 	}
-	ring, err := r.Load(ctx)
-	if err != nil {
+	if err := r.read(ctx, now); err != nil && r.loaded.IsZero() {
 		return Keyring{}, err
 	}
-	r.ring, r.loaded = ring, true
-	return ring, nil
+	return r.ring, nil
+}
+
+// read loads the ring (the caller holds mu).
+func (r *KeySource) read(ctx context.Context, now time.Time) error {
+	ring, err := r.Load(ctx)
+	if err != nil {
+		return err
+	}
+	r.ring, r.loaded = ring, now
+	return nil
 }
 
 // cached is the ring read so far (empty before the first Ring).
@@ -193,27 +218,24 @@ func (r *KeySource) cached() Keyring {
 	return r.ring
 }
 
-// key returns the key of id, reading the ring again if it is not known and the last reading
-// is old enough.
-func (r *KeySource) key(ctx context.Context, id string) ([]byte, bool) {
+// key returns the key of id, reading the ring again if it does not have it and the last read
+// is ReloadEvery old. An error is a failed read, not an unknown key.
+func (r *KeySource) key(ctx context.Context, id string) ([]byte, bool, error) {
 	if _, err := r.Ring(ctx); err != nil {
-		return nil, false
+		return nil, false, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if k, ok := r.ring.Keys[id]; ok {
-		return k, true
+		return k, true, nil
 	}
 	now := r.now()
-	if !r.last.IsZero() && now.Sub(r.last) < ReloadEvery {
-		return nil, false
+	if now.Sub(r.loaded) < ReloadEvery {
+		return nil, false, nil
 	}
-	r.last = now
-	ring, err := r.Load(ctx)
-	if err != nil {
-		return nil, false
+	if err := r.read(ctx, now); err != nil {
+		return nil, false, err
 	}
-	r.ring = ring
-	k, ok := ring.Keys[id]
-	return k, ok
+	k, ok := r.ring.Keys[id]
+	return k, ok, nil
 }

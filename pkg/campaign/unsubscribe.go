@@ -130,8 +130,21 @@ func open(secret []byte, sealed, prefix string) ([]byte, bool) {
 	return raw, err == nil
 }
 
+// legacyKeys are the keys that may have made tokens without a key id (the first format and
+// "2."): the single key of a ring without ids, which a rotation keeps as key "0".
+func legacyKeys(ring Keyring) [][]byte {
+	var out [][]byte
+	for _, id := range []string{"", "0"} {
+		if k, ok := ring.Keys[id]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Verify checks a token and returns its link. A "3." token names its key; the older formats
-// name none, so each key of the ring is tried (a ring has at most MaxKeys).
+// name none and were made by the single key a ring keeps as "" or "0" (legacyKeys). An error
+// other than ErrBadToken is a failure to read the keys.
 func (s Signer) Verify(ctx context.Context, token string) (Link, error) {
 	if len(token) > 2048 {
 		return Link{}, ErrBadToken
@@ -153,13 +166,16 @@ func (s Signer) Verify(ctx context.Context, token string) (Link, error) {
 		id, sealed, found := strings.Cut(strings.TrimPrefix(token, tokenV3), ".")
 		secret, known := ring.Keys[id]
 		if !known && found && s.Source != nil && keyID.MatchString(id) {
-			secret, known = s.Source.key(ctx, id)
+			var err error
+			if secret, known, err = s.Source.key(ctx, id); err != nil {
+				return Link{}, err
+			}
 		}
 		if found && known && id != "" {
 			raw, ok = open(secret, sealed, tokenV3+id+".")
 		}
 	case strings.HasPrefix(token, tokenV2):
-		for _, secret := range ring.Keys {
+		for _, secret := range legacyKeys(ring) {
 			if raw, ok = open(secret, strings.TrimPrefix(token, tokenV2), tokenV2); ok {
 				break
 			}
@@ -169,7 +185,7 @@ func (s Signer) Verify(ctx context.Context, token string) (Link, error) {
 		if !found {
 			break
 		}
-		for _, secret := range ring.Keys {
+		for _, secret := range legacyKeys(ring) {
 			m := hmac.New(sha256.New, secret)
 			m.Write([]byte(payload))
 			if hmac.Equal([]byte(sig), []byte(b64.EncodeToString(m.Sum(nil)))) {

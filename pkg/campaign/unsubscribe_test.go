@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +137,7 @@ func TestKeyRotation(t *testing.T) {
 func TestParseKeyring(t *testing.T) {
 	long := strings.Repeat("k", 40)
 	for name, text := range map[string]string{
-		"short key":         "abc",
+		"empty":             "",
 		"not JSON":          "{current",
 		"no keys":           `{"current":"1","keys":{}}`,
 		"current missing":   `{"current":"2","keys":{"1":"` + long + `"}}`,
@@ -151,11 +152,17 @@ func TestParseKeyring(t *testing.T) {
 			t.Errorf("%s: error shows the key: %v", name, err)
 		}
 	}
+	// A single key is taken as it is: short (set by hand before keyrings) or with spaces.
+	for _, single := range []string{"abc", " spaced key "} {
+		if k, err := ParseKeyring(single); err != nil || string(k.Keys[""]) != single {
+			t.Errorf("single key %q: %v, %v", single, k.Keys, err)
+		}
+	}
 	k, err := ParseKeyring(`{"current":"b","keys":{"a":"` + long + `","b":"` + strings.Repeat("j", 32) + `"}}`)
 	if err != nil || k.Current != "b" || len(k.Keys) != 2 || string(k.Keys["a"]) != long {
 		t.Errorf("ring: %+v, %v", k, err)
 	}
-	if back, err := ParseKeyring(k.String()); err != nil || back.Current != "b" || len(back.Keys) != 2 {
+	if back, err := ParseKeyring(k.Text()); err != nil || back.Current != "b" || len(back.Keys) != 2 {
 		t.Errorf("String does not read back: %+v, %v", back, err)
 	}
 }
@@ -169,8 +176,10 @@ func manyKeys(n int, key string) string {
 }
 
 // TestKeySourceFindsRotatedKeys: a process reads the ring at first use; after a rotation it
-// opens a link of the new key by reading the ring again, and reads it at most once a minute for
-// ids it does not know.
+// opens a link of the new key by reading the ring again (not within ReloadEvery of its last
+// read, so made-up ids cannot flood the store), signs with the new key once the ring is
+// RefreshEvery old, and stops accepting a key taken out of the secret then. A failed read is
+// an error, not an invalid link, and a later failure keeps the ring read before.
 func TestKeySourceFindsRotatedKeys(t *testing.T) {
 	ctx := context.Background()
 	text := strings.Repeat("s", 64)
@@ -184,9 +193,10 @@ func TestKeySourceFindsRotatedKeys(t *testing.T) {
 	oldTok, tok := Signer{Keys: old}.Token(link), Signer{Keys: ring}.Token(link)
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	current, loads := old, 0
+	var failure error
 	src := &KeySource{Now: func() time.Time { return now }, Load: func(context.Context) (Keyring, error) {
 		loads++
-		return current, nil
+		return current, failure
 	}}
 	s := Signer{Source: src}
 	if s.Token(link) != "" || loads != 0 {
@@ -195,10 +205,11 @@ func TestKeySourceFindsRotatedKeys(t *testing.T) {
 	if err := s.Ready(ctx); err != nil || s.Token(link) != oldTok || loads != 1 {
 		t.Fatalf("Ready: %v, %d loads; then a token of another key", err, loads)
 	}
-	if _, err := (Signer{Keys: old}).Verify(ctx, tok); !errors.Is(err, ErrBadToken) {
-		t.Fatalf("without a source, a rotated key's link: %v, want ErrBadToken", err)
-	}
 	current = ring // rotated after this process read the ring
+	if _, err := s.Verify(ctx, tok); !errors.Is(err, ErrBadToken) || loads != 1 {
+		t.Fatalf("a new key's link within ReloadEvery of the read: %v, %d loads", err, loads)
+	}
+	now = now.Add(ReloadEvery)
 	if l, err := s.Verify(ctx, tok); err != nil || l.ContactID != "c" || loads != 2 {
 		t.Fatalf("a new key's link: %+v, %v, %d loads", l, err, loads)
 	}
@@ -210,11 +221,44 @@ func TestKeySourceFindsRotatedKeys(t *testing.T) {
 		_, _ = s.Verify(ctx, unknown)
 	}
 	if loads != 2 {
-		t.Errorf("%d loads within a minute of the last, want 2", loads)
+		t.Errorf("%d loads for made-up ids within ReloadEvery, want 2", loads)
 	}
-	now = now.Add(ReloadEvery)
-	_, _ = s.Verify(ctx, unknown)
-	if loads != 3 {
-		t.Errorf("%d loads a minute later, want 3", loads)
+	// The ring is re-read when RefreshEvery old: the warm signer moves to the new key, and a
+	// key removed from the secret stops working.
+	if got := s.Token(link); !strings.HasPrefix(got, "3.1.") {
+		t.Errorf("signing with %q after the reload", got)
+	}
+	onlyNew, _ := ParseKeyring(rotated)
+	delete(onlyNew.Keys, "0")
+	current = onlyNew
+	now = now.Add(RefreshEvery)
+	if _, err := s.Verify(ctx, oldTok); !errors.Is(err, ErrBadToken) {
+		t.Errorf("a removed key's link after the refresh: %v", err)
+	}
+	failure = errors.New("secrets manager unavailable")
+	now = now.Add(RefreshEvery)
+	if l, err := s.Verify(ctx, tok); err != nil || l.ContactID != "c" {
+		t.Errorf("a failed refresh must keep the ring: %+v, %v", l, err)
+	}
+	cold := Signer{Source: &KeySource{Load: func(context.Context) (Keyring, error) { return Keyring{}, failure }}}
+	if _, err := cold.Verify(ctx, tok); err == nil || errors.Is(err, ErrBadToken) {
+		t.Errorf("a failed first read: %v, want the read's error", err)
+	}
+}
+
+// TestKeyringStaysOutOfLogs: printing or logging a keyring, or a signer holding one, shows no
+// key; an error about a malformed secret shows none either.
+func TestKeyringStaysOutOfLogs(t *testing.T) {
+	key := strings.Repeat("k", 64)
+	s := Signer{Keys: SingleKey(key), BaseURL: "https://x"}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("signer", "signer", s, "keys", s.Keys)
+	fmt.Fprintf(&b, "%v %+v %s", s, s, s.Keys)
+	if strings.Contains(b.String(), key) {
+		t.Errorf("a key in %q", b.String())
+	}
+	_, err := ParseKeyring(`{"current":"1","keys":{"` + key + `":"1"}}`)
+	if err == nil || strings.Contains(err.Error(), key) {
+		t.Errorf("swapped id and key: %v", err)
 	}
 }

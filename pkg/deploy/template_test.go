@@ -412,13 +412,13 @@ func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 	read := []string{"BatchGetItem", "GetItem", "Query"}
 	with := func(w ...string) []string { return slices.Sorted(slices.Values(append(slices.Clone(read), w...))) }
 	for name, want := range map[string]lambdafn.Ports{
-		"SendWorker":     {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), Send: true},
-		"ScheduledSend":  {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.SchedulePut},
+		"SendWorker":     {Table: with("PutItem", "UpdateItem"), Send: true},
+		"ScheduledSend":  {Table: with("PutItem", "UpdateItem"), EmailSchedules: lambdafn.SchedulePut},
 		"CampaignBatch":  {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, Unsubscribe: lambdafn.Write},
 		"Reconciler":     {Table: with("BatchWriteItem", "DeleteItem", "PutItem", "UpdateItem"), CampaignInvoke: true},
 		"ResumeCampaign": {Table: with("PutItem"), CampaignSchedules: lambdafn.SchedulePut, CampaignInvoke: true, RateLimited: true},
 		"Authorizer":     {Table: read},
-		"CancelEmail":    {Table: with("BatchWriteItem", "PutItem", "UpdateItem"), EmailSchedules: lambdafn.ScheduleDelete, RateLimited: true},
+		"CancelEmail":    {Table: with("PutItem", "UpdateItem"), EmailSchedules: lambdafn.ScheduleDelete, RateLimited: true},
 		"ListEmails":     {Table: read, RateLimited: true},
 		"GetEmail":       {Table: read, RateLimited: true},
 		"Unsubscribe":    {Table: with("PutItem", "UpdateItem"), Unsubscribe: lambdafn.Read},

@@ -91,12 +91,12 @@ var uses = map[string]Ports{
 	"UpdateDomain": {Table: Writes(PutItem)},
 	"DeleteDomain": {Table: Writes(DeleteItem), Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
 	// Templates, suppressions and contact books.
-	"CreateTemplate":    {Table: Writes(PutItem, UpdateItem)},
+	"CreateTemplate":    {Table: Writes(PutItem)},
 	"UpdateTemplate":    {Table: Writes(PutItem)},
 	"DeleteTemplate":    {Table: Writes(DeleteItem)},
 	"CreateSuppression": {Table: Writes(PutItem)},
 	"DeleteSuppression": {Table: Writes(DeleteItem)},
-	"CreateContactBook": {Table: Writes(PutItem, UpdateItem)},
+	"CreateContactBook": {Table: Writes(PutItem)},
 	"UpdateContactBook": {Table: Writes(UpdateItem)},
 	"DeleteContactBook": {Table: Writes(PutItem, DeleteItem)},
 	// Contacts: a new one is a transaction of its item and the book's count; a change of email
@@ -111,7 +111,7 @@ var uses = map[string]Ports{
 	// step directly (and deletes a later start's schedule; a campaign whose start fails is
 	// removed again); delete removes its schedule and invokes one last step, which releases the
 	// emails held while it was paused.
-	"CreateCampaign":   {Table: Writes(PutItem, UpdateItem, DeleteItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
+	"CreateCampaign":   {Table: Writes(PutItem, DeleteItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
 	"ScheduleCampaign": {Table: Writes(PutItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
 	"PauseCampaign":    {Table: Writes(PutItem)},
 	"ResumeCampaign":   {Table: Writes(PutItem), CampaignSchedules: SchedulePut, CampaignInvoke: true},
@@ -127,7 +127,7 @@ var uses = map[string]Ports{
 	// contacts of deleted books.
 	SendWorkerFunction:    {Table: emailUpdates, Send: true},
 	ScheduledSendFunction: {Table: emailUpdates, EmailSchedules: SchedulePut},
-	CampaignBatchFunction: {Table: emailUpdates, CampaignSchedules: SchedulePut, CampaignInvoke: true, Unsubscribe: Write},
+	CampaignBatchFunction: {Table: Writes(PutItem, UpdateItem, BatchWriteItem), CampaignSchedules: SchedulePut, CampaignInvoke: true, Unsubscribe: Write},
 	SESEventsFunction:     {Table: emailUpdates},
 	ReconcilerFunction:    {Table: Writes(PutItem, UpdateItem, DeleteItem, BatchWriteItem), CampaignInvoke: true},
 	DomainCheckFunction:   {Table: Writes(PutItem, DeleteItem), Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
@@ -135,9 +135,11 @@ var uses = map[string]Ports{
 	AuthorizerFunction: {Table: TableRead},
 }
 
-// emailUpdates are the writes of changing an email: its item (a conditional put), counters,
-// and events past the item's inline history (a batch).
-var emailUpdates = Writes(PutItem, UpdateItem, BatchWriteItem)
+// emailUpdates are the writes of changing an email: its item (a conditional put), and in a
+// transaction with it counters (updates) and the events past its inline history (puts). No
+// BatchWriteItem: it can delete any item, which IAM cannot narrow, and only writing emails
+// (their content and list entries) needs it.
+var emailUpdates = Writes(PutItem, UpdateItem)
 
 // PortsOf returns what the named function builds: its uses, with the table actions TableRead
 // for an HTTP function whose routes are all GETs (every other function names its own), and

@@ -1350,6 +1350,19 @@ func TestUnsubscribeKeyRotation(t *testing.T) {
 	if code := status(oldToken); code != 200 { // the function reads its keys now
 		t.Fatalf("a link of the stack's key: %d", code)
 	}
+	// A new key's link is looked for at once only ReloadEvery after the function's last read.
+	time.Sleep(campaign.ReloadEvery)
+	// On the AWS backend a rotation without the secret's id changes nothing: it is refused.
+	noID := f.cfg
+	noID.UnsubscribeSecretID, noID.DataDir = "", t.TempDir()
+	other, err := app.NewWithAWS(ctx, noID, f.awsCfg, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, _, err := other.RotateUnsubscribeKey(ctx); err == nil || !strings.Contains(err.Error(), "UNSUBSCRIBE_SECRET_ID") {
+		t.Fatalf("a rotation without the secret's id: %v", err)
+	}
 	id, n, err := f.admin.RotateUnsubscribeKey(ctx)
 	if err != nil || id != "1" || n != 2 {
 		t.Fatalf("rotate: key %q, %d keys, %v", id, n, err)
