@@ -1,0 +1,199 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits of a call.
+const (
+	Timeout         = 10 * time.Second // per attempt, connection to last byte
+	MaxResponseRead = 64 << 10         // of a response body, the rest unread
+	MaxExcerpt      = 1 << 10          // of it, kept in the delivery log
+	RetryFor        = 24 * time.Hour   // attempts go on at least this long after the event
+	DisableAfter    = 50               // consecutive failed calls …
+	DisableSpan     = time.Hour        // … over at least this long disable the webhook
+)
+
+// Policy says where calls may go: on AWS only https to public addresses; the local server
+// also allows http and loopback (it is a development tool), never other private addresses.
+type Policy struct {
+	AllowLocal bool
+	// Resolve looks a host name up (net.DefaultResolver.LookupNetIP unless set).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// ErrURL is a URL a webhook may not call; its message says why.
+type ErrURL struct{ Reason string }
+
+func (e *ErrURL) Error() string { return "url: " + e.Reason }
+
+// blocked are the ranges no call may reach besides loopback, private, link-local (the
+// metadata service, 169.254.169.254 and fd00:ec2::254, is in those) and unspecified ones.
+var blocked = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 of any IPv4 address
+}
+
+// allowedAddr reports whether a call may connect to a.
+func (p Policy) allowedAddr(a netip.Addr) error {
+	a = a.Unmap()
+	switch {
+	case a.IsLoopback():
+		if p.AllowLocal {
+			return nil
+		}
+		return &ErrURL{"resolves to a loopback address"}
+	case a.IsPrivate(), a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(), a.IsInterfaceLocalMulticast(),
+		a.IsMulticast(), a.IsUnspecified():
+		return &ErrURL{"resolves to a private, link-local or reserved address"}
+	}
+	for _, b := range blocked {
+		if b.Contains(a) {
+			return &ErrURL{"resolves to a reserved address"}
+		}
+	}
+	return nil
+}
+
+// Check parses a webhook URL and resolves its host: the scheme, the absence of credentials,
+// and every address the name resolves to must be allowed. Calls check the address again at
+// connection time (Client), so a name that later resolves elsewhere is caught there.
+func (p Policy) Check(ctx context.Context, raw string) error {
+	if len(raw) > 2048 {
+		return &ErrURL{"longer than 2048 characters"}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || !u.IsAbs() {
+		return &ErrURL{"not an absolute URL"}
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && p.AllowLocal:
+	default:
+		return &ErrURL{"must be https"}
+	}
+	if u.User != nil {
+		return &ErrURL{"must not carry credentials"}
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil {
+		return p.allowedAddr(a)
+	}
+	resolve := p.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	addrs, err := resolve(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return &ErrURL{"host does not resolve"}
+	}
+	for _, a := range addrs {
+		if err := p.allowedAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Client is the HTTP client of calls: Timeout, no redirects, no proxy, and every connection
+// checked against the policy after DNS resolution.
+func (p Policy) Client() *http.Client {
+	d := &net.Dialer{Timeout: Timeout, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return &ErrURL{"unexpected address"}
+		}
+		return p.allowedAddr(ap.Addr())
+	}}
+	return &http.Client{
+		Timeout: Timeout,
+		Transport: &http.Transport{Proxy: nil, DialContext: d.DialContext, TLSHandshakeTimeout: Timeout,
+			ResponseHeaderTimeout: Timeout, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Result is what one attempt got: the status (0 when there was no response), an excerpt of
+// the response body, and the error that kept it from a 2xx.
+type Result struct {
+	Status  int
+	Excerpt string
+	Err     error
+}
+
+// OK: the receiver took the call.
+func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status < 300 }
+
+// Post makes one attempt: a POST of body with the headers of Headers.
+func Post(ctx context.Context, c *http.Client, rawURL, secret string, sentAt time.Time, body []byte, eventType, callID string, attempt int) Result {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, strings.NewReader(string(body)))
+	if err != nil {
+		return Result{Err: &ErrURL{"not a URL a request can go to"}}
+	}
+	Headers(req.Header, secret, sentAt, body, eventType, callID, attempt)
+	req.Header.Set("User-Agent", "Mailroom-Webhooks/1")
+	resp, err := c.Do(req)
+	if err != nil {
+		var u *ErrURL
+		if errors.As(err, &u) {
+			return Result{Err: u}
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return Result{Err: fmt.Errorf("no response within %s", Timeout)}
+		}
+		return Result{Err: errors.New("the receiver could not be reached")}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseRead))
+	r := Result{Status: resp.StatusCode, Excerpt: excerpt(b)}
+	if !r.OK() {
+		r.Err = fmt.Errorf("the receiver answered %d", resp.StatusCode)
+	}
+	return r
+}
+
+// excerpt is the start of a response body, cut on a character boundary.
+func excerpt(b []byte) string {
+	if len(b) <= MaxExcerpt {
+		return strings.ToValidUTF8(string(b), "?")
+	}
+	return strings.ToValidUTF8(string(b[:MaxExcerpt]), "?") + "…"
+}
+
+// NextAttempt is when a call that failed its attempt-th attempt (from 1) at failedAt tries
+// again: exponential from 5 s, doubling up to an hour, with full jitter in the upper half.
+// Calls go on until RetryFor after the event (createdAt); ok is false when this was the last.
+func NextAttempt(createdAt, failedAt time.Time, attempt int) (time.Time, bool) {
+	if failedAt.Sub(createdAt) >= RetryFor {
+		return time.Time{}, false
+	}
+	base := 5 * time.Second << min(attempt-1, 10)
+	base = min(base, time.Hour)
+	wait := base/2 + rand.N(base/2+1)
+	return failedAt.Add(wait), true
+}
+
+// ShouldDisable reports whether a webhook whose failures run since firstFailure, failures of
+// them in a row, is disabled.
+func ShouldDisable(failures int, firstFailure, now time.Time) bool {
+	return failures >= DisableAfter && now.Sub(firstFailure) >= DisableSpan
+}
