@@ -399,6 +399,86 @@ type Store interface {
 	Suppressions
 	Pacing
 	RateLimits
+	Webhooks
+}
+
+// Webhook statuses.
+const (
+	WebhookActive       = "ACTIVE"
+	WebhookPaused       = "PAUSED"
+	WebhookAutoDisabled = "AUTO_DISABLED"
+)
+
+// Webhook is a team's subscription to its events, called at URL.
+type Webhook struct {
+	ID          string // wh_…
+	TeamID      int64
+	URL         string
+	EventTypes  []string // empty: every type
+	DomainIDs   []int64  // empty: every domain
+	Description string
+	Status      string
+	// SecretSealed is the signing secret, sealed (pkg/webhook); PreviousSealed the one a
+	// rotation replaced, which keeps signing until PreviousUntil.
+	SecretSealed   string
+	PreviousSealed string     `json:",omitempty"`
+	PreviousUntil  *time.Time `json:",omitempty"`
+	// Failures counts the calls that failed in a row, since FailingSince.
+	Failures     int        `json:",omitempty"`
+	FailingSince *time.Time `json:",omitempty"`
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	Version      int64 // optimistic concurrency; adapters manage it
+}
+
+// Webhook call statuses.
+const (
+	CallPending   = "PENDING"
+	CallDelivered = "DELIVERED"
+	CallFailed    = "FAILED" // given up after the retries
+)
+
+// WebhookCall is one event for one webhook: an entry of its delivery log, and of the queue of
+// calls due while PENDING.
+type WebhookCall struct {
+	ID        string // whc_…: derived from the webhook and the event, so a repeat is the same call; ids sort in event order
+	WebhookID string
+	TeamID    int64
+	Type      string
+	Data      []byte    // the envelope's data (JSON)
+	EventAt   time.Time // when the event happened (the envelope's createdAt)
+	Status    string
+	Attempts  int
+	// The last attempt: its response status (0: none), an excerpt of its body, its error.
+	LastStatus    int    `json:",omitempty"`
+	LastExcerpt   string `json:",omitempty"`
+	LastError     string `json:",omitempty"`
+	NextAttemptAt *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	Version       int64 // optimistic concurrency; adapters manage it
+}
+
+// Webhooks is the teams' webhooks and their calls.
+type Webhooks interface {
+	// CreateWebhook fails with ErrConflict when the id is taken.
+	CreateWebhook(ctx context.Context, w Webhook) error
+	GetWebhook(ctx context.Context, teamID int64, id string) (Webhook, error)
+	ListWebhooks(ctx context.Context, teamID int64) ([]Webhook, error) // newest first
+	UpdateWebhook(ctx context.Context, teamID int64, id string, fn func(*Webhook) error) (Webhook, error)
+	// DeleteWebhook removes the webhook (the delivery service ends its calls still due).
+	DeleteWebhook(ctx context.Context, teamID int64, id string) error
+	// CreateWebhookCalls writes the calls whose id does not exist yet and returns those: an
+	// event seen twice makes one call.
+	CreateWebhookCalls(ctx context.Context, calls []WebhookCall) ([]WebhookCall, error)
+	GetWebhookCall(ctx context.Context, webhookID, id string) (WebhookCall, error)
+	// ListWebhookCalls returns up to limit calls of the webhook, newest event first, before the
+	// call id before ("" for the newest).
+	ListWebhookCalls(ctx context.Context, webhookID string, limit int, before string) ([]WebhookCall, error)
+	UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*WebhookCall) error) (WebhookCall, error)
+	// DueWebhookCalls lists PENDING calls whose NextAttemptAt is not after t, earliest first,
+	// at most limit, as webhook id and call id pairs.
+	DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error)
 }
 
 // RateLimits counts each team's API requests per second, across every process (the API's

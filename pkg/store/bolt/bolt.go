@@ -63,6 +63,9 @@ var (
 	bucketCampCount = []byte("campaign_counters")          // team|campaign id|0x00|kind → uint64
 	bucketSchedCnt  = []byte("scheduled_counts")           // team → uint64 (ScheduledCount)
 	bucketStats     = []byte("daily_stats")                // team|day|domain (0: the team)|kind → uint64
+	bucketWebhooks  = []byte("webhooks")                   // team|webhook id → Webhook
+	bucketCalls     = []byte("webhook_calls")              // webhook id|0x00|call id → WebhookCall
+	bucketCallsDue  = []byte("webhook_calls_due")          // next attempt (unix ns)|webhook id|0x00|call id → "" (PENDING only)
 )
 
 func allBuckets() [][]byte {
@@ -71,7 +74,7 @@ func allBuckets() [][]byte {
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
 		bucketMsgID, bucketPending, bucketSchedAt, bucketHeld, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
 		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
-		bucketCampCount, bucketSchedCnt, bucketStats,
+		bucketCampCount, bucketSchedCnt, bucketStats, bucketWebhooks, bucketCalls, bucketCallsDue,
 	}
 }
 

@@ -105,6 +105,10 @@ var (
 		{name: "RequestRate", fn: testRequestRate},
 		{name: "RequestRateConcurrent", counter: true, fn: testRequestRateConcurrent},
 	}
+	webhooks = []contract{
+		{name: "Webhooks", fn: testWebhooks},
+		{name: "WebhookCalls", fn: testWebhookCalls},
+	}
 )
 
 // RunTeams and the Run functions after it run the contract of one group of the port; Run runs
@@ -145,6 +149,10 @@ func RunPacing(t *testing.T, newStore func(*testing.T) store.Store, opts Options
 	run(t, newStore, opts, pacing)
 }
 
+func RunWebhooks(t *testing.T, newStore func(*testing.T) store.Store, opts Options) {
+	run(t, newStore, opts, webhooks)
+}
+
 // Run runs the whole contract against the stores newStore returns. newStore is called once per
 // subtest; a fresh store per call is best. A shared store works for every subtest but the limit
 // check of PendingEmails, which assumes no pending email older than 1990 exists besides its own.
@@ -162,7 +170,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
 	}{
 		{"Teams", RunTeams}, {"Domains", RunDomains}, {"Templates", RunTemplates}, {"Emails", RunEmails},
 		{"Idempotency", RunIdempotency}, {"Suppressions", RunSuppressions}, {"Contacts", RunContacts},
-		{"Campaigns", RunCampaigns}, {"Pacing", RunPacing},
+		{"Campaigns", RunCampaigns}, {"Pacing", RunPacing}, {"Webhooks", RunWebhooks},
 	} {
 		t.Run(g.name, func(t *testing.T) { g.run(t, newStore, opts) })
 	}

@@ -1,0 +1,237 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"slices"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) error {
+	w.Version = 1
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketWebhooks)
+		k := teamKey(w.TeamID, []byte(w.ID))
+		if b.Get(k) != nil {
+			return store.ErrConflict
+		}
+		return put(b, k, w)
+	})
+}
+
+func (s *Store) GetWebhook(ctx context.Context, teamID int64, id string) (store.Webhook, error) {
+	var w store.Webhook
+	err := s.view(ctx, func(tx *bbolt.Tx) (err error) {
+		w, err = get[store.Webhook](tx.Bucket(bucketWebhooks), teamKey(teamID, []byte(id)))
+		return err
+	})
+	return w, err
+}
+
+// ListWebhooks returns the team's webhooks newest first (then by id, descending).
+func (s *Store) ListWebhooks(ctx context.Context, teamID int64) ([]store.Webhook, error) {
+	var out []store.Webhook
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		prefix := teamKey(teamID)
+		c := tx.Bucket(bucketWebhooks).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			w, err := decode[store.Webhook](v, "webhook")
+			if err != nil {
+				return err
+			}
+			out = append(out, w)
+		}
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b store.Webhook) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return compareStrings(b.ID, a.ID)
+	})
+	return out, err
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *Store) UpdateWebhook(ctx context.Context, teamID int64, id string, fn func(*store.Webhook) error) (store.Webhook, error) {
+	key := teamKey(teamID, []byte(id))
+	return optimistic(ctx, s, "webhook "+id, rawOf(bucketWebhooks, key),
+		func(raw []byte) (store.Webhook, error) {
+			w, err := decode[store.Webhook](raw, "webhook")
+			if err != nil {
+				return w, err
+			}
+			old := w
+			if err := fn(&w); err != nil {
+				return w, err
+			}
+			w.ID, w.TeamID, w.CreatedAt, w.Version = id, teamID, old.CreatedAt, old.Version+1
+			return w, nil
+		},
+		func(tx *bbolt.Tx, raw []byte, w *store.Webhook) (bool, error) {
+			b := tx.Bucket(bucketWebhooks)
+			if !bytes.Equal(b.Get(key), raw) {
+				return true, nil
+			}
+			return false, put(b, key, *w)
+		})
+}
+
+func (s *Store) DeleteWebhook(ctx context.Context, teamID int64, id string) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketWebhooks)
+		k := teamKey(teamID, []byte(id))
+		if b.Get(k) == nil {
+			return store.ErrNotFound
+		}
+		return b.Delete(k)
+	})
+}
+
+func callKey(webhookID, id string) []byte { return join([]byte(webhookID), []byte{0}, []byte(id)) }
+
+// dueKey is a PENDING call's entry in the due bucket.
+func dueKey(c store.WebhookCall) []byte {
+	return join(u64(c.NextAttemptAt.UnixNano()), callKey(c.WebhookID, c.ID))
+}
+
+func pendingDue(c store.WebhookCall) bool {
+	return c.Status == store.CallPending && c.NextAttemptAt != nil
+}
+
+func (s *Store) CreateWebhookCalls(ctx context.Context, calls []store.WebhookCall) ([]store.WebhookCall, error) {
+	var created []store.WebhookCall
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		created = created[:0]
+		b := tx.Bucket(bucketCalls)
+		for _, c := range calls {
+			k := callKey(c.WebhookID, c.ID)
+			if b.Get(k) != nil {
+				continue
+			}
+			c.Version = 1
+			if err := put(b, k, c); err != nil {
+				return err
+			}
+			if pendingDue(c) {
+				if err := tx.Bucket(bucketCallsDue).Put(dueKey(c), nil); err != nil {
+					return err
+				}
+			}
+			created = append(created, c)
+		}
+		return nil
+	})
+	return created, err
+}
+
+func (s *Store) GetWebhookCall(ctx context.Context, webhookID, id string) (store.WebhookCall, error) {
+	var c store.WebhookCall
+	err := s.view(ctx, func(tx *bbolt.Tx) (err error) {
+		c, err = get[store.WebhookCall](tx.Bucket(bucketCalls), callKey(webhookID, id))
+		return err
+	})
+	return c, err
+}
+
+// ListWebhookCalls walks the webhook's calls backwards from before.
+func (s *Store) ListWebhookCalls(ctx context.Context, webhookID string, limit int, before string) ([]store.WebhookCall, error) {
+	var out []store.WebhookCall
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		prefix := callKey(webhookID, "")
+		c := tx.Bucket(bucketCalls).Cursor()
+		from := join([]byte(webhookID), []byte{1}) // past the webhook's last call
+		if before != "" {
+			from = callKey(webhookID, before)
+		}
+		k, v := c.Seek(from)
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && (limit <= 0 || len(out) < limit); k, v = c.Prev() {
+			call, err := decode[store.WebhookCall](v, "webhook call")
+			if err != nil {
+				return err
+			}
+			out = append(out, call)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*store.WebhookCall) error) (store.WebhookCall, error) {
+	key := callKey(webhookID, id)
+	return optimistic(ctx, s, "webhook call "+id, rawOf(bucketCalls, key),
+		func(raw []byte) (store.WebhookCall, error) {
+			c, err := decode[store.WebhookCall](raw, "webhook call")
+			if err != nil {
+				return c, err
+			}
+			old := c
+			if err := fn(&c); err != nil {
+				return c, err
+			}
+			c.ID, c.WebhookID, c.TeamID, c.CreatedAt, c.Version = id, webhookID, old.TeamID, old.CreatedAt, old.Version+1
+			return c, nil
+		},
+		func(tx *bbolt.Tx, raw []byte, c *store.WebhookCall) (bool, error) {
+			b := tx.Bucket(bucketCalls)
+			if !bytes.Equal(b.Get(key), raw) {
+				return true, nil
+			}
+			old, err := decode[store.WebhookCall](raw, "webhook call")
+			if err != nil {
+				return false, err
+			}
+			due := tx.Bucket(bucketCallsDue)
+			if pendingDue(old) {
+				if err := due.Delete(dueKey(old)); err != nil {
+					return false, err
+				}
+			}
+			if pendingDue(*c) {
+				if err := due.Put(dueKey(*c), nil); err != nil {
+					return false, err
+				}
+			}
+			return false, put(b, key, *c)
+		})
+}
+
+// DueWebhookCalls walks the due bucket from the earliest.
+func (s *Store) DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error) {
+	var out [][2]string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketCallsDue).Cursor()
+		until := t.UnixNano()
+		for k, _ := c.First(); k != nil && (limit <= 0 || len(out) < limit); k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > until {
+				break
+			}
+			wh, id, ok := bytes.Cut(k[8:], []byte{0})
+			if !ok {
+				continue
+			}
+			out = append(out, [2]string{string(wh), string(id)})
+		}
+		return nil
+	})
+	return out, err
+}
