@@ -142,14 +142,14 @@ type Result struct {
 func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status < 300 }
 
 // Post makes one attempt: a POST of body with the headers of Headers.
-func Post(ctx context.Context, c *http.Client, rawURL, secret string, sentAt time.Time, body []byte, eventType, callID string, attempt int) Result {
+func Post(ctx context.Context, c *http.Client, rawURL, secret, previous string, sentAt time.Time, body []byte, eventType, callID string, attempt int) Result {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, strings.NewReader(string(body)))
 	if err != nil {
 		return Result{Err: &ErrURL{"not a URL a request can go to"}}
 	}
-	Headers(req.Header, secret, sentAt, body, eventType, callID, attempt)
+	Headers(req.Header, secret, previous, sentAt, body, eventType, callID, attempt)
 	req.Header.Set("User-Agent", "Mailroom-Webhooks/1")
 	resp, err := c.Do(req)
 	if err != nil {

@@ -82,7 +82,7 @@ func TestPost(t *testing.T) {
 	local := Policy{AllowLocal: true}.Client()
 	at := time.Now()
 	body := []byte(`{"id":"whc_1"}`)
-	r := Post(context.Background(), local, srv.URL+"/hook", secret, at, body, "email.sent", "whc_1", 1)
+	r := Post(context.Background(), local, srv.URL+"/hook", secret, "", at, body, "email.sent", "whc_1", 1)
 	if !r.OK() || gotBody != string(body) || got.Get(HeaderSignature) != Sign(secret, at.UnixMilli(), body) || got.Get(HeaderRetry) != "false" {
 		t.Fatalf("attempt: %+v; headers %v", r, got)
 	}
@@ -90,14 +90,14 @@ func TestPost(t *testing.T) {
 		t.Errorf("excerpt of %d bytes", len(r.Excerpt))
 	}
 	status = 500
-	if r := Post(context.Background(), local, srv.URL+"/hook", secret, at, body, "email.sent", "whc_1", 2); r.OK() || r.Status != 500 || r.Err == nil {
+	if r := Post(context.Background(), local, srv.URL+"/hook", secret, "", at, body, "email.sent", "whc_1", 2); r.OK() || r.Status != 500 || r.Err == nil {
 		t.Errorf("a 500: %+v", r)
 	}
-	if r := Post(context.Background(), local, srv.URL+"/redirect", secret, at, body, "email.sent", "whc_1", 1); r.OK() || r.Status != http.StatusFound {
+	if r := Post(context.Background(), local, srv.URL+"/redirect", secret, "", at, body, "email.sent", "whc_1", 1); r.OK() || r.Status != http.StatusFound {
 		t.Errorf("a redirect was followed: %+v", r)
 	}
 	var u *ErrURL
-	if r := Post(context.Background(), Policy{}.Client(), srv.URL+"/hook", secret, at, body, "email.sent", "whc_1", 1); !errors.As(r.Err, &u) {
+	if r := Post(context.Background(), Policy{}.Client(), srv.URL+"/hook", secret, "", at, body, "email.sent", "whc_1", 1); !errors.As(r.Err, &u) {
 		t.Errorf("a loopback receiver on AWS's policy: %+v", r)
 	}
 }

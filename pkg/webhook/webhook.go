@@ -68,6 +68,9 @@ const (
 	HeaderEvent     = "X-UseSend-Event"
 	HeaderCall      = "X-UseSend-Call"
 	HeaderRetry     = "X-UseSend-Retry"
+	// HeaderPrevious carries, for a day after a secret's rotation, the signature made with the
+	// secret it replaced (the SDK's verifier reads HeaderSignature only, made with the new one).
+	HeaderPrevious = "X-Mailroom-Signature-Previous"
 )
 
 // Sign is the v1 signature of a body sent at ts (Unix milliseconds): the hex HMAC-SHA256,
@@ -80,11 +83,15 @@ func Sign(secret string, ts int64, body []byte) string {
 	return "v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Headers sets a call's headers on h.
-func Headers(h http.Header, secret string, sentAt time.Time, body []byte, eventType, callID string, attempt int) {
+// Headers sets a call's headers on h; previous, when not empty, is a rotated-out secret that
+// still signs (HeaderPrevious).
+func Headers(h http.Header, secret, previous string, sentAt time.Time, body []byte, eventType, callID string, attempt int) {
 	ts := sentAt.UnixMilli()
 	h.Set("Content-Type", "application/json")
 	h.Set(HeaderSignature, Sign(secret, ts, body))
+	if previous != "" {
+		h.Set(HeaderPrevious, Sign(previous, ts, body))
+	}
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	h.Set(HeaderEvent, eventType)
 	h.Set(HeaderCall, callID)

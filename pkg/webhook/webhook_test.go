@@ -21,10 +21,18 @@ func TestSignature(t *testing.T) {
 	}
 	h := http.Header{}
 	at := time.UnixMilli(1795514400000)
-	Headers(h, secret, at, []byte(`{"a":1}`), "email.sent", "whc_1", 2)
+	Headers(h, secret, "", at, []byte(`{"a":1}`), "email.sent", "whc_1", 2)
 	if h.Get(HeaderSignature) != got || h.Get(HeaderTimestamp) != "1795514400000" || h.Get(HeaderEvent) != "email.sent" ||
 		h.Get(HeaderCall) != "whc_1" || h.Get(HeaderRetry) != "true" || h.Get("Content-Type") != "application/json" {
 		t.Errorf("headers %v", h)
+	}
+	if h.Get(HeaderPrevious) != "" {
+		t.Error("a previous signature without a previous secret")
+	}
+	old := "whsec_" + strings.Repeat("fedcba9876543210", 4)
+	Headers(h, secret, old, at, []byte(`{"a":1}`), "email.sent", "whc_1", 1)
+	if h.Get(HeaderSignature) != want || h.Get(HeaderPrevious) != Sign(old, 1795514400000, []byte(`{"a":1}`)) || h.Get(HeaderRetry) != "false" {
+		t.Errorf("headers during a rotation %v", h)
 	}
 }
 

@@ -1,0 +1,509 @@
+// Package hooks runs Mailroom's outbound webhooks: their management (create, change, rotate a
+// secret, test, the delivery log and its replay), turning events into calls for the webhooks
+// that want them, and the calls' attempts with their retries and the auto-disable rule. The
+// wire format is pkg/webhook's.
+package hooks
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/webhook"
+)
+
+// Store is what the service reads and writes.
+type Store interface {
+	store.Webhooks
+}
+
+// Service is the webhooks' use cases.
+type Service struct {
+	Store  Store
+	Sealer Sealer
+	Policy webhook.Policy
+	Client *http.Client // Policy.Client() unless set
+	Now    func() time.Time
+	Log    *slog.Logger
+	// MaxPerTeam caps a team's webhooks (DefaultMaxPerTeam when 0).
+	MaxPerTeam int
+}
+
+// DefaultMaxPerTeam is a team's webhook cap unless configured.
+const DefaultMaxPerTeam = 20
+
+// SecretOverlap is how long a rotated-out secret keeps signing calls, next to the new one.
+const SecretOverlap = 24 * time.Hour
+
+func (s *Service) now() time.Time { return s.Now().UTC() }
+
+func (s *Service) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+func (s *Service) client() *http.Client {
+	if s.Client == nil {
+		s.Client = s.Policy.Client()
+	}
+	return s.Client
+}
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewWebhookID makes a webhook id.
+func NewWebhookID() string {
+	var b [15]byte
+	_, _ = rand.Read(b[:])
+	return "wh_" + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}
+
+// CallID is the id of the call of an event to a webhook: its time in hex milliseconds (so ids
+// sort in event order) and a hash of the webhook and the event's key (so the same event makes
+// the same call).
+func CallID(webhookID string, at time.Time, eventKey string) string {
+	h := sha256.Sum256([]byte(webhookID + "\x00" + eventKey))
+	return fmt.Sprintf("whc_%012x%s", at.UnixMilli(), hex.EncodeToString(h[:10]))
+}
+
+// Fields are what a create or a change sets (nil: not given).
+type Fields struct {
+	URL         *string
+	EventTypes  *[]string
+	DomainIDs   *[]int64
+	Description *string
+	Status      *string // ACTIVE or PAUSED (PATCH only)
+}
+
+// validate checks the fields; unknown event types are named.
+func (s *Service) validate(ctx context.Context, f Fields) error {
+	if f.URL != nil {
+		if err := s.Policy.Check(ctx, *f.URL); err != nil {
+			return fault.Field("url", "%s", strings.TrimPrefix(err.Error(), "url: "))
+		}
+	}
+	if f.EventTypes != nil {
+		if bad := webhook.UnknownTypes(*f.EventTypes); len(bad) > 0 {
+			return fault.Field("eventTypes", "unknown event types %s", strings.Join(bad, ", "))
+		}
+		if len(*f.EventTypes) > len(webhook.EventTypes) {
+			return fault.Field("eventTypes", "at most %d", len(webhook.EventTypes))
+		}
+	}
+	if f.DomainIDs != nil && len(*f.DomainIDs) > 100 {
+		return fault.Field("domainIds", "at most 100")
+	}
+	if f.Description != nil && len(*f.Description) > 500 {
+		return fault.Field("description", "at most 500 characters")
+	}
+	if f.Status != nil && *f.Status != store.WebhookActive && *f.Status != store.WebhookPaused {
+		return fault.Field("status", "must be ACTIVE or PAUSED")
+	}
+	return nil
+}
+
+func apply(w *store.Webhook, f Fields) {
+	if f.URL != nil {
+		w.URL = *f.URL
+	}
+	if f.EventTypes != nil {
+		w.EventTypes = slices.Compact(slices.Sorted(slices.Values(*f.EventTypes)))
+	}
+	if f.DomainIDs != nil {
+		w.DomainIDs = slices.Compact(slices.Sorted(slices.Values(*f.DomainIDs)))
+	}
+	if f.Description != nil {
+		w.Description = *f.Description
+	}
+}
+
+// Create makes a webhook and returns it with its secret (shown only here).
+func (s *Service) Create(ctx context.Context, teamID int64, f Fields) (store.Webhook, string, error) {
+	if f.URL == nil {
+		return store.Webhook{}, "", fault.Field("url", "is required")
+	}
+	if err := s.validate(ctx, f); err != nil {
+		return store.Webhook{}, "", err
+	}
+	own, err := s.Store.ListWebhooks(ctx, teamID)
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	limit := s.MaxPerTeam
+	if limit <= 0 {
+		limit = DefaultMaxPerTeam
+	}
+	if len(own) >= limit {
+		return store.Webhook{}, "", fault.New(fault.Forbidden, "A team may have at most %d webhooks: delete one first", limit)
+	}
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	sealed, err := s.Sealer.Seal(ctx, secret)
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	now := s.now()
+	w := store.Webhook{ID: NewWebhookID(), TeamID: teamID, Status: store.WebhookActive, SecretSealed: sealed,
+		CreatedAt: now, UpdatedAt: now}
+	apply(&w, f)
+	if err := s.Store.CreateWebhook(ctx, w); err != nil {
+		return store.Webhook{}, "", err
+	}
+	return w, secret, nil
+}
+
+var errNotFound = fault.NotFoundf("Webhook not found")
+
+func notFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound
+	}
+	return err
+}
+
+// Get returns one of the team's webhooks.
+func (s *Service) Get(ctx context.Context, teamID int64, id string) (store.Webhook, error) {
+	w, err := s.Store.GetWebhook(ctx, teamID, id)
+	return w, notFound(err)
+}
+
+// List returns the team's webhooks, newest first.
+func (s *Service) List(ctx context.Context, teamID int64) ([]store.Webhook, error) {
+	return s.Store.ListWebhooks(ctx, teamID)
+}
+
+// Update changes a webhook. Setting it ACTIVE again (after a pause or an auto-disable) clears
+// its failure count.
+func (s *Service) Update(ctx context.Context, teamID int64, id string, f Fields) (store.Webhook, error) {
+	if err := s.validate(ctx, f); err != nil {
+		return store.Webhook{}, err
+	}
+	w, err := s.Store.UpdateWebhook(ctx, teamID, id, func(w *store.Webhook) error {
+		apply(w, f)
+		if f.Status != nil {
+			if *f.Status == store.WebhookActive {
+				w.Failures, w.FailingSince = 0, nil
+			}
+			w.Status = *f.Status
+		}
+		w.UpdatedAt = s.now()
+		return nil
+	})
+	return w, notFound(err)
+}
+
+// Delete removes a webhook; its calls still due end at their next attempt.
+func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
+	return notFound(s.Store.DeleteWebhook(ctx, teamID, id))
+}
+
+// RotateSecret gives a webhook a new secret and returns it; the old one keeps signing calls,
+// next to the new, for SecretOverlap.
+func (s *Service) RotateSecret(ctx context.Context, teamID int64, id string) (store.Webhook, string, error) {
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	sealed, err := s.Sealer.Seal(ctx, secret)
+	if err != nil {
+		return store.Webhook{}, "", err
+	}
+	w, err := s.Store.UpdateWebhook(ctx, teamID, id, func(w *store.Webhook) error {
+		until := s.now().Add(SecretOverlap)
+		w.PreviousSealed, w.PreviousUntil = w.SecretSealed, &until
+		w.SecretSealed, w.UpdatedAt = sealed, s.now()
+		return nil
+	})
+	if err != nil {
+		return store.Webhook{}, "", notFound(err)
+	}
+	return w, secret, nil
+}
+
+// Event is something that happened, for the webhooks that want it.
+type Event struct {
+	TeamID   int64
+	DomainID int64 // 0: concerns no domain (contacts, campaigns without one)
+	Type     string
+	At       time.Time
+	Key      string // unique to the event: two deliveries of it have the same key
+	Data     any    // the envelope's data
+}
+
+// wants reports whether a webhook is to be called for an event.
+func wants(w store.Webhook, ev Event) bool {
+	if w.Status != store.WebhookActive {
+		return false
+	}
+	if len(w.EventTypes) > 0 && !slices.Contains(w.EventTypes, ev.Type) {
+		return false
+	}
+	if len(w.DomainIDs) > 0 && ev.DomainID != 0 && !slices.Contains(w.DomainIDs, ev.DomainID) {
+		return false
+	}
+	return true
+}
+
+// Publish makes the calls of events for the webhooks that want them (a call once, however
+// often an event is published) and returns the calls it made, due at once. It does not attempt
+// them: the caller does (Attempt), or the runner that works through due calls (RunDue).
+func (s *Service) Publish(ctx context.Context, events []Event) ([]store.WebhookCall, error) {
+	byTeam := map[int64][]store.Webhook{}
+	var calls []store.WebhookCall
+	now := s.now()
+	for _, ev := range events {
+		hooks, ok := byTeam[ev.TeamID]
+		if !ok {
+			var err error
+			if hooks, err = s.Store.ListWebhooks(ctx, ev.TeamID); err != nil {
+				return nil, err
+			}
+			byTeam[ev.TeamID] = hooks
+		}
+		data, err := json.Marshal(ev.Data)
+		if err != nil {
+			return nil, fmt.Errorf("hooks: event data: %w", err)
+		}
+		for _, w := range hooks {
+			if !wants(w, ev) {
+				continue
+			}
+			at := now
+			calls = append(calls, store.WebhookCall{ID: CallID(w.ID, ev.At, ev.Type+"\x00"+ev.Key), WebhookID: w.ID,
+				TeamID: ev.TeamID, Type: ev.Type, Data: data, EventAt: ev.At.UTC(), Status: store.CallPending,
+				NextAttemptAt: &at, CreatedAt: now, UpdatedAt: now})
+		}
+	}
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	return s.Store.CreateWebhookCalls(ctx, calls)
+}
+
+// errDone ends an attempt that has nothing to do (the call is settled, or not due yet).
+var errDone = errors.New("nothing to attempt")
+
+// Attempt makes the next attempt of a due call and records it: delivered, due again later, or
+// given up after the retries (FAILED). The webhook counts its calls that failed in a row and
+// is AUTO_DISABLED after webhook.DisableAfter of them over webhook.DisableSpan. A call of a
+// webhook that is gone, paused or disabled is given up.
+func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.WebhookCall, error) {
+	c, err := s.Store.GetWebhookCall(ctx, webhookID, callID)
+	if err != nil {
+		return c, err
+	}
+	now := s.now()
+	if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) {
+		return c, nil
+	}
+	w, err := s.Store.GetWebhook(ctx, c.TeamID, webhookID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookActive) {
+		why := "the webhook was deleted"
+		if err == nil {
+			why = "the webhook is " + strings.ToLower(strings.ReplaceAll(w.Status, "_", " "))
+		}
+		return s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
+			if c.Status != store.CallPending {
+				return errDone
+			}
+			c.Status, c.NextAttemptAt, c.LastError, c.UpdatedAt = store.CallFailed, nil, why, now
+			return nil
+		})
+	}
+	if err != nil {
+		return c, err
+	}
+	secret, err := s.Sealer.Open(ctx, w.SecretSealed)
+	if err != nil {
+		return c, err
+	}
+	attempt := c.Attempts + 1
+	body, err := webhook.Body(c.ID, c.Type, c.EventAt, c.TeamID, c.Data, attempt)
+	if err != nil {
+		return c, err
+	}
+	res := webhook.Post(ctx, s.client(), w.URL, secret, s.previousSecret(ctx, w, now), now, body, c.Type, c.ID, attempt)
+	out, err := s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
+		if c.Status != store.CallPending || c.Attempts >= attempt {
+			return errDone // another runner made this attempt
+		}
+		c.Attempts, c.LastStatus, c.LastExcerpt, c.UpdatedAt = attempt, res.Status, res.Excerpt, now
+		c.LastError = ""
+		switch {
+		case res.OK():
+			c.Status, c.NextAttemptAt = store.CallDelivered, nil
+		default:
+			c.LastError = res.Err.Error()
+			if next, ok := webhook.NextAttempt(c.EventAt, now, attempt); ok {
+				c.NextAttemptAt = &next
+			} else {
+				c.Status, c.NextAttemptAt = store.CallFailed, nil
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return s.Store.GetWebhookCall(ctx, webhookID, callID)
+	}
+	if err != nil {
+		return out, err
+	}
+	s.count(ctx, w, res.OK(), now)
+	if !s.Sealer.Current(ctx, w.SecretSealed) {
+		s.reseal(ctx, w)
+	}
+	return out, nil
+}
+
+// previousSecret is a rotated-out secret still within its overlap ("" otherwise).
+func (s *Service) previousSecret(ctx context.Context, w store.Webhook, now time.Time) string {
+	if w.PreviousSealed == "" || w.PreviousUntil == nil || now.After(*w.PreviousUntil) {
+		return ""
+	}
+	prev, err := s.Sealer.Open(ctx, w.PreviousSealed)
+	if err != nil {
+		return ""
+	}
+	return prev
+}
+
+// count records a call's outcome on its webhook: a success ends a run of failures; a failure
+// extends it, and a long enough run disables the webhook.
+func (s *Service) count(ctx context.Context, w store.Webhook, ok bool, now time.Time) {
+	if ok && w.Failures == 0 {
+		return
+	}
+	_, err := s.Store.UpdateWebhook(ctx, w.TeamID, w.ID, func(w *store.Webhook) error {
+		if ok {
+			w.Failures, w.FailingSince = 0, nil
+			return nil
+		}
+		w.Failures++
+		if w.FailingSince == nil {
+			w.FailingSince = &now
+		}
+		if w.Status == store.WebhookActive && webhook.ShouldDisable(w.Failures, *w.FailingSince, now) {
+			w.Status, w.UpdatedAt = store.WebhookAutoDisabled, now
+			s.log().Warn("webhook disabled after failing calls", "webhookId", w.ID, "teamId", w.TeamID, "failures", w.Failures)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log().Error("webhook failure count", "webhookId", w.ID, "err", err.Error())
+	}
+}
+
+// reseal seals a webhook's secrets again under the keyring's current key.
+func (s *Service) reseal(ctx context.Context, w store.Webhook) {
+	_, err := s.Store.UpdateWebhook(ctx, w.TeamID, w.ID, func(w *store.Webhook) error {
+		for _, sealed := range []*string{&w.SecretSealed, &w.PreviousSealed} {
+			if *sealed == "" || s.Sealer.Current(ctx, *sealed) {
+				continue
+			}
+			plain, err := s.Sealer.Open(ctx, *sealed)
+			if err != nil {
+				return err
+			}
+			if *sealed, err = s.Sealer.Seal(ctx, plain); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log().Warn("webhook secret not sealed again", "webhookId", w.ID, "err", err.Error())
+	}
+}
+
+// RunDue attempts the calls due now, up to limit, and returns how many it attempted.
+func (s *Service) RunDue(ctx context.Context, limit int) (int, error) {
+	refs, err := s.Store.DueWebhookCalls(ctx, s.now(), limit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range refs {
+		if ctx.Err() != nil {
+			break
+		}
+		if _, err := s.Attempt(ctx, r[0], r[1]); err != nil {
+			s.log().Error("webhook call", "webhookId", r[0], "callId", r[1], "err", err.Error())
+			continue
+		}
+		n++
+	}
+	return n, ctx.Err()
+}
+
+// Test makes a webhook.test call to the webhook (whatever it subscribes to) and attempts it.
+func (s *Service) Test(ctx context.Context, teamID int64, id string) (store.WebhookCall, error) {
+	w, err := s.Get(ctx, teamID, id)
+	if err != nil {
+		return store.WebhookCall{}, err
+	}
+	now := s.now()
+	data, _ := json.Marshal(map[string]any{"test": true, "webhookId": w.ID, "sentAt": now.Format(time.RFC3339Nano)})
+	c := store.WebhookCall{ID: CallID(w.ID, now, webhook.TestEvent+"\x00"+newNonce()), WebhookID: w.ID, TeamID: teamID,
+		Type: webhook.TestEvent, Data: data, EventAt: now, Status: store.CallPending, NextAttemptAt: &now,
+		CreatedAt: now, UpdatedAt: now}
+	return s.makeAndAttempt(ctx, w, c)
+}
+
+// Replay sends a call's event again, as a new call (its own id and attempts).
+func (s *Service) Replay(ctx context.Context, teamID int64, id, callID string) (store.WebhookCall, error) {
+	w, err := s.Get(ctx, teamID, id)
+	if err != nil {
+		return store.WebhookCall{}, err
+	}
+	orig, err := s.Store.GetWebhookCall(ctx, w.ID, callID)
+	if err != nil || orig.TeamID != teamID {
+		return store.WebhookCall{}, fault.NotFoundf("Webhook call not found")
+	}
+	now := s.now()
+	c := orig
+	c.ID = CallID(w.ID, now, "replay\x00"+orig.ID+"\x00"+newNonce())
+	c.Status, c.Attempts, c.LastStatus, c.LastExcerpt, c.LastError = store.CallPending, 0, 0, "", ""
+	c.NextAttemptAt, c.CreatedAt, c.UpdatedAt, c.Version = &now, now, now, 0
+	return s.makeAndAttempt(ctx, w, c)
+}
+
+func (s *Service) makeAndAttempt(ctx context.Context, w store.Webhook, c store.WebhookCall) (store.WebhookCall, error) {
+	if w.Status != store.WebhookActive {
+		return store.WebhookCall{}, fault.New(fault.Invalid, "The webhook is %s: set it ACTIVE first", w.Status)
+	}
+	if _, err := s.Store.CreateWebhookCalls(ctx, []store.WebhookCall{c}); err != nil {
+		return store.WebhookCall{}, err
+	}
+	return s.Attempt(ctx, w.ID, c.ID)
+}
+
+// Calls returns a page of a webhook's delivery log.
+func (s *Service) Calls(ctx context.Context, teamID int64, id string, limit int, before string) ([]store.WebhookCall, error) {
+	w, err := s.Get(ctx, teamID, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.Store.ListWebhookCalls(ctx, w.ID, limit, before)
+}
+
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,289 @@
+package hooks
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+	"github.com/mailroom/mailroom/pkg/webhook"
+)
+
+// receiver is a real HTTP endpoint that records the calls it gets and answers with status.
+type receiver struct {
+	mu     sync.Mutex
+	status int
+	got    []received
+	srv    *httptest.Server
+}
+
+type received struct {
+	header http.Header
+	body   []byte
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{status: 200}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, received{req.Header.Clone(), b})
+		status := r.status
+		r.mu.Unlock()
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"ok":` + map[bool]string{true: "true", false: "false"}[status < 300] + `}`))
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) calls() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+// verify checks a call's signature as a receiver would: HMAC-SHA256 of "<ts>.<body>" with the
+// secret, computed here from the headers, not with the code under test.
+func verify(t *testing.T, c received, secret, header string) {
+	t.Helper()
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(c.header.Get(webhook.HeaderTimestamp) + "." + string(c.body)))
+	if want := "v1=" + hex.EncodeToString(m.Sum(nil)); c.header.Get(header) != want {
+		t.Fatalf("%s %q does not verify with the secret", header, c.header.Get(header))
+	}
+}
+
+type world struct {
+	s     *Service
+	st    *bolt.Store
+	clock time.Time
+	ring  campaign.Keyring
+	team  int64
+}
+
+func newWorld(t *testing.T) *world {
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	w := &world{st: st, clock: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), team: 1}
+	w.ring = campaign.SingleKey(strings.Repeat("k", 64))
+	w.s = &Service{Store: st, Policy: webhook.Policy{AllowLocal: true}, Now: func() time.Time { return w.clock },
+		Sealer: Sealer{Ring: func(context.Context) (campaign.Keyring, error) { return w.ring, nil }}}
+	return w
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestWebhookLifecycle: a webhook is created with a secret shown once and stored sealed; an
+// event makes one call per webhook that wants it, however often it is published; the call is
+// signed so a receiver verifies it, and a 500 is retried with backoff until it is taken.
+func TestWebhookLifecycle(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	all, secret, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/all")})
+	if err != nil || !webhook.ValidSecret(secret) || all.Status != store.WebhookActive {
+		t.Fatalf("create: %+v %q %v", all, secret, err)
+	}
+	stored, _ := w.st.GetWebhook(ctx, w.team, all.ID)
+	if strings.Contains(stored.SecretSealed, strings.TrimPrefix(secret, "whsec_")) || stored.SecretSealed == "" {
+		t.Fatalf("the secret is stored in clear: %q", stored.SecretSealed)
+	}
+	onlyDelivered, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/d"), EventTypes: ptr([]string{"email.delivered"})})
+	otherDomain, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/x"), DomainIDs: ptr([]int64{9})})
+	paused, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/p")})
+	if _, err := w.s.Update(ctx, w.team, paused.ID, Fields{Status: ptr(store.WebhookPaused)}); err != nil {
+		t.Fatal(err)
+	}
+	ev := Event{TeamID: w.team, DomainID: 3, Type: "email.sent", At: w.clock, Key: "em_1/0-SENT",
+		Data: map[string]any{"id": "em_1", "status": "SENT"}}
+	calls, err := w.s.Publish(ctx, []Event{ev})
+	if err != nil || len(calls) != 1 || calls[0].WebhookID != all.ID {
+		t.Fatalf("publish: %d calls %v (want one, to the webhook of every type and domain)", len(calls), err)
+	}
+	if again, _ := w.s.Publish(ctx, []Event{ev}); len(again) != 0 {
+		t.Fatalf("the same event published again made %d calls", len(again))
+	}
+	_ = onlyDelivered
+	_ = otherDomain
+	r.status = 500
+	c, err := w.s.Attempt(ctx, all.ID, calls[0].ID)
+	if err != nil || c.Status != store.CallPending || c.Attempts != 1 || c.LastStatus != 500 || c.NextAttemptAt == nil ||
+		!strings.Contains(c.LastExcerpt, `"ok":false`) {
+		t.Fatalf("after a 500: %+v, %v", c, err)
+	}
+	if n, _ := w.s.RunDue(ctx, 10); n != 0 {
+		t.Fatalf("%d calls attempted before their backoff passed", n)
+	}
+	r.status = 200
+	w.clock = *c.NextAttemptAt
+	if n, err := w.s.RunDue(ctx, 10); n != 1 || err != nil {
+		t.Fatalf("RunDue: %d, %v", n, err)
+	}
+	c, _ = w.st.GetWebhookCall(ctx, all.ID, calls[0].ID)
+	if c.Status != store.CallDelivered || c.Attempts != 2 || c.LastStatus != 200 {
+		t.Fatalf("after the retry: %+v", c)
+	}
+	got := r.calls()
+	if len(got) != 2 {
+		t.Fatalf("%d calls received, want 2", len(got))
+	}
+	for i, g := range got {
+		verify(t, g, secret, webhook.HeaderSignature)
+		var env webhook.Envelope
+		if err := json.Unmarshal(g.body, &env); err != nil || env.ID != c.ID || env.Type != "email.sent" || env.Attempt != i+1 ||
+			env.TeamID != w.team || env.Version != webhook.Version || string(env.Data) != `{"id":"em_1","status":"SENT"}` {
+			t.Fatalf("envelope %d: %s", i+1, g.body)
+		}
+		if g.header.Get(webhook.HeaderCall) != c.ID || g.header.Get(webhook.HeaderEvent) != "email.sent" ||
+			g.header.Get(webhook.HeaderRetry) != map[int]string{0: "false", 1: "true"}[i] {
+			t.Fatalf("headers of call %d: %v", i+1, g.header)
+		}
+	}
+	log, err := w.s.Calls(ctx, w.team, all.ID, 10, "")
+	if err != nil || len(log) != 1 || log[0].ID != c.ID {
+		t.Fatalf("delivery log %v, %v", log, err)
+	}
+	// Replay: the same event again, as a new call.
+	re, err := w.s.Replay(ctx, w.team, all.ID, c.ID)
+	if err != nil || re.ID == c.ID || re.Status != store.CallDelivered || string(re.Data) != string(c.Data) {
+		t.Fatalf("replay %+v, %v", re, err)
+	}
+	if _, err := w.s.Replay(ctx, 2, all.ID, c.ID); err == nil {
+		t.Error("another team replayed the call")
+	}
+	// Test: a webhook.test call, delivered and first in the log.
+	w.clock = w.clock.Add(time.Second)
+	tc, err := w.s.Test(ctx, w.team, all.ID)
+	if err != nil || tc.Type != webhook.TestEvent || tc.Status != store.CallDelivered {
+		t.Fatalf("test call %+v, %v", tc, err)
+	}
+	if log, _ := w.s.Calls(ctx, w.team, all.ID, 10, ""); len(log) != 3 || log[0].ID != tc.ID {
+		t.Fatalf("log after the test: %d calls", len(log))
+	}
+}
+
+// TestRotationAndReseal: after a rotation calls are signed with the new secret and, for a
+// day, also with the old one; a keyring rotation re-seals the secrets at the next call.
+func TestRotationAndReseal(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	h, oldSecret, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)})
+	_, newSecret, err := w.s.RotateSecret(ctx, w.team, h.ID)
+	if err != nil || newSecret == oldSecret {
+		t.Fatal(err)
+	}
+	tc, err := w.s.Test(ctx, w.team, h.ID)
+	if err != nil || tc.Status != store.CallDelivered {
+		t.Fatalf("test call: %+v %v", tc, err)
+	}
+	verify(t, r.calls()[0], newSecret, webhook.HeaderSignature)
+	verify(t, r.calls()[0], oldSecret, webhook.HeaderPrevious)
+	w.clock = w.clock.Add(SecretOverlap + time.Second)
+	if _, err := w.s.Test(ctx, w.team, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.calls()[1].header.Get(webhook.HeaderPrevious); got != "" {
+		t.Errorf("the old secret still signs after the overlap: %q", got)
+	}
+	// The deployment's keyring rotates: the next call re-seals the secret under the new key.
+	text, _, _ := campaign.RotateKeyring(strings.Repeat("k", 64))
+	w.ring, _ = campaign.ParseKeyring(text)
+	if _, err := w.s.Test(ctx, w.team, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := w.st.GetWebhook(ctx, w.team, h.ID)
+	if !w.s.Sealer.Current(ctx, stored.SecretSealed) {
+		t.Errorf("secret not sealed again under the current key: %q", stored.SecretSealed[:8])
+	}
+	verify(t, r.calls()[2], newSecret, webhook.HeaderSignature)
+}
+
+// TestAutoDisable: 50 calls failing in a row over an hour disable the webhook; its calls still
+// due are given up; setting it ACTIVE again clears the count.
+func TestAutoDisable(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	r.status = 503
+	h, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)})
+	var last store.WebhookCall
+	for i := range webhook.DisableAfter {
+		w.clock = w.clock.Add(2 * time.Minute)
+		calls, err := w.s.Publish(ctx, []Event{{TeamID: w.team, Type: "email.delivered", At: w.clock, Key: strings.Repeat("x", i+1), Data: map[string]string{}}})
+		if err != nil || len(calls) != 1 {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if last, err = w.s.Attempt(ctx, h.ID, calls[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := w.s.Get(ctx, w.team, h.ID)
+	if got.Status != store.WebhookAutoDisabled || got.Failures != webhook.DisableAfter {
+		t.Fatalf("after %d failures over %s: %s, %d failures", webhook.DisableAfter, 100*time.Minute, got.Status, got.Failures)
+	}
+	w.clock = *last.NextAttemptAt
+	if n, _ := w.s.RunDue(ctx, 100); n == 0 {
+		t.Fatal("no due call attempted")
+	}
+	if c, _ := w.st.GetWebhookCall(ctx, h.ID, last.ID); c.Status != store.CallFailed || !strings.Contains(c.LastError, "auto disabled") {
+		t.Fatalf("a call of a disabled webhook: %+v", c)
+	}
+	if again, _ := w.s.Update(ctx, w.team, h.ID, Fields{Status: ptr(store.WebhookActive)}); again.Failures != 0 || again.Status != store.WebhookActive {
+		t.Fatalf("re-enabled: %+v", again)
+	}
+}
+
+// TestCreateChecks: the URL policy, unknown event types (named), the cap, and another team.
+func TestCreateChecks(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	aws := *w.s
+	aws.Policy = webhook.Policy{}
+	for name, f := range map[string]Fields{
+		"metadata address": {URL: ptr("https://169.254.169.254/latest/meta-data")},
+		"http on AWS":      {URL: ptr("http://hooks.example.com/")},
+		"loopback on AWS":  {URL: ptr("https://127.0.0.1/")},
+	} {
+		if _, _, err := aws.Create(ctx, w.team, f); err == nil {
+			t.Errorf("%s accepted", name)
+		} else if fe, ok := fault.As(err); !ok || fe.Kind != fault.Invalid || !strings.HasPrefix(fe.Message, "url: ") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	_, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/"), EventTypes: ptr([]string{"email.sent", "email.sending", "bogus"})})
+	if fe, ok := fault.As(err); !ok || fe.Message != "eventTypes: unknown event types email.sending, bogus" {
+		t.Errorf("unknown types: %v", err)
+	}
+	w.s.MaxPerTeam = 2
+	for range 2 {
+		if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/")}); err == nil {
+		t.Error("a third webhook past a cap of 2")
+	}
+	list, _ := w.s.List(ctx, w.team)
+	if _, err := w.s.Get(ctx, 2, list[0].ID); !errors.As(err, new(*fault.Error)) {
+		t.Errorf("another team's webhook: %v", err)
+	}
+}
