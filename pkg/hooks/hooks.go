@@ -5,6 +5,7 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -276,7 +277,7 @@ func (s *Service) Publish(ctx context.Context, events []Event) ([]store.WebhookC
 			}
 			byTeam[ev.TeamID] = hooks
 		}
-		data, err := json.Marshal(ev.Data)
+		data, err := encodeData(ev.Data)
 		if err != nil {
 			return nil, fmt.Errorf("hooks: event data: %w", err)
 		}
@@ -506,4 +507,16 @@ func newNonce() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// encodeData is an event's data as JSON, with <, > and & as they are (a receiver reads JSON,
+// not HTML).
+func encodeData(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
