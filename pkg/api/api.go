@@ -23,6 +23,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/suppression"
 	"github.com/mailroom/mailroom/pkg/template"
@@ -38,6 +39,7 @@ type Services struct {
 	Contacts     *contact.Service
 	Campaigns    *campaign.Service
 	Analytics    *analytics.Service
+	Webhooks     *hooks.Service
 	Log          *slog.Logger
 	// Limiter counts requests for the teams' rate limits; DefaultRateLimit is the limit of a
 	// team without its own (requests per second, 0: none).
@@ -115,6 +117,16 @@ var Routes = []Route{
 
 	{Method: "GET", Path: "/api/v1/analytics/email-time-series", Function: "GetEmailTimeSeries", Summary: "Reads the team's or a domain's daily email counts", Manage: true, handler: (*Services).emailTimeSeries},
 	{Method: "GET", Path: "/api/v1/analytics/reputation-metrics", Function: "GetReputationMetrics", Summary: "Reads the team's or a domain's bounce and complaint rates", Manage: true, handler: (*Services).reputationMetrics},
+
+	{Method: "POST", Path: "/api/v1/webhooks", Function: "CreateWebhook", Summary: "Creates a webhook (its secret shown once)", Manage: true, TeamWide: true, handler: (*Services).createWebhook},
+	{Method: "GET", Path: "/api/v1/webhooks", Function: "ListWebhooks", Summary: "Lists the team's webhooks", Manage: true, TeamWide: true, handler: (*Services).listWebhooks},
+	{Method: "GET", Path: "/api/v1/webhooks/{id}", Function: "GetWebhook", Summary: "Reads one webhook", Manage: true, TeamWide: true, handler: (*Services).getWebhook},
+	{Method: "PATCH", Path: "/api/v1/webhooks/{id}", Function: "UpdateWebhook", Summary: "Changes a webhook, pauses or resumes it", Manage: true, TeamWide: true, handler: (*Services).updateWebhook},
+	{Method: "DELETE", Path: "/api/v1/webhooks/{id}", Function: "DeleteWebhook", Summary: "Deletes a webhook", Manage: true, TeamWide: true, handler: (*Services).deleteWebhook},
+	{Method: "POST", Path: "/api/v1/webhooks/{id}/secret", Function: "RotateWebhookSecret", Summary: "Gives a webhook a new secret (the old one signs too for 24 hours)", Manage: true, TeamWide: true, handler: (*Services).rotateWebhookSecret},
+	{Method: "POST", Path: "/api/v1/webhooks/{id}/test", Function: "TestWebhook", Summary: "Sends a webhook.test call to a webhook", Manage: true, TeamWide: true, handler: (*Services).testWebhook},
+	{Method: "GET", Path: "/api/v1/webhooks/{id}/calls", Function: "ListWebhookCalls", Summary: "Reads a webhook's delivery log", Manage: true, TeamWide: true, handler: (*Services).listWebhookCalls},
+	{Method: "POST", Path: "/api/v1/webhooks/{id}/calls/{callId}/replay", Function: "ReplayWebhookCall", Summary: "Sends a logged call's event again", Manage: true, TeamWide: true, handler: (*Services).replayWebhookCall},
 
 	{Method: "GET", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribeForm},
 	{Method: "POST", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribe},

@@ -10,11 +10,13 @@ import (
 	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/domain"
 	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/identity"
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/suppression"
 	"github.com/mailroom/mailroom/pkg/template"
+	"github.com/mailroom/mailroom/pkg/webhook"
 )
 
 // Deps are what the services are built on. Only Store is required: a port left nil is one the
@@ -39,6 +41,9 @@ type Deps struct {
 	// RateLimit is a team's API requests per second unless it has its own (0: none), counted
 	// by the store (store.RateLimits).
 	RateLimit int64
+	// LocalWebhooks lets webhooks call http and loopback URLs (the local server, a development
+	// tool); on AWS only https to public addresses.
+	LocalWebhooks bool
 	// AuthCacheTTL is how long a looked-up API key is cached.
 	AuthCacheTTL time.Duration
 	Now          func() time.Time
@@ -57,8 +62,10 @@ func NewServices(d Deps) *Services {
 			Now: d.Now, Log: d.Log, Metrics: d.Metrics, MaxScheduled: d.MaxScheduled},
 		Domains: &domain.Service{Store: d.Store, Identities: d.Identities, Now: d.Now, OnChange: dir.Forget,
 			Regions: d.Regions},
-		Templates:    &template.Service{Store: d.Store, Now: d.Now},
-		Analytics:    &analytics.Service{Store: d.Store, Now: d.Now},
+		Templates: &template.Service{Store: d.Store, Now: d.Now},
+		Analytics: &analytics.Service{Store: d.Store, Now: d.Now},
+		Webhooks: &hooks.Service{Store: d.Store, Sealer: hooks.Sealer{Ring: d.Signer.Ring},
+			Policy: webhook.Policy{AllowLocal: d.LocalWebhooks}, Now: d.Now, Log: d.Log},
 		Suppressions: &suppression.Service{Store: d.Store, Now: d.Now},
 		Contacts:     contacts,
 		Campaigns: &campaign.Service{Store: d.Store, Domains: dir, Scheduler: d.CampaignScheduler,

@@ -32,6 +32,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/deliver"
 	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/identity"
 	idlocal "github.com/mailroom/mailroom/pkg/identity/local"
@@ -355,6 +356,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
 		d.Dispatcher = a.Pool
+		d.LocalWebhooks = true
 	}
 	a.Services = api.NewServices(d)
 }
@@ -389,7 +391,85 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			}
 		}
 	}()
+	if st, ok := a.Store.(*bolt.Store); ok {
+		a.loops.Add(1)
+		go func() {
+			defer a.loops.Done()
+			a.webhookLoop(loopCtx, st)
+		}()
+	}
 	return nil
+}
+
+// webhookPace is how often the local server looks for webhook work: new history entries in
+// the store's feed, and calls due again.
+const webhookPace = 200 * time.Millisecond
+
+// webhookLoop is the local server's webhook runner: the store's feed (written with each
+// history entry, so a crash loses none) becomes calls, and calls are attempted when due.
+func (a *App) webhookLoop(ctx context.Context, st *bolt.Store) {
+	t := time.NewTicker(webhookPace)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := a.pumpWebhooks(ctx, st); err != nil && ctx.Err() == nil {
+			a.Log.Error("webhooks", "err", err.Error())
+		}
+	}
+}
+
+// pumpWebhooks publishes the feed's entries (only those of teams with webhooks are read) and
+// attempts the calls due, a few at a time.
+func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
+	h := a.Services.Webhooks
+	for ctx.Err() == nil {
+		entries, err := st.FeedAfter(ctx, 0, 200)
+		if err != nil || len(entries) == 0 {
+			break
+		}
+		hasHooks := map[int64]bool{}
+		var evs []hooks.Event
+		for _, en := range entries {
+			has, ok := hasHooks[en.TeamID]
+			if !ok {
+				list, err := h.List(ctx, en.TeamID)
+				if err != nil {
+					return err
+				}
+				has = len(list) > 0
+				hasHooks[en.TeamID] = has
+			}
+			if !has {
+				continue
+			}
+			e, events, err := st.GetEmailDetail(ctx, en.EmailID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, ev := range events {
+				if ev.ID == en.EventID {
+					if hev, ok := hooks.EmailEvent(e, ev); ok {
+						evs = append(evs, hev)
+					}
+				}
+			}
+		}
+		if _, err := h.Publish(ctx, evs); err != nil {
+			return err
+		}
+		if err := st.FeedDone(ctx, entries[len(entries)-1].Seq); err != nil {
+			return err
+		}
+	}
+	_, err := h.RunDue(ctx, 100)
+	return err
 }
 
 // Periodic is the background housekeeping (pkg/housekeeping): locally it runs on a timer; on

@@ -51,6 +51,14 @@ func (s Signer) keys() Keyring {
 	return s.Keys
 }
 
+// Ring returns the keyring: Source's (read if need be), else Keys.
+func (s Signer) Ring(ctx context.Context) (Keyring, error) {
+	if s.Source != nil {
+		return s.Source.Ring(ctx)
+	}
+	return s.Keys, nil
+}
+
 // Ready makes sure links can be signed: it reads the keyring from Source if need be, and fails
 // when there is no key to sign with.
 func (s Signer) Ready(ctx context.Context) error {

@@ -37,13 +37,15 @@ type Function struct {
 
 // background describes the functions that serve no route.
 var background = map[string]string{
-	lambdafn.SendWorkerFunction:    "Delivers QUEUED emails from the table stream through SES",
-	lambdafn.ScheduledSendFunction: "Queues a scheduled email when its EventBridge Scheduler schedule fires",
-	lambdafn.CampaignBatchFunction: "Writes a campaign's emails, a batch step at a time (EventBridge Scheduler)",
-	lambdafn.SESEventsFunction:     "Records the SES events of Mailroom's configuration sets (EventBridge)",
-	lambdafn.ReconcilerFunction:    "Re-queues stuck and overdue emails, restarts stalled campaigns, purges deleted books (every 5 minutes)",
-	lambdafn.DomainCheckFunction:   "Refreshes every domain's SES verification status, removes claims unverified after 72 hours (hourly)",
-	lambdafn.AuthorizerFunction:    "Authenticates API keys for the HTTP API (Lambda authorizer)",
+	lambdafn.SendWorkerFunction:     "Delivers QUEUED emails from the table stream through SES",
+	lambdafn.ScheduledSendFunction:  "Queues a scheduled email when its EventBridge Scheduler schedule fires",
+	lambdafn.CampaignBatchFunction:  "Writes a campaign's emails, a batch step at a time (EventBridge Scheduler)",
+	lambdafn.SESEventsFunction:      "Records the SES events of Mailroom's configuration sets (EventBridge)",
+	lambdafn.ReconcilerFunction:     "Re-queues stuck and overdue emails, restarts stalled campaigns, purges deleted books (every 5 minutes)",
+	lambdafn.DomainCheckFunction:    "Refreshes every domain's SES verification status, removes claims unverified after 72 hours (hourly)",
+	lambdafn.AuthorizerFunction:     "Authenticates API keys for the HTTP API (Lambda authorizer)",
+	lambdafn.WebhookEventsFunction:  "Turns emails' new history entries into webhook calls and makes their first attempts",
+	lambdafn.WebhookRetriesFunction: "Attempts the webhook calls due again (every minute)",
 }
 
 // Functions lists every function, in lambdafn.Names() order.
@@ -279,13 +281,15 @@ func countHTTP(fns []Function) int {
 
 // triggers says what invokes each background function.
 var triggers = map[string]string{
-	lambdafn.SendWorkerFunction:    "the table's stream (emails becoming QUEUED)",
-	lambdafn.ScheduledSendFunction: "EventBridge Scheduler (`email-<id>-*` schedules)",
-	lambdafn.CampaignBatchFunction: "EventBridge Scheduler (`campaign-<id>-*` schedules), direct invocations",
-	lambdafn.SESEventsFunction:     "an EventBridge rule on the configuration sets' SES events",
-	lambdafn.ReconcilerFunction:    "every 5 minutes",
-	lambdafn.DomainCheckFunction:   "hourly",
-	lambdafn.AuthorizerFunction:    "API Gateway, once per API key and cache period",
+	lambdafn.SendWorkerFunction:     "the table's stream (emails becoming QUEUED)",
+	lambdafn.ScheduledSendFunction:  "EventBridge Scheduler (`email-<id>-*` schedules)",
+	lambdafn.CampaignBatchFunction:  "EventBridge Scheduler (`campaign-<id>-*` schedules), direct invocations",
+	lambdafn.SESEventsFunction:      "an EventBridge rule on the configuration sets' SES events",
+	lambdafn.ReconcilerFunction:     "every 5 minutes",
+	lambdafn.DomainCheckFunction:    "hourly",
+	lambdafn.AuthorizerFunction:     "API Gateway, once per API key and cache period",
+	lambdafn.WebhookEventsFunction:  "the table's stream (email items a write added history to)",
+	lambdafn.WebhookRetriesFunction: "every minute",
 }
 
 // beyond lists a function's ports other than the table, as IAM actions.

@@ -42,6 +42,15 @@ FUNCTION_DIRS := \
 	ResumeCampaign:resume-campaign \
 	GetEmailTimeSeries:get-email-time-series \
 	GetReputationMetrics:get-reputation-metrics \
+	CreateWebhook:create-webhook \
+	ListWebhooks:list-webhooks \
+	GetWebhook:get-webhook \
+	UpdateWebhook:update-webhook \
+	DeleteWebhook:delete-webhook \
+	RotateWebhookSecret:rotate-webhook-secret \
+	TestWebhook:test-webhook \
+	ListWebhookCalls:list-webhook-calls \
+	ReplayWebhookCall:replay-webhook-call \
 	Unsubscribe:unsubscribe \
 	SendWorker:send-worker \
 	ScheduledSend:scheduled-send \
@@ -49,4 +58,6 @@ FUNCTION_DIRS := \
 	SESEvents:ses-events \
 	Reconciler:reconciler \
 	DomainCheck:domain-check \
-	Authorizer:authorizer
+	Authorizer:authorizer \
+	WebhookEvents:webhook-events \
+	WebhookRetries:webhook-retries

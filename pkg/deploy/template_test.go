@@ -876,8 +876,8 @@ func clone(t *testing.T, m map[string]any) map[string]any {
 func TestDeadLetterQueuesAlarmed(t *testing.T) {
 	tpl := loadTemplate(t)
 	queues := resources(t, tpl, "AWS::SQS::Queue")
-	if len(queues) != 3 {
-		t.Errorf("%d queues, want the send, schedule and SES events dead-letter queues", len(queues))
+	if len(queues) != 4 {
+		t.Errorf("%d queues, want the send, schedule, SES events and webhook events dead-letter queues", len(queues))
 	}
 	out := path(t, tpl, "Outputs").(map[string]any)
 	for id := range queues {

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -40,6 +41,8 @@ type Service struct {
 	Log    *slog.Logger
 	// MaxPerTeam caps a team's webhooks (DefaultMaxPerTeam when 0).
 	MaxPerTeam int
+
+	clientOnce sync.Once
 }
 
 // DefaultMaxPerTeam is a team's webhook cap unless configured.
@@ -58,9 +61,11 @@ func (s *Service) log() *slog.Logger {
 }
 
 func (s *Service) client() *http.Client {
-	if s.Client == nil {
-		s.Client = s.Policy.Client()
-	}
+	s.clientOnce.Do(func() {
+		if s.Client == nil {
+			s.Client = s.Policy.Client()
+		}
+	})
 	return s.Client
 }
 
@@ -432,24 +437,72 @@ func (s *Service) reseal(ctx context.Context, w store.Webhook) {
 	}
 }
 
-// RunDue attempts the calls due now, up to limit, and returns how many it attempted.
+// Concurrency is how many calls RunDue attempts at once (a receiver that times out holds one
+// for webhook.Timeout).
+const Concurrency = 8
+
+// RunDue attempts the calls due now, up to limit, and returns how many it attempted. A
+// webhook's calls go one after the other, in the order they are due and then made (an email's
+// events in the order they happened); Concurrency webhooks are served at once.
 func (s *Service) RunDue(ctx context.Context, limit int) (int, error) {
 	refs, err := s.Store.DueWebhookCalls(ctx, s.now(), limit)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, r := range refs {
-		if ctx.Err() != nil {
-			break
-		}
-		if _, err := s.Attempt(ctx, r[0], r[1]); err != nil {
-			s.log().Error("webhook call", "webhookId", r[0], "callId", r[1], "err", err.Error())
-			continue
-		}
-		n++
+	return s.attempt(ctx, refs), ctx.Err()
+}
+
+// AttemptCalls attempts calls Publish made, as RunDue does; those that fail are due again.
+func (s *Service) AttemptCalls(ctx context.Context, calls []store.WebhookCall) int {
+	refs := make([][2]string, len(calls))
+	for i, c := range calls {
+		refs[i] = [2]string{c.WebhookID, c.ID}
 	}
-	return n, ctx.Err()
+	return s.attempt(ctx, refs)
+}
+
+// attempt makes the next attempt of each call (webhook id, call id): a webhook's one after the
+// other, in the order given, Concurrency webhooks at once.
+func (s *Service) attempt(ctx context.Context, refs [][2]string) int {
+	var order []string
+	byHook := map[string][]string{}
+	for _, r := range refs {
+		if _, ok := byHook[r[0]]; !ok {
+			order = append(order, r[0])
+		}
+		byHook[r[0]] = append(byHook[r[0]], r[1])
+	}
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		n   int
+		sem = make(chan struct{}, Concurrency)
+	)
+	for _, wh := range order {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, id := range byHook[wh] {
+				if !timeLeft(ctx) {
+					return // the rest stay due for the next run
+				}
+				c, err := s.Attempt(ctx, wh, id)
+				if err != nil {
+					s.log().Error("webhook call", "webhookId", wh, "callId", id, "err", err.Error())
+					continue
+				}
+				mu.Lock()
+				n++
+				mu.Unlock()
+				if c.Status == store.CallPending {
+					return // the receiver is failing: its other calls wait for their own next attempt
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return n
 }
 
 // Test makes a webhook.test call to the webhook (whatever it subscribes to) and attempts it.
@@ -519,4 +572,13 @@ func encodeData(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// timeLeft reports whether an attempt still fits before ctx's deadline (a Lambda invocation's).
+func timeLeft(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d, ok := ctx.Deadline()
+	return !ok || time.Until(d) > webhook.Timeout+2*time.Second
 }

@@ -256,8 +256,7 @@ func TestAutoDisable(t *testing.T) {
 func TestCreateChecks(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	aws := *w.s
-	aws.Policy = webhook.Policy{}
+	aws := &Service{Store: w.s.Store, Sealer: w.s.Sealer, Now: w.s.Now}
 	for name, f := range map[string]Fields{
 		"metadata address": {URL: ptr("https://169.254.169.254/latest/meta-data")},
 		"http on AWS":      {URL: ptr("http://hooks.example.com/")},

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +26,11 @@ import (
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/deliver/batch"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/sesevent"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/dynamo"
 )
 
 // The functions that are not HTTP routes.
@@ -47,12 +52,17 @@ const (
 	// AuthorizerFunction is the HTTP API's Lambda authorizer: it authenticates the API key
 	// once per key and cache period, for every route but the public ones.
 	AuthorizerFunction = "Authorizer"
+	// WebhookEventsFunction turns the emails' new history entries (from the table's stream)
+	// into webhook calls and makes their first attempts.
+	WebhookEventsFunction = "WebhookEvents"
+	// WebhookRetriesFunction attempts the webhook calls due again, every minute.
+	WebhookRetriesFunction = "WebhookRetries"
 )
 
 // Background lists the functions that are not HTTP routes, in the order Names ends with them.
 func Background() []string {
 	return []string{SendWorkerFunction, ScheduledSendFunction, CampaignBatchFunction, SESEventsFunction,
-		ReconcilerFunction, DomainCheckFunction, AuthorizerFunction}
+		ReconcilerFunction, DomainCheckFunction, AuthorizerFunction, WebhookEventsFunction, WebhookRetriesFunction}
 }
 
 // Names lists every Lambda function: the functions of api.Routes in table order, then the
@@ -133,6 +143,17 @@ var uses = map[string]Ports{
 	DomainCheckFunction:   {Table: Writes(PutItem, DeleteItem), Identities: []string{"GetEmailIdentity", "DeleteEmailIdentity"}},
 	// The authorizer only reads API keys.
 	AuthorizerFunction: {Table: TableRead},
+	// Webhooks: their secrets are sealed with the deployment's keyring (the unsubscribe secret),
+	// so the routes that seal or sign and the functions that call read it. Calls and webhooks
+	// are changed with conditional puts.
+	"CreateWebhook":        {Table: Writes(PutItem), Unsubscribe: Read},
+	"UpdateWebhook":        {Table: Writes(PutItem)},
+	"DeleteWebhook":        {Table: Writes(DeleteItem)},
+	"RotateWebhookSecret":  {Table: Writes(PutItem), Unsubscribe: Read},
+	"TestWebhook":          {Table: Writes(PutItem), Unsubscribe: Read},
+	"ReplayWebhookCall":    {Table: Writes(PutItem), Unsubscribe: Read},
+	WebhookEventsFunction:  {Table: Writes(PutItem), Unsubscribe: Read},
+	WebhookRetriesFunction: {Table: Writes(PutItem), Unsubscribe: Read},
 }
 
 // emailUpdates are the writes of changing an email: its item (a conditional put), and in a
@@ -484,4 +505,78 @@ func stringAttr(m map[string]events.DynamoDBAttributeValue, name string) (string
 		return "", false
 	}
 	return v.String(), true
+}
+
+// WebhookEvents is the table stream's webhook consumer: each email item a write changed names
+// the history entries it added (dynamo.NewEventsAttribute); for a team with webhooks those
+// become calls (one per webhook and entry, however often a record is delivered), whose first
+// attempt is made at once. A call that fails is due again (WebhookRetries); a batch fails only
+// when its calls could not be written, and is then retried by the event source mapping.
+func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	log = orDiscard(log)
+	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		hasHooks := map[int64]bool{}
+		var evs []hooks.Event
+		for _, rec := range ev.Records {
+			id, ok := EmailID(rec)
+			added := newEvents(rec)
+			if !ok || len(added) == 0 {
+				continue
+			}
+			team, err := strconv.ParseInt(rec.Change.NewImage["TeamID"].Number(), 10, 64)
+			if err != nil {
+				continue
+			}
+			has, seen := hasHooks[team]
+			if !seen {
+				list, err := h.List(ctx, team)
+				if err != nil {
+					return events.DynamoDBEventResponse{}, err
+				}
+				has = len(list) > 0
+				hasHooks[team] = has
+			}
+			if !has {
+				continue
+			}
+			e, history, err := st.GetEmailDetail(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return events.DynamoDBEventResponse{}, err
+			}
+			for _, entry := range history {
+				if slices.Contains(added, entry.ID) {
+					if hev, ok := hooks.EmailEvent(e, entry); ok {
+						evs = append(evs, hev)
+					}
+				}
+			}
+		}
+		calls, err := h.Publish(ctx, evs)
+		if err != nil {
+			log.ErrorContext(ctx, "webhook calls not written", "requestId", requestID(ctx), "err", err.Error())
+			return events.DynamoDBEventResponse{}, err
+		}
+		n := h.AttemptCalls(ctx, calls)
+		log.InfoContext(ctx, "webhook events", "requestId", requestID(ctx), "records", len(ev.Records),
+			"events", len(evs), "calls", len(calls), "attempted", n)
+		return events.DynamoDBEventResponse{}, nil
+	}
+}
+
+// newEvents lists the history entries a stream record's write added.
+func newEvents(rec events.DynamoDBEventRecord) []string {
+	v, ok := rec.Change.NewImage[dynamo.NewEventsAttribute]
+	if !ok || v.DataType() != events.DataTypeList {
+		return nil
+	}
+	var out []string
+	for _, item := range v.List() {
+		if item.DataType() == events.DataTypeString {
+			out = append(out, item.String())
+		}
+	}
+	return out
 }

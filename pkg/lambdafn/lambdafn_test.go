@@ -45,6 +45,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 	"github.com/mailroom/mailroom/pkg/team"
+	"github.com/mailroom/mailroom/pkg/webhook"
 )
 
 func TestMain(m *testing.M) { awstest.Main(m) }
@@ -82,6 +83,10 @@ type env struct {
 	// unsubToken the token of the unsubscribe link in its email to contactID.
 	bookID, contactID, campaignID, unsubToken string
 	contacts                                  map[string]string
+
+	// webhookID is the webhook created, with its secret (and the one a rotation replaced);
+	// webhookCallID a call of its delivery log.
+	webhookID, webhookSecret, webhookOldSecret, webhookCallID string
 }
 
 // step invokes one function with one of its samples and checks the answer. Steps run in order,
@@ -112,7 +117,7 @@ func (s step) sampleName() string {
 func background(function string) bool { return slices.Contains(lambdafn.Background(), function) }
 
 // steps is the tour TestSamples takes, in order.
-var steps = slices.Concat(emailSteps, contactSteps, finalSteps)
+var steps = slices.Concat(emailSteps, webhookSteps, contactSteps, finalSteps)
 
 // emailSteps: domains, sending, SES events, suppressions, scheduled emails, templates.
 var emailSteps = []step{
@@ -929,7 +934,7 @@ func (f *fixture) handler(t *testing.T, function string) lambda.Handler {
 		plugs = append(plugs, p)
 	}
 	w, err := lambdafn.Build(context.Background(), function, func(k string) string { return f.vars[k] }, f.awsCfg,
-		lambdafn.BuildOptions{MetricsOut: &f.metrics}, plugs...)
+		lambdafn.BuildOptions{MetricsOut: &f.metrics, WebhookPolicy: &webhook.Policy{AllowLocal: true}}, plugs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/webhook"
 )
 
 // A function's cold start builds the table's store and its services, and what its Ports name
@@ -55,6 +56,8 @@ type Wiring struct {
 	CampaignInvoke    func(ctx context.Context, payload []byte) error // withlambda.CampaignInvoke
 	Dates             func(string, time.Time) (time.Time, error)      // withdates.English
 	Unsubscribe       *campaign.KeySource                             // withsecret.Unsubscribe
+
+	webhookPolicy *webhook.Policy // BuildOptions.WebhookPolicy
 }
 
 // Plug builds one port of a function.
@@ -64,6 +67,9 @@ type Plug func(*Wiring) error
 type BuildOptions struct {
 	// MetricsOut is where the metric lines go (os.Stdout unless set).
 	MetricsOut io.Writer
+	// WebhookPolicy replaces where webhook calls may go (tests call a receiver on loopback,
+	// which a deployed function never may).
+	WebhookPolicy *webhook.Policy
 }
 
 // AWSConfig is the AWS configuration of a Lambda function, from the variables Lambda sets: the
@@ -109,7 +115,8 @@ func Build(_ context.Context, function string, getenv func(string) string, awsCf
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	w := &Wiring{Name: function, Config: cfg, Ports: PortsOf(function), Log: cfg.Logger(), AWS: awsCfg, Now: time.Now}
+	w := &Wiring{Name: function, Config: cfg, Ports: PortsOf(function), Log: cfg.Logger(), AWS: awsCfg, Now: time.Now,
+		webhookPolicy: opts.WebhookPolicy}
 	if len(w.Ports.Table) == 0 {
 		return nil, fmt.Errorf("%s declares no table actions (lambdafn uses)", function)
 	}
@@ -158,14 +165,18 @@ func (w *Wiring) checkPlugs() error {
 
 // Services builds the API's services on what the function has (api.NewServices).
 func (w *Wiring) Services() *api.Services {
-	var s store.Store = w.Store
-	return api.NewServices(api.Deps{
-		Store: s, Identities: w.Identities, EmailScheduler: w.EmailScheduler, CampaignScheduler: w.CampaignScheduler,
+	var st store.Store = w.Store
+	s := api.NewServices(api.Deps{
+		Store: st, Identities: w.Identities, EmailScheduler: w.EmailScheduler, CampaignScheduler: w.CampaignScheduler,
 		Dates:   w.Dates,
 		Signer:  campaign.Signer{Source: w.Unsubscribe, BaseURL: w.Config.PublicURL},
 		Regions: []string{w.AWS.Region}, RateLimit: w.Config.APIRateLimit,
 		AuthCacheTTL: w.Config.AuthCacheTTL, Now: w.Now, Log: w.Log, Metrics: w.Metrics,
 	})
+	if w.webhookPolicy != nil {
+		s.Webhooks.Policy = *w.webhookPolicy
+	}
+	return s
 }
 
 // Handler returns the function's Lambda handler: one of the Background functions', otherwise
@@ -192,6 +203,12 @@ func (w *Wiring) Handler() lambda.Handler {
 	case DomainCheckFunction:
 		return lambda.NewHandler(Periodic("domain check", func(ctx context.Context) (int, error) {
 			return s.Domains.RefreshAll(ctx, w.Store)
+		}, w.Log))
+	case WebhookEventsFunction:
+		return lambda.NewHandler(WebhookEvents(s.Webhooks, w.Store, w.Log))
+	case WebhookRetriesFunction:
+		return lambda.NewHandler(Periodic("webhook retries", func(ctx context.Context) (int, error) {
+			return s.Webhooks.RunDue(ctx, 500)
 		}, w.Log))
 	case AuthorizerFunction:
 		// No cache of its own: API Gateway caches its verdicts, and a second cache would let a

@@ -441,7 +441,7 @@ const (
 // WebhookCall is one event for one webhook: an entry of its delivery log, and of the queue of
 // calls due while PENDING.
 type WebhookCall struct {
-	ID        string // whc_…: derived from the webhook and the event, so a repeat is the same call; ids sort in the order calls are made
+	ID        string // whc_…: derived from the webhook and the event, so a repeat is the same call; ids sort by the event's time (a test's or a replay's: when it was made)
 	WebhookID string
 	TeamID    int64
 	Type      string
@@ -472,8 +472,8 @@ type Webhooks interface {
 	// event seen twice makes one call.
 	CreateWebhookCalls(ctx context.Context, calls []WebhookCall) ([]WebhookCall, error)
 	GetWebhookCall(ctx context.Context, webhookID, id string) (WebhookCall, error)
-	// ListWebhookCalls returns up to limit calls of the webhook, newest first (by id), before
-	// the call id before ("" for the newest).
+	// ListWebhookCalls returns up to limit calls of the webhook, newest event first (by id),
+	// before the call id before ("" for the newest).
 	ListWebhookCalls(ctx context.Context, webhookID string, limit int, before string) ([]WebhookCall, error)
 	UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*WebhookCall) error) (WebhookCall, error)
 	// DueWebhookCalls lists PENDING calls whose NextAttemptAt is not after t, earliest first,

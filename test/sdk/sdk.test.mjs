@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer } from 'node:http';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -386,6 +387,49 @@ describe('usesend-js against the local Mailroom server', () => {
     const bad = apiError(await us.analytics.emailTimeSeries({ days: '14' }));
     assert.equal(bad.code, 'BAD_REQUEST');
     assert.match(bad.message, /days/);
+  });
+
+  it('delivers webhooks that the SDK verifies with its own verifier', async () => {
+    const got = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk) => { body += chunk; });
+      req.on('end', () => {
+        got.push({ headers: req.headers, body });
+        res.writeHead(200).end('ok');
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const url = `http://127.0.0.1:${server.address().port}/hooks`;
+      const hook = await api('POST', '/webhooks', { body: { url, eventTypes: ['email.sent', 'email.delivered'] } });
+      assert.equal(hook.status, 200, JSON.stringify(hook.body));
+      assert.match(hook.body.secret, /^whsec_[0-9a-f]{64}$/);
+      const sent = ok(await us.emails.send({ from, to: recipient, subject: 'Webhook', text: 'hello' }));
+      created.add(sent.emailId);
+      await waitFor('the delivered webhook', () =>
+        got.some((g) => g.headers['x-usesend-event'] === 'email.delivered' && g.body.includes(sent.emailId)));
+      const verifier = us.webhooks(hook.body.secret);
+      const mine = got.filter((g) => g.body.includes(sent.emailId));
+      assert.deepEqual(mine.map((g) => g.headers['x-usesend-event']), ['email.sent', 'email.delivered']);
+      for (const g of mine) {
+        const event = verifier.constructEvent(g.body, { headers: g.headers });
+        assert.equal(event.data.id, sent.emailId);
+        assert.equal(event.type, g.headers['x-usesend-event']);
+        assert.equal(event.version, '2026-01-18');
+        assert.equal(event.attempt, 1);
+        assert.equal(event.id, g.headers['x-usesend-call']);
+      }
+      // A body changed on the way, or another secret, is refused by the same verifier.
+      assert.throws(() => verifier.constructEvent(mine[0].body.replace('email.sent', 'email.opened'), { headers: mine[0].headers }));
+      assert.throws(() => us.webhooks('whsec_' + '0'.repeat(64)).constructEvent(mine[0].body, { headers: mine[0].headers }));
+      const del = await api('DELETE', `/webhooks/${hook.body.id}`);
+      assert.equal(del.status, 200);
+    } finally {
+      server.close();
+    }
   });
 
   it('reports a bad request with the offending field', async () => {

@@ -66,6 +66,7 @@ var (
 	bucketWebhooks  = []byte("webhooks")                   // team|webhook id → Webhook
 	bucketCalls     = []byte("webhook_calls")              // webhook id|0x00|call id → WebhookCall
 	bucketCallsDue  = []byte("webhook_calls_due")          // next attempt (unix ns)|webhook id|0x00|call id → "" (PENDING only)
+	bucketFeed      = []byte("feed")                       // sequence → email id|0x00|event id (FeedAfter)
 )
 
 func allBuckets() [][]byte {
@@ -74,7 +75,7 @@ func allBuckets() [][]byte {
 		bucketTemplates, bucketEmails, bucketContent, bucketEvents, bucketEmTime, bucketEmDomTime,
 		bucketMsgID, bucketPending, bucketSchedAt, bucketHeld, bucketIdem, bucketSupp, bucketSuppTime, bucketBooks,
 		bucketBooksDel, bucketContacts, bucketContactID, bucketCampaigns, bucketCampTime,
-		bucketCampCount, bucketSchedCnt, bucketStats, bucketWebhooks, bucketCalls, bucketCallsDue,
+		bucketCampCount, bucketSchedCnt, bucketStats, bucketWebhooks, bucketCalls, bucketCallsDue, bucketFeed,
 	}
 }
 

@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -285,5 +286,41 @@ func TestFindEmailByMessageID(t *testing.T) {
 	got, err := s.FindEmailByMessageID(ctx, "ses-em-2")
 	if err != nil || got.ID != "em-2" || got.Status != store.StatusSent {
 		t.Fatalf("FindEmailByMessageID = %s %s, %v; want em-2 SENT", got.ID, got.Status, err)
+	}
+}
+
+// TestFeed: every history entry the store writes is in the feed, in order, once (a repeated
+// create writes none), until its consumer is done with it.
+func TestFeed(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	e := store.Email{ID: "em-feed", TeamID: 1, DomainID: 1, From: "a@example.com", To: []string{"b@example.org"},
+		Status: store.StatusQueued, CreatedAt: now, UpdatedAt: now}
+	first := []store.Event{{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now}}
+	for range 2 {
+		if err := s.CreateEmails(ctx, []store.Email{e}, first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.UpdateEmail(ctx, e.ID, func(m *store.Email) ([]store.Event, error) {
+		m.Status = store.StatusSent
+		return []store.Event{{ID: "1-SENT", Status: store.StatusSent, CreatedAt: now}, {ID: "d", Status: "DELIVERED", CreatedAt: now}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	feed, err := s.FeedAfter(ctx, 0, 10)
+	if err != nil || len(feed) != 3 || feed[0].EventID != "0-QUEUED" || feed[1].EventID != "1-SENT" || feed[2].EventID != "d" ||
+		feed[2].EmailID != e.ID || feed[2].TeamID != 1 || feed[1].Seq >= feed[2].Seq {
+		t.Fatalf("feed %+v, %v", feed, err)
+	}
+	if rest, _ := s.FeedAfter(ctx, feed[0].Seq, 10); len(rest) != 2 {
+		t.Fatalf("after the first: %+v", rest)
+	}
+	if err := s.FeedDone(ctx, feed[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if rest, _ := s.FeedAfter(ctx, 0, 10); len(rest) != 1 || rest[0].EventID != "d" {
+		t.Fatalf("after FeedDone: %+v", rest)
 	}
 }

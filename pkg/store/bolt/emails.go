@@ -157,6 +157,9 @@ func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEve
 				if evs.Get(key) != nil {
 					continue
 				}
+				if err := appendFeed(tx, e.TeamID, e.ID, ev.ID); err != nil {
+					return err
+				}
 				if err := put(evs, key, ev); err != nil {
 					return err
 				}
@@ -418,6 +421,9 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 				if err := put(evs, eventKey(id, ev.ID), ev); err != nil {
 					return false, err
 				}
+				if err := appendFeed(tx, c.new.TeamID, id, ev.ID); err != nil {
+					return false, err
+				}
 			}
 			return false, nil
 		})
@@ -668,4 +674,58 @@ func (s *Store) DailyStats(ctx context.Context, teamID, domainID int64, from, to
 		return nil
 	})
 	return out, err
+}
+
+// FeedEntry is one email history entry, in the order the store wrote them: what the local
+// server's webhook runner turns into calls. The feed is written in the same transaction as the
+// entry, so a crash loses none; a consumer that crashed before FeedDone reads the same entries
+// again (calls are idempotent by their ids).
+type FeedEntry struct {
+	Seq     uint64
+	TeamID  int64
+	EmailID string
+	EventID string
+}
+
+func appendFeed(tx *bbolt.Tx, teamID int64, emailID, eventID string) error {
+	b := tx.Bucket(bucketFeed)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(u64(int64(seq)), join(u64(teamID), []byte(emailID), []byte{0}, []byte(eventID)))
+}
+
+// FeedAfter returns up to limit entries after seq, oldest first.
+func (s *Store) FeedAfter(ctx context.Context, seq uint64, limit int) ([]FeedEntry, error) {
+	var out []FeedEntry
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketFeed).Cursor()
+		for k, v := c.Seek(u64(int64(seq + 1))); k != nil && (limit <= 0 || len(out) < limit); k, v = c.Next() {
+			if len(v) < 8 {
+				continue
+			}
+			em, ev, ok := bytes.Cut(v[8:], []byte{0})
+			if !ok {
+				continue
+			}
+			out = append(out, FeedEntry{Seq: binary.BigEndian.Uint64(k), TeamID: int64(binary.BigEndian.Uint64(v[:8])),
+				EmailID: string(em), EventID: string(ev)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// FeedDone removes the entries up to seq: their consumer is done with them.
+func (s *Store) FeedDone(ctx context.Context, seq uint64) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketFeed).Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= seq; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -61,7 +61,13 @@ type emailItem struct {
 	// event items again, written with the email in one transaction (Overflow).
 	Events   []inlineEvent `dynamodbav:"ev"`
 	Overflow bool          `dynamodbav:"evx,omitempty"`
+	// NewEvents are the ids of the history entries this write added (inline or event items):
+	// what the table's stream hands the webhook function (NewEventsAttribute).
+	NewEvents []string `dynamodbav:"nev,omitempty"`
 }
+
+// NewEventsAttribute is the email item's attribute listing the events its last write added.
+const NewEventsAttribute = "nev"
 
 // inlineEventBytes bounds the history kept inside the email item: every write of the item
 // is billed by its size, so a long history (an email opened a hundred times) moves on to
@@ -199,7 +205,8 @@ func pending(status string) bool {
 func (st *Store) emailAttrs(e store.Email, c content, old emailItem) (map[string]types.AttributeValue, error) {
 	sortKey := emailSort(e.CreatedAt, e.ID)
 	d := day(e.CreatedAt)
-	it := emailItem{keys: emailKey(e.ID).keys(), Email: e, Listed: old.Listed, Events: old.Events, Overflow: old.Overflow}
+	it := emailItem{keys: emailKey(e.ID).keys(), Email: e, Listed: old.Listed, Events: old.Events, Overflow: old.Overflow,
+		NewEvents: old.NewEvents}
 	if !old.Listed {
 		// The former layout: the list keys on the item, unsharded.
 		it.GSI1PK, it.GSI1SK = emailDayIndexKey(e.TeamID, d, legacyShard), sortKey
@@ -446,7 +453,11 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		for _, ev := range events[e.ID] {
 			first = append(first, toInline(ev))
 		}
-		m, err := st.emailAttrs(e, c, emailItem{Listed: true, Events: first})
+		var added []string
+		for _, ev := range events[e.ID] {
+			added = append(added, ev.ID)
+		}
+		m, err := st.emailAttrs(e, c, emailItem{Listed: true, Events: first, NewEvents: added})
 		if err != nil {
 			return err
 		}
@@ -830,6 +841,10 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		// Events go inside the item while its history is small (see emailItem.Events); the
 		// rest, and every event of an email written before, are items of its partition.
 		cur := old
+		cur.NewEvents = nil
+		for _, ev := range events {
+			cur.NewEvents = append(cur.NewEvents, ev.ID)
+		}
 		ids := map[string]bool{}
 		for _, ie := range old.Events {
 			ids[ie.ID] = true
