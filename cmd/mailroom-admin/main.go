@@ -9,6 +9,8 @@
 //	mailroom-admin key list -team 1
 //	mailroom-admin key revoke -team 1 -id abcdefghij
 //	mailroom-admin unsubscribe-key rotate
+//	mailroom-admin webhook create -team 1 -url https://example.com/hooks [-events email.sent,email.delivered]
+//	mailroom-admin webhook list -team 1
 //
 // unsubscribe-key rotate adds a new key for signing unsubscribe links and makes it the one that
 // signs; links signed by the older keys keep working (the ring keeps the last ten keys). It
@@ -22,10 +24,12 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/team"
 )
@@ -37,7 +41,9 @@ const usage = `usage:
   mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
   mailroom-admin key list -team ID
   mailroom-admin key revoke -team ID -id KEYID
-  mailroom-admin unsubscribe-key rotate`
+  mailroom-admin unsubscribe-key rotate
+  mailroom-admin webhook create -team ID -url URL [-events TYPE,TYPE]
+  mailroom-admin webhook list -team ID`
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -67,6 +73,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "unsubscribe key %s now signs new links; %d keys check them\n", id, n)
 		return nil
+	}
+	if args[0] == "webhook" {
+		return webhooks(ctx, a.Services.Webhooks, args, out)
 	}
 	admin := &team.Admin{Store: a.Store, Now: time.Now}
 	return dispatch(ctx, admin, args, out)
@@ -166,4 +175,44 @@ func limits(t store.Team) string {
 		daily = fmt.Sprintf("%d emails/day", t.DailyEmailLimit)
 	}
 	return rate + ", " + daily
+}
+
+// webhooks runs the webhook commands: create (the secret is printed once) and list.
+func webhooks(ctx context.Context, h *hooks.Service, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
+	fs.SetOutput(out)
+	teamID := fs.Int64("team", 0, "team id")
+	url := fs.String("url", "", "the receiver's URL")
+	types := fs.String("events", "", "event types, comma-separated (none: every type)")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	switch args[1] {
+	case "create":
+		f := hooks.Fields{URL: url}
+		if *types != "" {
+			list := strings.Split(*types, ",")
+			f.EventTypes = &list
+		}
+		w, secret, err := h.Create(ctx, *teamID, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "webhook %s created for team %d; its secret is shown once, keep it:\n%s\n", w.ID, w.TeamID, secret)
+	case "list":
+		list, err := h.List(ctx, *teamID)
+		if err != nil {
+			return err
+		}
+		for _, w := range list {
+			types := "every event"
+			if len(w.EventTypes) > 0 {
+				types = strings.Join(w.EventTypes, ",")
+			}
+			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", w.ID, w.Status, w.URL, types, w.CreatedAt.Format(time.RFC3339))
+		}
+	default:
+		return fmt.Errorf("%s", usage)
+	}
+	return nil
 }

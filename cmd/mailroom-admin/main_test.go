@@ -110,3 +110,34 @@ func TestAdminRotatesUnsubscribeKey(t *testing.T) {
 		t.Errorf("new links are signed %q, want with key 2", tok)
 	}
 }
+
+// TestAdminWebhooks: a webhook made with the CLI is listed with its status and types, its
+// secret printed once; an unknown type is refused, naming it.
+func TestAdminWebhooks(t *testing.T) {
+	t.Setenv("DATA_DIR", t.TempDir())
+	t.Setenv("LOG_LEVEL", "error")
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"team", "create", "-name", "Acme"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"webhook", "create", "-team", "1", "-url", "http://127.0.0.1:9/hooks", "-events", "email.sent,email.bounced"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`webhook (wh_[a-z0-9]+) created for team 1.*\n(whsec_[0-9a-f]{64})`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("create printed %q", out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"webhook", "list", "-team", "1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), m[1]+"\tACTIVE\thttp://127.0.0.1:9/hooks\temail.bounced,email.sent") || strings.Contains(out.String(), m[2]) {
+		t.Errorf("list %q", out.String())
+	}
+	err := run(ctx, []string{"webhook", "create", "-team", "1", "-url", "http://127.0.0.1:9/", "-events", "email.sending"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "email.sending") {
+		t.Errorf("an unknown type: %v", err)
+	}
+}

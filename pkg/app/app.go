@@ -356,8 +356,10 @@ func (a *App) wire(now func() time.Time, local bool) {
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
 		d.Dispatcher = a.Pool
-		d.LocalWebhooks = true
 	}
+	// The local server (and the admin CLI on its database) may call http and loopback
+	// receivers: it is a development tool.
+	d.LocalWebhooks = local || a.Config.Backend == config.BackendEmbedded
 	a.Services = api.NewServices(d)
 }
 

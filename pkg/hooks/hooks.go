@@ -302,6 +302,9 @@ func (s *Service) Publish(ctx context.Context, events []Event) ([]store.WebhookC
 	return s.Store.CreateWebhookCalls(ctx, calls)
 }
 
+// claimMargin is how much longer than an attempt a claim on it lasts.
+const claimMargin = 5 * time.Second
+
 // errDone ends an attempt that has nothing to do (the call is settled, or not due yet).
 var errDone = errors.New("nothing to attempt")
 
@@ -336,6 +339,24 @@ func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.
 		return c, err
 	}
 	secret, err := s.Sealer.Open(ctx, w.SecretSealed)
+	if err != nil {
+		return c, err
+	}
+	// Claim the attempt: its next attempt moves past this one's end, conditionally, so that
+	// another runner finding the call due (the retries function, a test or a replay next to
+	// the local runner) does not post it too. A runner that dies holding the claim leaves the
+	// call due again once the claim runs out: at least once, never twice at the same time.
+	claim := now.Add(webhook.Timeout + claimMargin)
+	c, err = s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
+		if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) {
+			return errDone
+		}
+		c.NextAttemptAt = &claim
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return s.Store.GetWebhookCall(ctx, webhookID, callID)
+	}
 	if err != nil {
 		return c, err
 	}

@@ -286,3 +286,33 @@ func TestCreateChecks(t *testing.T) {
 		t.Errorf("another team's webhook: %v", err)
 	}
 }
+
+// TestOneAttemptAtATime: runners racing for the same due call (the stream function, the
+// retries, a replay) post it once: the first claims the attempt, the others find it claimed.
+func TestOneAttemptAtATime(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	h, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)})
+	calls, err := w.s.Publish(ctx, []Event{{TeamID: w.team, Type: "email.sent", At: w.clock, Key: "race", Data: map[string]string{}}})
+	if err != nil || len(calls) != 1 {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.s.Attempt(ctx, h.ID, calls[0].ID); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(r.calls()); n != 1 {
+		t.Fatalf("20 racing runners posted the call %d times, want 1", n)
+	}
+	if c, _ := w.st.GetWebhookCall(ctx, h.ID, calls[0].ID); c.Status != store.CallDelivered || c.Attempts != 1 {
+		t.Fatalf("the call: %+v", c)
+	}
+}
