@@ -86,6 +86,11 @@ func (s *Services) createWebhook(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h, secret, err := s.Webhooks.Create(r.Context(), principal(r).TeamID, f)
+	return writeWithSecret(w, h, secret, err)
+}
+
+// writeWithSecret answers a webhook with its secret (when it was made or rotated).
+func writeWithSecret(w http.ResponseWriter, h store.Webhook, secret string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -162,13 +167,7 @@ func (s *Services) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	h, secret, err := s.Webhooks.RotateSecret(r.Context(), principal(r).TeamID, id)
-	if err != nil {
-		return err
-	}
-	v := newWebhookView(h)
-	v.Secret = secret
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return writeWithSecret(w, h, secret, err)
 }
 
 func (s *Services) testWebhook(w http.ResponseWriter, r *http.Request) error {

@@ -429,44 +429,18 @@ func (a *App) webhookLoop(ctx context.Context, st *bolt.Store) {
 func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
 	h := a.Services.Webhooks
 	for ctx.Err() == nil {
-		entries, err := st.FeedAfter(ctx, 0, 200)
-		if err != nil || len(entries) == 0 {
+		feed, err := st.FeedAfter(ctx, 0, 200)
+		if err != nil || len(feed) == 0 {
 			break
 		}
-		hasHooks := map[int64]bool{}
-		var evs []hooks.Event
-		for _, en := range entries {
-			has, ok := hasHooks[en.TeamID]
-			if !ok {
-				list, err := h.List(ctx, en.TeamID)
-				if err != nil {
-					return err
-				}
-				has = len(list) > 0
-				hasHooks[en.TeamID] = has
-			}
-			if !has {
-				continue
-			}
-			e, events, err := st.GetEmailDetail(ctx, en.EmailID)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			for _, ev := range events {
-				if ev.ID == en.EventID {
-					if hev, ok := hooks.EmailEvent(e, ev); ok {
-						evs = append(evs, hev)
-					}
-				}
-			}
+		entries := make([]hooks.Entries, len(feed))
+		for i, en := range feed {
+			entries[i] = hooks.Entries{TeamID: en.TeamID, EmailID: en.EmailID, EventIDs: []string{en.EventID}}
 		}
-		if _, err := h.Publish(ctx, evs); err != nil {
+		if _, err := h.PublishEntries(ctx, st, entries); err != nil {
 			return err
 		}
-		if err := st.FeedDone(ctx, entries[len(entries)-1].Seq); err != nil {
+		if err := st.FeedDone(ctx, feed[len(feed)-1].Seq); err != nil {
 			return err
 		}
 	}

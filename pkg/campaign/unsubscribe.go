@@ -88,8 +88,14 @@ const (
 
 // aead is the AES-256-GCM of a key's tokens.
 func aead(secret []byte) (cipher.AEAD, error) {
-	key := sha256.Sum256(append([]byte("mailroom unsubscribe token v2\x00"), secret...))
-	block, err := aes.NewCipher(key[:])
+	return KeyAEAD("mailroom unsubscribe token v2", secret)
+}
+
+// KeyAEAD is the AES-256-GCM keyed with SHA-256("<purpose>\x00<key>"): one keyring key gives
+// each purpose (unsubscribe tokens, webhook secrets) its own cipher key.
+func KeyAEAD(purpose string, key []byte) (cipher.AEAD, error) {
+	k := sha256.Sum256(append([]byte(purpose+"\x00"), key...))
+	block, err := aes.NewCipher(k[:])
 	if err != nil {
 		return nil, err
 	}

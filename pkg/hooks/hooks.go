@@ -156,11 +156,7 @@ func (s *Service) Create(ctx context.Context, teamID int64, f Fields) (store.Web
 	if len(own) >= limit {
 		return store.Webhook{}, "", fault.New(fault.Forbidden, "A team may have at most %d webhooks: delete one first", limit)
 	}
-	secret, err := webhook.NewSecret()
-	if err != nil {
-		return store.Webhook{}, "", err
-	}
-	sealed, err := s.Sealer.Seal(ctx, secret)
+	secret, sealed, err := s.newSecret(ctx)
 	if err != nil {
 		return store.Webhook{}, "", err
 	}
@@ -219,14 +215,19 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 	return notFound(s.Store.DeleteWebhook(ctx, teamID, id))
 }
 
+// newSecret makes a secret and seals it.
+func (s *Service) newSecret(ctx context.Context) (secret, sealed string, err error) {
+	if secret, err = webhook.NewSecret(); err != nil {
+		return "", "", err
+	}
+	sealed, err = s.Sealer.Seal(ctx, secret)
+	return secret, sealed, err
+}
+
 // RotateSecret gives a webhook a new secret and returns it; the old one keeps signing calls,
 // next to the new, for SecretOverlap.
 func (s *Service) RotateSecret(ctx context.Context, teamID int64, id string) (store.Webhook, string, error) {
-	secret, err := webhook.NewSecret()
-	if err != nil {
-		return store.Webhook{}, "", err
-	}
-	sealed, err := s.Sealer.Seal(ctx, secret)
+	secret, sealed, err := s.newSecret(ctx)
 	if err != nil {
 		return store.Webhook{}, "", err
 	}
@@ -270,7 +271,11 @@ func wants(w store.Webhook, ev Event) bool {
 // often an event is published) and returns the calls it made, due at once. It does not attempt
 // them: the caller does (Attempt), or the runner that works through due calls (RunDue).
 func (s *Service) Publish(ctx context.Context, events []Event) ([]store.WebhookCall, error) {
-	byTeam := map[int64][]store.Webhook{}
+	return s.publish(ctx, events, map[int64][]store.Webhook{})
+}
+
+// publish is Publish with the webhooks of the teams read so far (byTeam).
+func (s *Service) publish(ctx context.Context, events []Event, byTeam map[int64][]store.Webhook) ([]store.WebhookCall, error) {
 	var calls []store.WebhookCall
 	now := s.now()
 	for _, ev := range events {
@@ -602,4 +607,61 @@ func timeLeft(ctx context.Context) bool {
 	}
 	d, ok := ctx.Deadline()
 	return !ok || time.Until(d) > webhook.Timeout+2*time.Second
+}
+
+// Entries are history entries that a write added to an email: a stream record's (dynamo's
+// NewEventsAttribute) or the local store's feed's.
+type Entries struct {
+	TeamID   int64
+	EmailID  string
+	EventIDs []string
+}
+
+// EmailReader reads an email and its history.
+type EmailReader interface {
+	GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error)
+}
+
+// PublishEntries publishes the events of history entries (EmailEvent) as Publish does. The
+// emails of teams without webhooks are not read; an email is read once, however many of its
+// entries are listed; an email that is gone is skipped.
+func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entries []Entries) ([]store.WebhookCall, error) {
+	byTeam := map[int64][]store.Webhook{}
+	var order []string
+	added := map[string][]string{}
+	for _, en := range entries {
+		hooks, ok := byTeam[en.TeamID]
+		if !ok {
+			var err error
+			if hooks, err = s.Store.ListWebhooks(ctx, en.TeamID); err != nil {
+				return nil, err
+			}
+			byTeam[en.TeamID] = hooks
+		}
+		if len(hooks) == 0 {
+			continue
+		}
+		if _, ok := added[en.EmailID]; !ok {
+			order = append(order, en.EmailID)
+		}
+		added[en.EmailID] = append(added[en.EmailID], en.EventIDs...)
+	}
+	var evs []Event
+	for _, id := range order {
+		e, history, err := emails.GetEmailDetail(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, entry := range history {
+			if slices.Contains(added[id], entry.ID) {
+				if ev, ok := EmailEvent(e, entry); ok {
+					evs = append(evs, ev)
+				}
+			}
+		}
+	}
+	return s.publish(ctx, evs, byTeam)
 }

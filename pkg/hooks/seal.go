@@ -2,10 +2,8 @@ package hooks
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -28,12 +26,7 @@ const sealVersion = "1."
 var b64 = base64.RawURLEncoding
 
 func gcmOf(key []byte) (cipher.AEAD, error) {
-	k := sha256.Sum256(append([]byte("mailroom webhook secret v1\x00"), key...))
-	block, err := aes.NewCipher(k[:])
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
+	return campaign.KeyAEAD("mailroom webhook secret v1", key)
 }
 
 // Seal seals a secret under the ring's current key: "1.<key id>.<nonce and ciphertext>".

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,8 +514,7 @@ func stringAttr(m map[string]events.DynamoDBAttributeValue, name string) (string
 func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	log = orDiscard(log)
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-		hasHooks := map[int64]bool{}
-		var evs []hooks.Event
+		var entries []hooks.Entries
 		for _, rec := range ev.Records {
 			id, ok := EmailID(rec)
 			added := newEvents(rec)
@@ -527,41 +525,16 @@ func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(cont
 			if err != nil {
 				continue
 			}
-			has, seen := hasHooks[team]
-			if !seen {
-				list, err := h.List(ctx, team)
-				if err != nil {
-					return events.DynamoDBEventResponse{}, err
-				}
-				has = len(list) > 0
-				hasHooks[team] = has
-			}
-			if !has {
-				continue
-			}
-			e, history, err := st.GetEmailDetail(ctx, id)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return events.DynamoDBEventResponse{}, err
-			}
-			for _, entry := range history {
-				if slices.Contains(added, entry.ID) {
-					if hev, ok := hooks.EmailEvent(e, entry); ok {
-						evs = append(evs, hev)
-					}
-				}
-			}
+			entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added})
 		}
-		calls, err := h.Publish(ctx, evs)
+		calls, err := h.PublishEntries(ctx, st, entries)
 		if err != nil {
 			log.ErrorContext(ctx, "webhook calls not written", "requestId", requestID(ctx), "err", err.Error())
 			return events.DynamoDBEventResponse{}, err
 		}
 		n := h.AttemptCalls(ctx, calls)
 		log.InfoContext(ctx, "webhook events", "requestId", requestID(ctx), "records", len(ev.Records),
-			"events", len(evs), "calls", len(calls), "attempted", n)
+			"entries", len(entries), "calls", len(calls), "attempted", n)
 		return events.DynamoDBEventResponse{}, nil
 	}
 }
