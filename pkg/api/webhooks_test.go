@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
 )
 
 type hookReceiver struct {
@@ -48,6 +51,21 @@ func (h *hookReceiver) received() ([]string, []hookCall) {
 	return types, append([]hookCall(nil), h.calls...)
 }
 
+// feedDrained waits until the local server's webhook runner has read the whole feed.
+func (e *env) feedDrained() {
+	e.t.Helper()
+	st := e.app.Store.(*bolt.Store)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		feed, err := st.FeedAfter(context.Background(), 0, 1)
+		if err != nil || len(feed) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("the webhook runner does not read the feed")
+		}
+	}
+}
+
 func signature(secret string, c hookCall) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(c.header.Get("X-UseSend-Timestamp") + "." + string(c.body)))
@@ -60,6 +78,7 @@ func signature(secret string, c hookCall) string {
 // team's webhooks are refused; unknown event types are named.
 func TestWebhooks(t *testing.T) {
 	e := newEnv(t)
+	e.feedDrained() // the environment's own domain's events
 	rcv := &hookReceiver{status: 200}
 	srv := httptest.NewServer(http.HandlerFunc(rcv.serve))
 	defer srv.Close()
@@ -161,5 +180,84 @@ func TestWebhooks(t *testing.T) {
 	e.mustDo("DELETE", "/api/v1/webhooks/"+hook.ID, "", &other)
 	if r := e.do("GET", "/api/v1/webhooks/"+hook.ID, ""); r.status != 404 {
 		t.Errorf("a deleted webhook: %d", r.status)
+	}
+}
+
+// TestWebhookRecordEvents: writes to contacts, domains and campaigns reach a webhook that
+// subscribes to them, in order, each with its record's data; email events it did not subscribe
+// to do not.
+func TestWebhookRecordEvents(t *testing.T) {
+	e := newEnv(t)
+	e.feedDrained() // the environment's own domain's events
+	rcv := &hookReceiver{status: 200}
+	srv := httptest.NewServer(http.HandlerFunc(rcv.serve))
+	defer srv.Close()
+	var hook struct{ ID, Secret string }
+	e.mustDo("POST", "/api/v1/webhooks", `{"url":"`+srv.URL+`","eventTypes":["contact.created","contact.updated",
+		"contact.deleted","domain.created","domain.verified","domain.updated","domain.deleted","campaign.started",
+		"campaign.paused","campaign.sent"]}`, &hook)
+
+	bookID := e.book()
+	var ct struct{ ContactID string }
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"ann@example.org","firstName":"Ann"}`, &ct)
+	e.mustDo("PATCH", "/api/v1/contactBooks/"+bookID+"/contacts/"+ct.ContactID, `{"firstName":"Anne"}`, nil)
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID+"/contacts/"+ct.ContactID, "", nil)
+	var dom struct{ ID int64 }
+	e.mustDo("POST", "/api/v1/domains", `{"name":"example.net"}`, &dom)
+	e.mustDo("PUT", fmt.Sprintf("/api/v1/domains/%d/verify", dom.ID), "", nil)
+	e.mustDo("DELETE", fmt.Sprintf("/api/v1/domains/%d", dom.ID), "", nil)
+	other := e.book(`{"email":"bob@example.org","firstName":"Bob"}`)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Launch","from":"news@example.com","subject":"Hi","contactBookId":"`+other+
+		`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &c)
+	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" })
+
+	want := []string{"contact.created", "contact.updated", "contact.deleted", "domain.created", "domain.verified",
+		"domain.deleted", "contact.created", "campaign.started", "campaign.sent"}
+	var types []string
+	var calls []hookCall
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if types, calls = rcv.received(); len(types) >= len(want) {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // nothing more is coming
+	types, calls = rcv.received()
+	if !slices.Equal(types, want) {
+		for _, c := range calls {
+			t.Logf("%s", c.body)
+		}
+		t.Fatalf("received %v\nwant %v", types, want)
+	}
+	datas := make([]map[string]any, len(calls))
+	for i, call := range calls {
+		if call.header.Get("X-UseSend-Signature") != signature(hook.Secret, call) {
+			t.Fatalf("call %d's signature does not verify", i)
+		}
+		var env struct {
+			Type string
+			Data map[string]any
+		}
+		if err := json.Unmarshal(call.body, &env); err != nil || env.Type != want[i] {
+			t.Fatalf("envelope %s", call.body)
+		}
+		datas[i] = env.Data
+	}
+	for i, check := range []map[string]any{
+		{"id": ct.ContactID, "email": "ann@example.org", "firstName": "Ann", "contactBookId": bookID, "subscribed": true},
+		{"id": ct.ContactID, "firstName": "Anne"},
+		{"id": ct.ContactID, "firstName": "Anne"},
+		{"id": float64(dom.ID), "name": "example.net"},
+		{"id": float64(dom.ID), "status": "SUCCESS"},
+		{"id": float64(dom.ID), "name": "example.net"},
+		{"email": "bob@example.org"},
+		{"id": c.ID, "name": "Launch", "status": "RUNNING", "contactBookId": other},
+		{"id": c.ID, "status": "SENT"},
+	} {
+		for k, v := range check {
+			if datas[i][k] != v {
+				t.Errorf("%s data %s = %v, want %v (%v)", want[i], k, datas[i][k], v, datas[i])
+			}
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -433,11 +434,18 @@ func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
 		if err != nil || len(feed) == 0 {
 			break
 		}
-		entries := make([]hooks.Entries, len(feed))
-		for i, en := range feed {
-			entries[i] = hooks.Entries{TeamID: en.TeamID, EmailID: en.EmailID, EventIDs: []string{en.EventID}}
+		var entries []hooks.Entries
+		var changes []hooks.Event
+		for _, en := range feed {
+			if en.Change != nil {
+				if ev, ok := hooks.ChangeEvent(*en.Change, "feed/"+strconv.FormatUint(en.Seq, 10)); ok {
+					changes = append(changes, ev)
+				}
+				continue
+			}
+			entries = append(entries, hooks.Entries{TeamID: en.TeamID, EmailID: en.EmailID, EventIDs: []string{en.EventID}})
 		}
-		if _, err := h.PublishEntries(ctx, st, entries); err != nil {
+		if _, err := h.PublishEntries(ctx, st, entries, changes...); err != nil {
 			return err
 		}
 		if err := st.FeedDone(ctx, feed[len(feed)-1].Seq); err != nil {

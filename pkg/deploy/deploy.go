@@ -44,7 +44,7 @@ var background = map[string]string{
 	lambdafn.ReconcilerFunction:     "Re-queues stuck and overdue emails, restarts stalled campaigns, purges deleted books (every 5 minutes)",
 	lambdafn.DomainCheckFunction:    "Refreshes every domain's SES verification status, removes claims unverified after 72 hours (hourly)",
 	lambdafn.AuthorizerFunction:     "Authenticates API keys for the HTTP API (Lambda authorizer)",
-	lambdafn.WebhookEventsFunction:  "Turns emails' new history entries into webhook calls and makes their first attempts",
+	lambdafn.WebhookEventsFunction:  "Turns emails' new history entries and writes to contacts, domains and campaigns into webhook calls, and makes their first attempts",
 	lambdafn.WebhookRetriesFunction: "Attempts the webhook calls due again (every minute)",
 }
 

@@ -737,19 +737,7 @@ func keySchema(ks []types.KeySchemaElement) []any {
 // other items or states.
 func TestSendWorkerStream(t *testing.T) {
 	tpl := loadTemplate(t)
-	fn := resources(t, tpl, "AWS::Serverless::Function")["SendWorkerFunction"]
-	if fn == nil {
-		t.Fatal("no SendWorkerFunction")
-	}
-	var stream map[string]any
-	for _, e := range path(t, fn, "Properties", "Events").(map[string]any) {
-		if ev := e.(map[string]any); ev["Type"] == "DynamoDB" {
-			stream = path(t, ev, "Properties").(map[string]any)
-		}
-	}
-	if stream == nil {
-		t.Fatal("SendWorkerFunction has no DynamoDB event")
-	}
+	stream := streamEvent(t, tpl, "SendWorkerFunction")
 	for k, want := range map[string]any{
 		"Stream":                     map[string]any{"Fn::GetAtt": []any{"Table", "StreamArn"}},
 		"StartingPosition":           "LATEST",
@@ -774,22 +762,7 @@ func TestSendWorkerStream(t *testing.T) {
 		t.Errorf("OnFailure destination %v is not a queue of the template", dlq[0])
 	}
 
-	var patterns []map[string]any
-	for _, f := range path(t, stream, "FilterCriteria", "Filters").([]any) {
-		var p map[string]any
-		if err := json.Unmarshal([]byte(path(t, f, "Pattern").(string)), &p); err != nil {
-			t.Fatalf("filter pattern: %v", err)
-		}
-		patterns = append(patterns, p)
-	}
-	passes := func(rec map[string]any) bool {
-		for _, p := range patterns {
-			if matches(p, rec) {
-				return true
-			}
-		}
-		return false
-	}
+	passes := streamFilter(t, stream)
 
 	b, err := os.ReadFile(filepath.Join(root, "events", "send-worker.json"))
 	if err != nil {
@@ -830,8 +803,87 @@ func TestSendWorkerStream(t *testing.T) {
 	}
 }
 
+// streamEvent is the properties of a function's DynamoDB stream event.
+func streamEvent(t *testing.T, tpl map[string]any, function string) map[string]any {
+	t.Helper()
+	fn := resources(t, tpl, "AWS::Serverless::Function")[function]
+	if fn == nil {
+		t.Fatalf("no %s", function)
+	}
+	for _, e := range path(t, fn, "Properties", "Events").(map[string]any) {
+		if ev := e.(map[string]any); ev["Type"] == "DynamoDB" {
+			return path(t, ev, "Properties").(map[string]any)
+		}
+	}
+	t.Fatalf("%s has no DynamoDB event", function)
+	return nil
+}
+
+// streamFilter reports whether a stream event's filters pass a record.
+func streamFilter(t *testing.T, stream map[string]any) func(rec map[string]any) bool {
+	t.Helper()
+	var patterns []map[string]any
+	for _, f := range path(t, stream, "FilterCriteria", "Filters").([]any) {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(path(t, f, "Pattern").(string)), &p); err != nil {
+			t.Fatalf("filter pattern: %v", err)
+		}
+		patterns = append(patterns, p)
+	}
+	return func(rec map[string]any) bool {
+		for _, p := range patterns {
+			if matches(p, rec) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestWebhookEventsStream: the webhook function's filter passes the email items' writes and
+// every write to a contact, domain or campaign item (deletes too), and nothing else; what
+// passes is what the handler reads.
+func TestWebhookEventsStream(t *testing.T) {
+	passes := streamFilter(t, streamEvent(t, loadTemplate(t), "WebhookEventsFunction"))
+	rec := func(name, pk, sk string) map[string]any {
+		return map[string]any{"eventName": name, "dynamodb": map[string]any{
+			"Keys": map[string]any{"PK": map[string]any{"S": pk}, "SK": map[string]any{"S": sk}}}}
+	}
+	pass := []map[string]any{
+		rec("INSERT", "EMAIL#e1", "EMAIL"), rec("MODIFY", "EMAIL#e1", "EMAIL"),
+		rec("INSERT", "TEAM#1#BOOK#b1", "CONTACT#a@example.com"), rec("REMOVE", "TEAM#1#BOOK#b1", "CONTACT#a@example.com"),
+		rec("MODIFY", "TEAM#1", "DOMAIN#00000000000000000001"), rec("REMOVE", "TEAM#1", "DOMAIN#00000000000000000001"),
+		rec("MODIFY", "TEAM#1", "CAMPAIGN#c1"),
+	}
+	for _, r := range pass {
+		if !passes(r) {
+			t.Errorf("the filter drops %v", r)
+		}
+	}
+	for _, r := range pass[2:] {
+		k := r["dynamodb"].(map[string]any)["Keys"].(map[string]any)
+		keys := map[string]types.AttributeValue{}
+		for n, v := range k {
+			keys[n] = &types.AttributeValueMemberS{Value: v.(map[string]any)["S"].(string)}
+		}
+		item := map[string]types.AttributeValue{"TeamID": &types.AttributeValueMemberN{Value: "1"}}
+		if _, ok, err := dynamo.DecodeChange(keys, item, item); !ok || err != nil {
+			t.Errorf("%v passes the filter but is no change to the handler (%v)", k, err)
+		}
+	}
+	for _, r := range []map[string]any{
+		rec("REMOVE", "EMAIL#e1", "EMAIL"), rec("INSERT", "EMAIL#e1", "EVENT#01"), rec("INSERT", "EMAIL#e1", "CONTENT#ab#00000"),
+		rec("MODIFY", "TEAM#1#CAMPAIGN#c1#03", "COUNTERS"), rec("INSERT", "DOMAINNAME#example.com", "DOMAINNAME"),
+		rec("MODIFY", "TEAM#1", "TEAM"), rec("MODIFY", "TEAM#1#BOOK#b1#CONTACTID#c1", "CONTACTID"),
+	} {
+		if passes(r) {
+			t.Errorf("the filter passes %v", r)
+		}
+	}
+}
+
 // matches is the subset of Lambda event filtering the template uses: nested objects, and
-// arrays of allowed scalar values at the leaves.
+// arrays of allowed scalar values or {"prefix": ...} at the leaves.
 func matches(pattern, event map[string]any) bool {
 	for k, want := range pattern {
 		got, ok := event[k]
@@ -842,7 +894,14 @@ func matches(pattern, event map[string]any) bool {
 				return false
 			}
 		case []any:
-			if !ok || !slices.ContainsFunc(w, func(v any) bool { return reflect.DeepEqual(v, got) }) {
+			if !ok || !slices.ContainsFunc(w, func(v any) bool {
+				if m, isMap := v.(map[string]any); isMap {
+					prefix, isPrefix := m["prefix"].(string)
+					s, isString := got.(string)
+					return isPrefix && isString && strings.HasPrefix(s, prefix)
+				}
+				return reflect.DeepEqual(v, got)
+			}) {
 				return false
 			}
 		default:
@@ -1061,8 +1120,8 @@ func TestOperable(t *testing.T) {
 	if table["DeletionProtectionEnabled"] != true {
 		t.Error("the table is not protected from deletion")
 	}
-	if v := path(t, table, "StreamSpecification", "StreamViewType"); v != "NEW_IMAGE" {
-		t.Errorf("stream view %v, want NEW_IMAGE (the send worker's filter reads the new image only)", v)
+	if v := path(t, table, "StreamSpecification", "StreamViewType"); v != "NEW_AND_OLD_IMAGES" {
+		t.Errorf("stream view %v, want NEW_AND_OLD_IMAGES (webhook events of deletes read the old image)", v)
 	}
 
 	domain := resources(t, tpl, "AWS::ApiGatewayV2::DomainName")["ApiDomain"]

@@ -253,7 +253,9 @@ type Event struct {
 	Data     any    // the envelope's data
 }
 
-// wants reports whether a webhook is to be called for an event.
+// wants reports whether a webhook is to be called for an event: an active webhook's type and
+// domain filters pass it. An event the feed or the stream hands over just after the webhook's
+// creation is delivered, even if it happened a little before.
 func wants(w store.Webhook, ev Event) bool {
 	if w.Status != store.WebhookActive {
 		return false
@@ -295,7 +297,7 @@ func (s *Service) publish(ctx context.Context, events []Event, byTeam map[int64]
 			if !wants(w, ev) {
 				continue
 			}
-			at := now
+			at := now.Add(time.Duration(len(calls))) // due in event order: 1 ns apart
 			calls = append(calls, store.WebhookCall{ID: CallID(w.ID, ev.At, ev.Type+"\x00"+ev.Key), WebhookID: w.ID,
 				TeamID: ev.TeamID, Type: ev.Type, Data: data, EventAt: ev.At.UTC(), Status: store.CallPending,
 				NextAttemptAt: &at, CreatedAt: now, UpdatedAt: now})
@@ -622,10 +624,10 @@ type EmailReader interface {
 	GetEmailDetail(ctx context.Context, id string) (store.Email, []store.Event, error)
 }
 
-// PublishEntries publishes the events of history entries (EmailEvent) as Publish does. The
-// emails of teams without webhooks are not read; an email is read once, however many of its
-// entries are listed; an email that is gone is skipped.
-func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entries []Entries) ([]store.WebhookCall, error) {
+// PublishEntries publishes the events of history entries (EmailEvent), and then other events
+// (ChangeEvent's), as Publish does. The emails of teams without webhooks are not read; an
+// email is read once, however many of its entries are listed; an email that is gone is skipped.
+func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entries []Entries, more ...Event) ([]store.WebhookCall, error) {
 	byTeam := map[int64][]store.Webhook{}
 	var order []string
 	added := map[string][]string{}
@@ -663,5 +665,5 @@ func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entrie
 			}
 		}
 	}
-	return s.publish(ctx, evs, byTeam)
+	return s.publish(ctx, append(evs, more...), byTeam)
 }

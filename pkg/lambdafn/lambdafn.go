@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/mailroom/mailroom/pkg/api"
@@ -507,15 +508,27 @@ func stringAttr(m map[string]events.DynamoDBAttributeValue, name string) (string
 }
 
 // WebhookEvents is the table stream's webhook consumer: each email item a write changed names
-// the history entries it added (dynamo.NewEventsAttribute); for a team with webhooks those
-// become calls (one per webhook and entry, however often a record is delivered), whose first
+// the history entries it added (dynamo.NewEventsAttribute), and each write to a contact,
+// domain or campaign item is a change (dynamo.DecodeChange, hooks.ChangeEvent); for a team
+// with webhooks those become calls (one per webhook and entry, however often a record is delivered), whose first
 // attempt is made at once. A call that fails is due again (WebhookRetries); a batch fails only
 // when its calls could not be written, and is then retried by the event source mapping.
 func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	log = orDiscard(log)
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 		var entries []hooks.Entries
+		var changes []hooks.Event
 		for _, rec := range ev.Records {
+			if c, ok, err := dynamo.DecodeChange(attrValues(rec.Change.Keys), attrValues(rec.Change.OldImage), attrValues(rec.Change.NewImage)); err != nil {
+				log.WarnContext(ctx, "stream record not decoded", "requestId", requestID(ctx), "eventId", rec.EventID, "err", err.Error())
+				continue
+			} else if ok {
+				c.At = rec.Change.ApproximateCreationDateTime.Time
+				if e, ok := hooks.ChangeEvent(c, "stream/"+rec.EventID); ok {
+					changes = append(changes, e)
+				}
+				continue
+			}
 			id, ok := EmailID(rec)
 			added := newEvents(rec)
 			if !ok || len(added) == 0 {
@@ -527,16 +540,57 @@ func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(cont
 			}
 			entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added})
 		}
-		calls, err := h.PublishEntries(ctx, st, entries)
+		calls, err := h.PublishEntries(ctx, st, entries, changes...)
 		if err != nil {
 			log.ErrorContext(ctx, "webhook calls not written", "requestId", requestID(ctx), "err", err.Error())
 			return events.DynamoDBEventResponse{}, err
 		}
 		n := h.AttemptCalls(ctx, calls)
 		log.InfoContext(ctx, "webhook events", "requestId", requestID(ctx), "records", len(ev.Records),
-			"entries", len(entries), "calls", len(calls), "attempted", n)
+			"entries", len(entries), "changes", len(changes), "calls", len(calls), "attempted", n)
 		return events.DynamoDBEventResponse{}, nil
 	}
+}
+
+// attrValues converts a stream image to the SDK's attribute values.
+func attrValues(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for k, v := range m {
+		out[k] = attrValue(v)
+	}
+	return out
+}
+
+func attrValue(v events.DynamoDBAttributeValue) types.AttributeValue {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}
+	case events.DataTypeList:
+		list := v.List()
+		out := make([]types.AttributeValue, len(list))
+		for i, e := range list {
+			out[i] = attrValue(e)
+		}
+		return &types.AttributeValueMemberL{Value: out}
+	case events.DataTypeMap:
+		return &types.AttributeValueMemberM{Value: attrValues(v.Map())}
+	}
+	return &types.AttributeValueMemberNULL{Value: true}
 }
 
 // newEvents lists the history entries a stream record's write added.

@@ -1086,13 +1086,18 @@ func (f *fixture) markVerified(e *env) {
 
 // emailItem reads an email's item as DynamoDB stores it.
 func (f *fixture) emailItem(e *env, id string) map[string]types.AttributeValue {
+	return f.item(e, "EMAIL#"+id, "EMAIL")
+}
+
+// item reads an item of the table.
+func (f *fixture) item(e *env, pk, sk string) map[string]types.AttributeValue {
 	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName:      aws.String(f.cfg.TableName),
-		Key:            map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "EMAIL#" + id}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}},
+		Key:            map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: pk}, "SK": &types.AttributeValueMemberS{Value: sk}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil || out.Item == nil {
-		e.t.Fatalf("email item %s: %v (item %v)", id, err, out)
+		e.t.Fatalf("item %s %s: %v (item %v)", pk, sk, err, out)
 	}
 	return out.Item
 }

@@ -6,15 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -124,21 +127,36 @@ var webhookSteps = []step{
 		if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
 			e.t.Fatalf("response %s", out)
 		}
-		_, env := receiver(e.t).last(e, e.webhookSecret)
+		r := receiver(e.t)
+		_, env := r.last(e, e.webhookSecret)
+		var domain struct {
+			ID            int64
+			ClickTracking bool
+		}
+		_ = json.Unmarshal(env.Data, &domain)
+		if env.Type != "domain.updated" || fmt.Sprint(domain.ID) != e.domainID || !domain.ClickTracking {
+			e.t.Errorf("the domain's stream record made the call %s %s", env.Type, env.Data)
+		}
+		r.mu.Lock()
+		r.got = r.got[:len(r.got)-1]
+		r.mu.Unlock()
+		_, env = r.last(e, e.webhookSecret)
 		var data struct{ ID, Status string }
 		_ = json.Unmarshal(env.Data, &data)
 		if env.Type != "email.rendering_failure" || data.ID != e.emailID || env.Attempt != 1 {
-			e.t.Errorf("the stream's event made the call %s", env.Type)
+			e.t.Errorf("the email's stream record made the call %s", env.Type)
 		}
 	}},
 	{function: "ListWebhookCalls", prepare: pathID("id", func(e *env) string { return e.webhookID }),
 		check: func(e *env, b map[string]any) {
-			// Newest event first: the sample's SES event happened before the test call.
+			// Newest event first: the sample's SES event happened before the test call, the
+			// domain's write after.
 			list := e.list(b, "data")
-			if len(list) != 2 || list[0]["type"] != webhook.TestEvent || list[1]["type"] != "email.rendering_failure" {
+			if len(list) != 3 || list[0]["type"] != "domain.updated" || list[1]["type"] != webhook.TestEvent ||
+				list[2]["type"] != "email.rendering_failure" {
 				e.t.Fatalf("delivery log %v", b)
 			}
-			e.webhookCallID, _ = list[1]["id"].(string)
+			e.webhookCallID, _ = list[2]["id"].(string)
 		}},
 	{function: "ReplayWebhookCall", prepare: both(pathID("id", func(e *env) string { return e.webhookID }),
 		pathID("callId", func(e *env) string { return e.webhookCallID })),
@@ -179,23 +197,34 @@ var webhookSteps = []step{
 		check: func(e *env, b map[string]any) { e.wantField(b, "success", true) }},
 }
 
-// webhookStreamRecord points the sample at the email SendEmail sent, with its item's image.
+// webhookStreamRecord points the sample's first record at the email SendEmail sent, with its
+// item's image, and its second at the domain, as a write that turned click tracking on.
 func webhookStreamRecord(e *env, raw []byte) []byte {
 	var ev events.DynamoDBEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || len(ev.Records) != 1 {
+	if err := json.Unmarshal(raw, &ev); err != nil || len(ev.Records) != 2 {
 		e.t.Fatalf("the webhook events sample: %v", err)
 	}
 	image := streamImage(e.t, e.fixture.emailItem(e, e.emailID))
 	if _, ok := image["nev"]; !ok {
 		e.t.Fatal("the email item names no new history entry (nev)")
 	}
-	for name, v := range ev.Records[0].Change.NewImage {
-		if got, ok := image[name]; ok && got.DataType() != v.DataType() {
-			e.t.Errorf("sample NewImage %s has type %v, an email item %v", name, v.DataType(), got.DataType())
+	id, _ := strconv.ParseInt(e.domainID, 10, 64)
+	item := e.fixture.item(e, "TEAM#"+strconv.FormatInt(e.teamID, 10), fmt.Sprintf("DOMAIN#%020d", id))
+	item["UpdatedAt"] = &types.AttributeValueMemberS{Value: time.Now().UTC().Format(time.RFC3339Nano)}
+	item["ClickTracking"] = &types.AttributeValueMemberBOOL{Value: true}
+	domain := streamImage(e.t, item)
+	item["ClickTracking"] = &types.AttributeValueMemberBOOL{Value: false}
+	old := streamImage(e.t, item)
+	for i, image := range []map[string]events.DynamoDBAttributeValue{image, domain} {
+		for name, v := range ev.Records[i].Change.NewImage {
+			if got, ok := image[name]; ok && got.DataType() != v.DataType() {
+				e.t.Errorf("sample record %d NewImage %s has type %v, the item %v", i, name, v.DataType(), got.DataType())
+			}
 		}
+		ev.Records[i].Change.Keys = map[string]events.DynamoDBAttributeValue{"PK": image["PK"], "SK": image["SK"]}
+		ev.Records[i].Change.NewImage = image
 	}
-	ev.Records[0].Change.Keys = map[string]events.DynamoDBAttributeValue{"PK": image["PK"], "SK": image["SK"]}
-	ev.Records[0].Change.NewImage = image
+	ev.Records[1].Change.OldImage = old
 	b, err := json.Marshal(ev)
 	if err != nil {
 		e.t.Fatal(err)

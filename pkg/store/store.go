@@ -402,6 +402,21 @@ type Store interface {
 	Webhooks
 }
 
+// Record is one contact, domain or campaign: the records whose writes are webhook events
+// (contact.*, domain.*, campaign.*). At most one field is set; none for a record that is absent.
+type Record struct {
+	Contact  *Contact  `json:",omitempty"`
+	Domain   *Domain   `json:",omitempty"`
+	Campaign *Campaign `json:",omitempty"`
+}
+
+// Change is one write to a record: Before is empty when the write created it, After when it
+// deleted it. The local store's feed and the table's stream both yield them.
+type Change struct {
+	Before, After Record
+	At            time.Time // when it was written: the event time of a delete
+}
+
 // Webhook statuses.
 const (
 	WebhookActive       = "ACTIVE"

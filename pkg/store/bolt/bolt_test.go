@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -322,5 +323,81 @@ func TestFeed(t *testing.T) {
 	}
 	if rest, _ := s.FeedAfter(ctx, 0, 10); len(rest) != 1 || rest[0].EventID != "d" {
 		t.Fatalf("after FeedDone: %+v", rest)
+	}
+}
+
+// TestFeedChanges: writes to contacts, domains and campaigns are in the feed with the record
+// before and after (a campaign's only when its status moves), in the order written.
+func TestFeedChanges(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if err := s.CreateContactBook(ctx, store.ContactBook{ID: "cb", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(first string) store.Contact {
+		c, err := s.PutContact(ctx, 1, "cb", "ada@example.com", "ct", func(c *store.Contact, _ bool) error {
+			c.FirstName, c.Subscribed = first, true
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	put("Ada")
+	put("Augusta")
+	if _, err := s.UpdateContact(ctx, 1, "cb", "ct", func(c *store.Contact) error { c.Subscribed = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteContacts(ctx, 1, "cb", []string{"ct", "ct"}); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	if err := s.CreateDomain(ctx, store.Domain{ID: 5, TeamID: 1, Name: "example.com", Status: "PENDING"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateDomain(ctx, 1, 5, func(d *store.Domain) error { d.Status = store.DomainSuccess; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteDomain(ctx, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateCampaign(ctx, store.Campaign{ID: "cp", TeamID: 1, Status: store.CampaignDraft, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []string{store.CampaignRunning, store.CampaignRunning, store.CampaignSent} {
+		if _, err := s.UpdateCampaign(ctx, 1, "cp", func(c *store.Campaign) error { c.Status = status; c.BatchesDone++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed, err := s.FeedAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range feed {
+		c := en.Change
+		if c == nil || en.TeamID != 1 || c.At.IsZero() {
+			t.Fatalf("feed entry %+v", en)
+		}
+		line := ""
+		for _, r := range []store.Record{c.Before, c.After} {
+			switch {
+			case r.Contact != nil:
+				line += fmt.Sprintf("[%s %v]", r.Contact.FirstName, r.Contact.Subscribed)
+			case r.Domain != nil:
+				line += "[" + r.Domain.Status + "]"
+			case r.Campaign != nil:
+				line += "[" + r.Campaign.Status + "]"
+			default:
+				line += "[]"
+			}
+		}
+		got = append(got, line)
+	}
+	want := []string{"[][Ada true]", "[Ada true][Augusta true]", "[Augusta true][Augusta false]", "[Augusta false][]",
+		"[][PENDING]", "[PENDING][SUCCESS]", "[SUCCESS][]", "[DRAFT][RUNNING]", "[RUNNING][SENT]"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("feed\n%v\nwant\n%v", got, want)
 	}
 }

@@ -236,6 +236,13 @@ func (s *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn 
 			if err := writeCampaign(tx, c.new); err != nil {
 				return false, err
 			}
+			if c.old.Status != c.new.Status {
+				before, after := c.old, c.new
+				before.Counters, after.Counters = nil, nil
+				if err := appendChange(tx, teamID, store.Change{Before: store.Record{Campaign: &before}, After: store.Record{Campaign: &after}}); err != nil {
+					return false, err
+				}
+			}
 			c.new.Counters = readCounters(tx, teamID, id)
 			return false, nil
 		})

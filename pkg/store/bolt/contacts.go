@@ -175,7 +175,7 @@ func (s *Store) DeleteContactBook(ctx context.Context, teamID int64, id string) 
 	})
 }
 
-// DeleteContactsOfBook walks the id index of the book (no contact is decoded) and removes up to
+// DeleteContactsOfBook walks the id index of the book and removes (feeding contact.deleted) up to
 // limit contacts (limit <= 0: all). The deleted-book mark goes in the same transaction as the last
 // contacts, so DeletedContactBooks stops listing the book as soon as nothing is left. A book that
 // still exists is refused with ErrConflict: its contacts are not garbage.
@@ -200,7 +200,7 @@ func (s *Store) DeleteContactsOfBook(ctx context.Context, teamID int64, bookID s
 			if err := ids.Delete(p.idKey); err != nil {
 				return err
 			}
-			if err := contacts.Delete(append(bytes.Clone(prefix), p.email...)); err != nil {
+			if err := deleteContact(tx, contacts, teamID, append(bytes.Clone(prefix), p.email...)); err != nil {
 				return err
 			}
 		}
@@ -214,6 +214,20 @@ func (s *Store) DeleteContactsOfBook(ctx context.Context, teamID int64, bookID s
 		return 0, err
 	}
 	return n, nil
+}
+
+// deleteContact removes a contact and feeds its deletion.
+func deleteContact(tx *bbolt.Tx, contacts *bbolt.Bucket, teamID int64, key []byte) error {
+	if raw := contacts.Get(key); raw != nil {
+		c, err := decode[store.Contact](raw, "contact")
+		if err != nil {
+			return err
+		}
+		if err := appendChange(tx, teamID, store.Change{Before: store.Record{Contact: &c}}); err != nil {
+			return err
+		}
+	}
+	return contacts.Delete(key)
 }
 
 // DeletedContactBooks lists the marks in key order (team, then book id).
@@ -302,6 +316,18 @@ func (s *Store) PutContact(ctx context.Context, teamID int64, bookID, email, new
 				if err := put(books, bk, book); err != nil {
 					return false, err
 				}
+			}
+			var ch store.Change
+			ch.After.Contact = &p.c
+			if p.existed {
+				old, err := decode[store.Contact](raw, "contact")
+				if err != nil {
+					return false, err
+				}
+				ch.Before.Contact = &old
+			}
+			if err := appendChange(tx, teamID, ch); err != nil {
+				return false, err
 			}
 			return false, put(contacts, key, p.c)
 		})
@@ -503,6 +529,9 @@ func (s *Store) UpdateContact(ctx context.Context, teamID int64, bookID, id stri
 					return false, err
 				}
 			}
+			if err := appendChange(tx, teamID, store.Change{Before: store.Record{Contact: &old}, After: store.Record{Contact: &c}}); err != nil {
+				return false, err
+			}
 			return false, put(contacts, contactKey(teamID, bookID, c.Email), c)
 		})
 	return c.new, err
@@ -528,7 +557,7 @@ func (s *Store) DeleteContacts(ctx context.Context, teamID int64, bookID string,
 			if email == nil {
 				continue // unknown, or listed twice
 			}
-			if err := contacts.Delete(contactKey(teamID, bookID, string(email))); err != nil {
+			if err := deleteContact(tx, contacts, teamID, contactKey(teamID, bookID, string(email))); err != nil {
 				return err
 			}
 			if err := idx.Delete(ik); err != nil {

@@ -32,6 +32,9 @@ func (s *Store) CreateDomain(ctx context.Context, d store.Domain) error {
 		if err := names.Put(nk, u64(d.ID)); err != nil {
 			return err
 		}
+		if err := appendChange(tx, d.TeamID, store.Change{After: store.Record{Domain: &d}}); err != nil {
+			return err
+		}
 		return put(doms, key, d)
 	})
 }
@@ -108,6 +111,9 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*sto
 					return false, err
 				}
 			}
+			if err := appendChange(tx, teamID, store.Change{Before: store.Record{Domain: &c.old}, After: store.Record{Domain: &c.new}}); err != nil {
+				return false, err
+			}
 			return false, put(doms, key, c.new)
 		})
 	return c.new, err
@@ -122,6 +128,9 @@ func (s *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
 			return err
 		}
 		if err := tx.Bucket(bucketDomName).Delete(domainNameKey(d.Name)); err != nil {
+			return err
+		}
+		if err := appendChange(tx, teamID, store.Change{Before: store.Record{Domain: &d}}); err != nil {
 			return err
 		}
 		return doms.Delete(key)

@@ -676,16 +676,22 @@ func (s *Store) DailyStats(ctx context.Context, teamID, domainID int64, from, to
 	return out, err
 }
 
-// FeedEntry is one email history entry, in the order the store wrote them: what the local
-// server's webhook runner turns into calls. The feed is written in the same transaction as the
-// entry, so a crash loses none; a consumer that crashed before FeedDone reads the same entries
-// again (calls are idempotent by their ids).
+// FeedEntry is one email history entry, or one write to a contact, domain or campaign
+// (Change), in the order the store wrote them: what the local server's webhook runner turns
+// into calls. The feed is written in the same transaction as the entry or the write, so a crash
+// loses none; a consumer that crashed before FeedDone reads the same entries again (calls are
+// idempotent by their ids, and an entry's Seq is its key).
 type FeedEntry struct {
 	Seq     uint64
 	TeamID  int64
 	EmailID string
 	EventID string
+	Change  *store.Change // instead of EmailID and EventID
 }
+
+// A feed value is the team (8 bytes) then the email id, 0x00 and the event id; or feedChange
+// and a Change's JSON.
+const feedChange = 0x01
 
 func appendFeed(tx *bbolt.Tx, teamID int64, emailID, eventID string) error {
 	b := tx.Bucket(bucketFeed)
@@ -696,21 +702,45 @@ func appendFeed(tx *bbolt.Tx, teamID int64, emailID, eventID string) error {
 	return b.Put(u64(int64(seq)), join(u64(teamID), []byte(emailID), []byte{0}, []byte(eventID)))
 }
 
+// appendChange feeds a write to a contact, domain or campaign.
+func appendChange(tx *bbolt.Tx, teamID int64, c store.Change) error {
+	c.At = time.Now().UTC()
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("bolt: encode change: %w", err)
+	}
+	b := tx.Bucket(bucketFeed)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(u64(int64(seq)), join(u64(teamID), []byte{feedChange}, raw))
+}
+
 // FeedAfter returns up to limit entries after seq, oldest first.
 func (s *Store) FeedAfter(ctx context.Context, seq uint64, limit int) ([]FeedEntry, error) {
 	var out []FeedEntry
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketFeed).Cursor()
 		for k, v := c.Seek(u64(int64(seq + 1))); k != nil && (limit <= 0 || len(out) < limit); k, v = c.Next() {
-			if len(v) < 8 {
+			if len(v) < 9 {
+				continue
+			}
+			en := FeedEntry{Seq: binary.BigEndian.Uint64(k), TeamID: int64(binary.BigEndian.Uint64(v[:8]))}
+			if v[8] == feedChange {
+				en.Change = new(store.Change)
+				if err := json.Unmarshal(v[9:], en.Change); err != nil {
+					return fmt.Errorf("bolt: decode change: %w", err)
+				}
+				out = append(out, en)
 				continue
 			}
 			em, ev, ok := bytes.Cut(v[8:], []byte{0})
 			if !ok {
 				continue
 			}
-			out = append(out, FeedEntry{Seq: binary.BigEndian.Uint64(k), TeamID: int64(binary.BigEndian.Uint64(v[:8])),
-				EmailID: string(em), EventID: string(ev)})
+			en.EmailID, en.EventID = string(em), string(ev)
+			out = append(out, en)
 		}
 		return nil
 	})

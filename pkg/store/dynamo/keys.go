@@ -275,7 +275,7 @@ func deletedBookKey(teamID int64, bookID string) key {
 }
 
 func campaignKey(teamID int64, id string) key {
-	return key{fmt.Sprintf("TEAM#%d", teamID), "CAMPAIGN#" + id}
+	return key{fmt.Sprintf("TEAM#%d", teamID), campaignPrefix + id}
 }
 
 // campaignIndexKey is the GSI1 partition of a team's campaigns (sorted by emailSort).

@@ -93,7 +93,7 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 		BillingMode:            types.BillingModePayPerRequest,
 		StreamSpecification: &types.StreamSpecification{
 			StreamEnabled:  aws.Bool(true),
-			StreamViewType: types.StreamViewTypeNewImage,
+			StreamViewType: types.StreamViewTypeNewAndOldImages, // old images: webhook events of deletes and transitions
 		},
 	}
 }
