@@ -44,6 +44,9 @@ type Deps struct {
 	// LocalWebhooks lets webhooks call http and loopback URLs (the local server, a development
 	// tool); on AWS only https to public addresses.
 	LocalWebhooks bool
+	// StartedAt, when set, is when this process started, and it alone writes the store (the
+	// local server holds its data folder): an idempotency claim made before it is stale.
+	StartedAt time.Time
 	// AuthCacheTTL is how long a looked-up API key is cached.
 	AuthCacheTTL time.Duration
 	Now          func() time.Time
@@ -59,7 +62,7 @@ func NewServices(d Deps) *Services {
 	return &Services{
 		Auth: auth.NewAuthenticator(d.Store, d.AuthCacheTTL),
 		Emails: &email.Service{Store: d.Store, Domains: dir, Scheduler: d.EmailScheduler, Dispatcher: d.Dispatcher,
-			Now: d.Now, Log: d.Log, Metrics: d.Metrics, MaxScheduled: d.MaxScheduled},
+			Now: d.Now, Log: d.Log, Metrics: d.Metrics, MaxScheduled: d.MaxScheduled, StartedAt: d.StartedAt},
 		Domains: &domain.Service{Store: d.Store, Identities: d.Identities, Now: d.Now, OnChange: dir.Forget,
 			Regions: d.Regions},
 		Templates: &template.Service{Store: d.Store, Now: d.Now},

@@ -264,7 +264,7 @@ func (a *App) useEmbedded() error {
 	a.Ingester.Store = st // before the outbox: it may publish events spooled at the last stop
 	a.closers = append(a.closers, func(context.Context) error { return st.Close() })
 	a.OutboxDir = filepath.Join(a.Config.DataDir, "outbox")
-	ob, err := outbox.New(a.OutboxDir, a.Ingester)
+	ob, err := outbox.New(a.OutboxDir, a.Ingester, outbox.WithLogger(a.Log))
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
@@ -357,6 +357,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 	if local {
 		a.Pool = deliver.NewPool(a.Worker, a.Config.Workers, a.Log)
 		d.Dispatcher = a.Pool
+		d.StartedAt = time.Now()
 	}
 	// The local server (and the admin CLI on its database) may call http and loopback
 	// receivers: it is a development tool.
@@ -373,6 +374,15 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 	}
 	if err := a.local.Start(ctx); err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
+	}
+	// Emails the last process left QUEUED or SENDING (it stopped or crashed) go to delivery now,
+	// not after the reconciler's delay: no other process can be sending them.
+	rq := &housekeeping.Requeue{Store: a.Store, Now: time.Now, Log: a.Log, StartedAt: time.Now(), Dispatcher: a.Pool}
+	if a.Pool == nil {
+		rq.Dispatcher = nil
+	}
+	if n, err := rq.Run(ctx); n > 0 || err != nil {
+		a.Log.Info("resuming emails left by the last run", "count", n, "err", err)
 	}
 	// Campaigns that were running when the process stopped continue from their cursor.
 	if n, err := a.Services.Campaigns.RecoverRunning(ctx, 0); n > 0 || err != nil {

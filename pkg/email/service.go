@@ -58,6 +58,11 @@ type Service struct {
 	// MaxScheduled caps a team's emails waiting in SCHEDULED (DefaultMaxScheduled when 0):
 	// each holds an EventBridge Scheduler schedule of the deployment's account.
 	MaxScheduled int
+	// StartedAt, when set, is when this process started, and no other process writes the
+	// store (the local server): an Idempotency-Key claim made before it belongs to a request
+	// the last run never finished (it crashed), so it is stale at once, not after
+	// IdempotencyStale.
+	StartedAt time.Time
 }
 
 // DefaultMaxScheduled is a team's cap on scheduled emails unless configured: a thousand teams
@@ -87,7 +92,7 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 		ours := newNonce()
 		rec, claimed, err := s.Store.ClaimIdempotency(ctx, store.IdemClaim{
 			TeamID: p.TeamID, Key: key, Fingerprint: fp, Nonce: ours, Now: now,
-			TTL: IdempotencyTTL, StaleAfter: IdempotencyStale,
+			TTL: IdempotencyTTL, StaleAfter: s.staleAfter(now),
 		})
 		if err != nil {
 			return SendResult{}, fmt.Errorf("claim idempotency key: %w", err)
@@ -199,6 +204,16 @@ func (s *Service) written(ctx context.Context, nonce string, n int, batch bool) 
 		return SendResult{}, false, err
 	}
 	return SendResult{IDs: ids, Body: body, Replayed: true}, true, nil
+}
+
+// staleAfter is how old a PENDING claim is before a retry takes it over: IdempotencyStale, or
+// less while this process is younger (StartedAt), so that only claims made before it started
+// are stale then.
+func (s *Service) staleAfter(now time.Time) time.Duration {
+	if s.StartedAt.IsZero() {
+		return IdempotencyStale
+	}
+	return max(min(IdempotencyStale, now.Sub(s.StartedAt)), time.Nanosecond)
 }
 
 func replay(rec store.Idempotency, fp string) (SendResult, error) {

@@ -31,6 +31,10 @@ type Requeue struct {
 	Stuck      time.Duration // how long QUEUED before a touch (2 minutes)
 	Grace      time.Duration // beyond the claim's lease, how long to wait for SES's evidence (2 minutes)
 	Budget     time.Duration // the most one run takes (10 s)
+	// StartedAt, when set, is when this process started, and no other process can hold a
+	// claim (the local server, which alone holds its data folder): a claim made before it is
+	// taken over, and an email QUEUED before it handed to delivery, at once.
+	StartedAt time.Time
 }
 
 var errUntouched = errors.New("not stuck")
@@ -49,6 +53,9 @@ func (r *Requeue) Run(ctx context.Context) (int, error) {
 	}
 	now := r.Now().UTC()
 	stuck, takeover := now.Add(-r.stuck()), now.Add(-email.ClaimLease-r.grace())
+	if !r.StartedAt.IsZero() {
+		stuck, takeover = r.StartedAt, r.StartedAt
+	}
 	why, _ := json.Marshal(map[string]string{"reason": "The worker that claimed it stopped; queued again"})
 	var handed []string
 	var errs []error

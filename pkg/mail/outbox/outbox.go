@@ -73,13 +73,17 @@ type Outbox struct {
 	backoff  time.Duration
 	log      *slog.Logger
 
-	mu      sync.Mutex
-	pending []job
-	closed  bool
-	wake    chan struct{}
-	ctx     context.Context // the publishing goroutine's; cancelled when Close gives up
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu       sync.Mutex
+	pending  []job
+	inflight map[string]string // email id → message id of the jobs in the journal not yet done
+	journal  *os.File
+	current  *job // the job whose events run is publishing
+	done     int  // jobs done since the journal was last compacted
+	closed   bool
+	wake     chan struct{}
+	ctx      context.Context // the publishing goroutine's; cancelled when Close gives up
+	cancel   context.CancelFunc
+	stopped  chan struct{}
 }
 
 var _ mailport.Mailer = (*Outbox)(nil)
@@ -112,22 +116,215 @@ func New(dir string, sink Sink, opts ...Option) (*Outbox, error) {
 		wake:     make(chan struct{}, 1),
 		ctx:      ctx,
 		cancel:   cancel,
-		done:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		inflight: map[string]string{},
 	}
 	for _, opt := range opts {
 		opt(o)
 	}
 	if err := o.loadSpool(); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := o.openJournal(); err != nil {
+		cancel()
 		return nil, err
 	}
 	go o.run()
 	return o, nil
 }
 
-// spoolName is where Close keeps the events it could not publish in time; New publishes them.
+// The journal makes the events of a message as durable as the message: Send appends (and
+// syncs) a "sent" record before it returns, and a "done" record follows once every event of the
+// message is published. New queues the messages sent but not done, so a crash (even SIGKILL)
+// between Send and the last event loses none. Events are built from the record alone (their
+// times included), so a message whose events were partly published publishes the same events
+// again, which the sink recognises (pkg/ingest identifies an event by its content).
+const (
+	journalName = ".journal"
+	// compactAfter is how many done messages make the journal rewritten with the open ones only.
+	compactAfter = 10000
+)
+
+// record is a journal line. Op "sent" carries the message's job; "done" its email and message id.
+type record struct {
+	Op         string    `json:"op"`
+	EmailID    string    `json:"emailId"`
+	TeamID     int64     `json:"teamId,omitempty"`
+	MessageID  string    `json:"messageId"`
+	SentAt     time.Time `json:"sentAt,omitzero"`
+	At         time.Time `json:"at,omitzero"` // when its events happen
+	From       string    `json:"from,omitempty"`
+	To         []string  `json:"to,omitempty"`
+	Recipients []string  `json:"recipients,omitempty"`
+}
+
+func recordOf(j job) record {
+	return record{Op: "sent", EmailID: j.out.EmailID, TeamID: j.out.TeamID, MessageID: j.messageID, SentAt: j.sentAt,
+		At: j.at, From: j.out.From, To: j.out.To, Recipients: j.out.Recipients}
+}
+
+// openJournal queues the messages the journal has sent but not done (those whose file is
+// missing were never sent: Send writes the file first), rewrites it with them alone, and opens
+// it for appending.
+func (o *Outbox) openJournal() error {
+	path := filepath.Join(o.dir, journalName)
+	open := map[string]record{}
+	var order []string
+	if f, err := os.Open(path); err == nil {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+		for sc.Scan() {
+			var r record
+			if json.Unmarshal(sc.Bytes(), &r) != nil {
+				continue // a line cut by a crash
+			}
+			switch r.Op {
+			case "sent":
+				if _, ok := open[r.EmailID]; !ok {
+					order = append(order, r.EmailID)
+				}
+				open[r.EmailID] = r
+			case "done":
+				if open[r.EmailID].MessageID == r.MessageID {
+					delete(open, r.EmailID)
+				}
+			}
+		}
+		err := sc.Err()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("outbox: read journal: %w", err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("outbox: open journal: %w", err)
+	}
+	n := 0
+	for _, id := range order {
+		r, ok := open[id]
+		if !ok {
+			continue
+		}
+		raw, err := os.ReadFile(o.Path(id))
+		if err != nil {
+			o.log.Warn("outbox journal: message file missing; it was not sent", "emailId", id)
+			continue
+		}
+		n++
+		// None of its events was published before its time: a job not due yet is due after
+		// this outbox's delay at the latest.
+		at := r.At
+		if due := time.Now().Add(o.delay); at.After(due) {
+			at = due
+		}
+		o.pending = append(o.pending, job{at: at, sentAt: r.SentAt, messageID: r.MessageID,
+			out: mailport.Outgoing{EmailID: id, TeamID: r.TeamID, From: r.From, To: r.To, Recipients: r.Recipients, Raw: raw}})
+	}
+	if n > 0 {
+		o.log.Info("outbox: publishing the events of messages sent before the last stop", "messages", n)
+	}
+	keep := make([]record, len(o.pending)) // with an earlier version's spooled jobs
+	for i, j := range o.pending {
+		keep[i] = recordOf(j)
+		o.inflight[j.out.EmailID] = j.messageID
+	}
+	return o.rewriteJournal(keep)
+}
+
+// rewriteJournal replaces the journal with records, atomically, and opens it for appending.
+func (o *Outbox) rewriteJournal(records []record) error {
+	var b bytes.Buffer
+	for _, r := range records {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	path := filepath.Join(o.dir, journalName)
+	tmp := path + ".tmp"
+	if err := writeSynced(tmp, b.Bytes()); err != nil {
+		return fmt.Errorf("outbox: journal: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("outbox: journal: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("outbox: journal: %w", err)
+	}
+	if o.journal != nil {
+		o.journal.Close()
+	}
+	o.journal = f
+	o.done = 0
+	return nil
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// appendJournal writes a record; o.mu is held. sync makes it durable before it returns.
+func (o *Outbox) appendJournal(r record, sync bool) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := o.journal.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	if sync {
+		return o.journal.Sync()
+	}
+	return nil
+}
+
+// markDone records that every event of j is published, and compacts the journal now and then.
+func (o *Outbox) markDone(j job) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.current = nil
+	if o.inflight[j.out.EmailID] == j.messageID {
+		delete(o.inflight, j.out.EmailID)
+	}
+	if err := o.appendJournal(record{Op: "done", EmailID: j.out.EmailID, MessageID: j.messageID}, false); err != nil {
+		o.log.Warn("outbox journal: done not recorded; the events are published again at the next start", "emailId", j.out.EmailID, "err", err)
+		return
+	}
+	if o.done++; o.done < compactAfter {
+		return
+	}
+	open := make([]record, 0, len(o.pending))
+	for _, p := range o.pending {
+		open = append(open, recordOf(p))
+	}
+	if o.current != nil {
+		open = append(open, recordOf(*o.current))
+	}
+	if err := o.rewriteJournal(open); err != nil {
+		o.log.Warn("outbox journal not compacted", "err", err)
+	}
+}
+
+// spoolName is where earlier versions' Close kept the events it could not publish in time; New
+// still publishes them (the journal has replaced it).
 const spoolName = ".pending-events.json"
 
-// spooled is a job kept across a restart; the message itself is re-read from its .eml file.
+// spooled is a job such a spool kept; the message itself is re-read from its .eml file.
 type spooled struct {
 	EmailID    string    `json:"emailId"`
 	TeamID     int64     `json:"teamId"`
@@ -138,26 +335,7 @@ type spooled struct {
 	Recipients []string  `json:"recipients"`
 }
 
-// spool writes jobs to the spool file so their events are published after the next start:
-// dropping them would leave those emails SENT for ever.
-func (o *Outbox) spool(jobs []job) error {
-	list := make([]spooled, 0, len(jobs))
-	for _, j := range jobs {
-		list = append(list, spooled{EmailID: j.out.EmailID, TeamID: j.out.TeamID, MessageID: j.messageID,
-			SentAt: j.sentAt, From: j.out.From, To: j.out.To, Recipients: j.out.Recipients})
-	}
-	b, err := json.Marshal(list)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(o.dir, spoolName+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(o.dir, spoolName))
-}
-
-// loadSpool queues the jobs a previous Close spooled and removes the spool file.
+// loadSpool queues the jobs an earlier version's Close spooled and removes the spool file.
 func (o *Outbox) loadSpool() error {
 	path := filepath.Join(o.dir, spoolName)
 	b, err := os.ReadFile(path)
@@ -193,8 +371,11 @@ func (o *Outbox) Path(emailID string) string {
 	return filepath.Join(o.dir, emailID+".eml")
 }
 
-// Send writes m.Raw to <dir>/<EmailID>.eml (atomically: a reader never sees half a message) and
-// queues its events. A second send of the same email id replaces the file.
+// Send writes m.Raw to <dir>/<EmailID>.eml (atomically: a reader never sees half a message,
+// and synced), journals its events and queues them. Send is idempotent per email id while
+// the message's events are not all published: a second send (a worker that took over after a
+// crash) returns the same message id and writes nothing, so the message is delivered once. A
+// send after that replaces the file.
 func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -204,9 +385,14 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	}
 	o.mu.Lock()
 	closed := o.closed
+	messageID, sent := o.inflight[m.EmailID]
 	o.mu.Unlock()
 	if closed {
 		return "", ErrClosed
+	}
+	if sent {
+		o.log.Debug("outbox: message already sent; its events are on their way", "emailId", m.EmailID)
+		return messageID, nil
 	}
 
 	tmp, err := os.CreateTemp(o.dir, "."+m.EmailID+"-*.tmp")
@@ -233,19 +419,24 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 		return "", fmt.Errorf("outbox: rename: %w", err)
 	}
 
-	messageID, err := newMessageID()
-	if err != nil {
+	if messageID, err = newMessageID(); err != nil {
 		return "", fmt.Errorf("outbox: %w", err)
 	}
 	now := time.Now()
+	j := job{at: now.Add(o.delay), sentAt: now, messageID: messageID, out: m}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
-		// The file is written: the message is "sent" even though its events are not.
-		o.log.Warn("outbox closed during send; no events", "emailId", m.EmailID)
-		return messageID, nil
+		return "", ErrClosed // the file is there, but unsent: the email's next send replaces it
 	}
-	o.pending = append(o.pending, job{at: now.Add(o.delay), sentAt: now, messageID: messageID, out: m})
+	if id, ok := o.inflight[m.EmailID]; ok {
+		return id, nil // a concurrent send of the same email won
+	}
+	if err := o.appendJournal(recordOf(j), true); err != nil {
+		return "", fmt.Errorf("outbox: journal: %w", err)
+	}
+	o.inflight[m.EmailID] = messageID
+	o.pending = append(o.pending, j)
 	select {
 	case o.wake <- struct{}{}:
 	default:
@@ -253,8 +444,9 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	return messageID, nil
 }
 
-// Close publishes the events still pending and stops the goroutine. When ctx ends first the rest
-// are spooled to the directory for the next New and ctx's error is returned. Close may be called more than once.
+// Close publishes the events still pending and stops the goroutine. When ctx ends first it
+// stops anyway and returns ctx's error: the rest stay in the journal for the next New. Close may
+// be called more than once.
 func (o *Outbox) Close(ctx context.Context) error {
 	o.mu.Lock()
 	o.closed = true
@@ -263,18 +455,28 @@ func (o *Outbox) Close(ctx context.Context) error {
 	case o.wake <- struct{}{}:
 	default:
 	}
+	var err error
 	select {
-	case <-o.done:
-		return nil
+	case <-o.stopped:
 	case <-ctx.Done():
 		o.cancel()
-		<-o.done
-		return ctx.Err()
+		<-o.stopped
+		err = ctx.Err()
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.journal != nil {
+		o.journal.Close()
+		o.journal = nil
+	}
+	if n := len(o.pending); n > 0 {
+		o.log.Warn("outbox closing: events kept for the next start", "messages", n)
+	}
+	return err
 }
 
 func (o *Outbox) run() {
-	defer close(o.done)
+	defer close(o.stopped)
 	defer o.cancel()
 	for {
 		o.mu.Lock()
@@ -293,58 +495,63 @@ func (o *Outbox) run() {
 		}
 		j := o.pending[0]
 		o.pending = o.pending[1:]
+		o.current = &j
 		o.mu.Unlock()
 
 		if !sleep(o.ctx, time.Until(j.at)) {
-			o.drop(j)
+			o.keep(j)
 			return
 		}
-		for _, e := range simulate(j, time.Now()) {
-			if !o.publish(e) {
-				o.drop(j)
+		published := true
+		for _, e := range simulate(j) {
+			ok, stop := o.publish(e)
+			if stop {
+				o.keep(j)
 				return
 			}
+			published = published && ok
+		}
+		if published {
+			o.markDone(j)
+		} else {
+			o.mu.Lock()
+			o.current = nil // left in the journal: published again at the next start
+			o.mu.Unlock()
 		}
 	}
 }
 
-// drop spools the events Close could not wait for (j and everything still queued); they are
-// published after the next start. Only if the spool cannot be written are they lost (logged).
-func (o *Outbox) drop(j job) {
+// keep puts j back at the head of the queue: its events are published after the next start.
+func (o *Outbox) keep(j job) {
 	o.mu.Lock()
-	jobs := append([]job{j}, o.pending...)
-	o.pending = nil
+	o.pending = append([]job{j}, o.pending...)
+	o.current = nil
 	o.mu.Unlock()
-	if err := o.spool(jobs); err != nil {
-		o.log.Error("outbox closing: events dropped", "messagesDropped", len(jobs), "err", err)
-		return
-	}
-	o.log.Warn("outbox closing: events spooled for the next start", "messages", len(jobs))
 }
 
-// publish hands e to the sink, retrying with backoff; it returns false when the outbox is being
-// torn down.
-func (o *Outbox) publish(e sesevent.Event) bool {
+// publish hands e to the sink, retrying with backoff. ok is false when the sink kept
+// failing (the message stays in the journal); stop is true when the outbox is being torn down.
+func (o *Outbox) publish(e sesevent.Event) (ok, stop bool) {
 	backoff := o.backoff
 	for attempt := 1; ; attempt++ {
 		err := o.sink.Publish(o.ctx, e)
 		if err == nil {
 			o.log.Debug("outbox event published", "emailId", e.EmailID(), "eventType", e.EventType,
 				"recipients", e.Recipients())
-			return true
+			return true, false
 		}
 		if o.ctx.Err() != nil {
-			return false
+			return false, true
 		}
 		if attempt >= o.attempts {
-			o.log.Error("outbox event not published", "emailId", e.EmailID(), "eventType", e.EventType,
+			o.log.Error("outbox event not published; tried again at the next start", "emailId", e.EmailID(), "eventType", e.EventType,
 				"attempts", attempt, "error", err)
-			return true
+			return false, false
 		}
 		o.log.Warn("outbox event publish failed; retrying", "emailId", e.EmailID(), "eventType", e.EventType,
 			"attempt", attempt, "error", err)
 		if !sleep(o.ctx, backoff) {
-			return false
+			return false, true
 		}
 		backoff *= 2
 	}
@@ -375,8 +582,10 @@ const (
 	simSuppressionList = "suppressionlist"
 )
 
-// simulate returns the events SES would publish for j, per recipient, in order.
-func simulate(j job, now time.Time) []sesevent.Event {
+// simulate returns the events SES would publish for j, per recipient, in order. They happen at
+// j.at: the same job makes the same events.
+func simulate(j job) []sesevent.Event {
+	now := j.at
 	base := sesevent.Mail{
 		Timestamp:   j.sentAt.UTC(),
 		Source:      j.out.From,

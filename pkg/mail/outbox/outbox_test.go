@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -274,8 +275,12 @@ func TestFilesAreAtomicAndNamedByEmailID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 1 || entries[0].Name() != "em-file.eml" {
-		t.Errorf("directory holds %v, want just em-file.eml", entries)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{journalName, "em-file.eml"}) {
+		t.Errorf("directory holds %v, want the journal and em-file.eml", names)
 	}
 	if o.Path("em-file") != filepath.Join(dir, "em-file.eml") {
 		t.Errorf("Path = %s", o.Path("em-file"))
@@ -337,5 +342,80 @@ func TestEventsCutOffByCloseArePublishedAfterRestart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, spoolName)); !os.IsNotExist(err) {
 		t.Errorf("spool file left behind: %v", err)
+	}
+}
+
+// TestSendIsIdempotentUntilDone: a second send of an email whose events are not all published
+// (a worker taking over after a crash) gets the same message id and sends nothing more; once
+// they are, a send is a new message.
+func TestSendIsIdempotentUntilDone(t *testing.T) {
+	sink := &recorder{}
+	o, err := New(t.TempDir(), sink, WithLogger(quiet()), WithDelay(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := build(t, "em-twice", []string{"a@b.test"}, nil)
+	first, err := o.Send(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := o.Send(context.Background(), out)
+	if err != nil || second != first {
+		t.Fatalf("second send = %q, %v; want %q", second, err, first)
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if evs := sink.snapshot(); len(evs) != 1 || evs[0].Mail.MessageID != first {
+		t.Fatalf("events %+v, want one delivery of %s", evs, first)
+	}
+}
+
+// TestJournalAfterCrash: a message journaled but not done (the process died, no Close) has its
+// events published by the next outbox on the directory, and the same record makes the same
+// events wherever it is published, so a sink that got some of them before the crash recognises
+// them. A journal line cut by the crash is skipped.
+func TestJournalAfterCrash(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	out := build(t, "em-crash", []string{"complaint@simulator.amazonses.com"}, nil)
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	rec := recordOf(job{at: at, sentAt: at.Add(-time.Second), messageID: "0100-crash", out: out})
+	line, _ := json.Marshal(rec)
+	var got [2][]string
+	for i, dir := range dirs {
+		if err := os.WriteFile(filepath.Join(dir, "em-crash.eml"), out.Raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		journal := string(line) + "\n" + `{"op":"sent","emailId":"em-cut","mess`
+		if err := os.WriteFile(filepath.Join(dir, journalName), []byte(journal), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sink := &recorder{}
+		o, err := New(dir, sink, WithLogger(quiet()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range sink.snapshot() {
+			got[i] = append(got[i], string(mustJSON(t, e)))
+		}
+		// Done: a third outbox on the directory publishes nothing.
+		again := &recorder{}
+		o, err = New(dir, again, WithLogger(quiet()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = o.Close(context.Background())
+		if n := len(again.snapshot()); n != 0 {
+			t.Errorf("events published again after they were done: %d", n)
+		}
+	}
+	if len(got[0]) != 2 || !slices.Equal(got[0], got[1]) {
+		t.Fatalf("events after the crash:\n%v\n%v\nwant the same delivery and complaint", got[0], got[1])
+	}
+	if !strings.Contains(got[0][0], `"timestamp":"2026-11-24T12:00:00Z"`) {
+		t.Errorf("the events do not happen at the journaled time: %s", got[0][0])
 	}
 }
