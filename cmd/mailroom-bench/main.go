@@ -26,6 +26,8 @@ func main() {
 	flag.IntVar(&o.ImportClients, "import-c", 4, "concurrent bulk import requests")
 	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles of the campaign phase to `prefix`.{import,fanout,delivery}.pprof")
 	flag.Parse()
+	o.Figures = &bench.Figures{}
+	defer func() { bench.PrintTargets(*o.Figures) }()
 	if err := o.Check(); err != nil {
 		fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
 		os.Exit(2)

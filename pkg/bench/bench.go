@@ -62,6 +62,39 @@ type Options struct {
 	DeliveryWait    time.Duration
 	ImportClients   int
 	CPUProfile      string
+
+	// Figures, when set, receives the figures the phases measured (PrintTargets).
+	Figures *Figures
+}
+
+// Figures are the local server's figures that issue targets name.
+type Figures struct {
+	SendRatio    float64 // Mailroom's POST /api/v1/emails requests/s over the bare handler's
+	SendP99Ratio float64 // its p99 latency over the bare handler's
+	Delivery     float64 // campaign emails written into the outbox (SENT) per second
+	Import       float64 // contacts imported per second (bulk, 1000 a request)
+	FanOut       float64 // campaign emails written per second
+}
+
+// PrintTargets prints each figure next to its target (issue 14); a figure not measured says so.
+func PrintTargets(f Figures) {
+	line := func(name string, v float64, format, target string, met bool) {
+		verdict := "not met"
+		if met {
+			verdict = "met"
+		}
+		if v == 0 {
+			fmt.Printf("  %-18s not measured%*s(target %s)\n", name, 12, "", target)
+			return
+		}
+		fmt.Printf("  %-18s %-24s (target %s): %s\n", name, fmt.Sprintf(format, v), target, verdict)
+	}
+	fmt.Println("\nlocal server targets:")
+	line("send path", 100*f.SendRatio, "%.1f%% of bare requests/s", "≥ 50%", f.SendRatio >= 0.5)
+	line("send path p99", f.SendP99Ratio, "%.1fx the bare p99", "≤ 2x", f.SendP99Ratio > 0 && f.SendP99Ratio <= 2)
+	line("local delivery", f.Delivery, "%.0f emails/s", "≥ 2,000/s", f.Delivery >= 2000)
+	line("bulk import", f.Import, "%.0f contacts/s", "≥ 10,000/s", f.Import >= 10000)
+	line("campaign fan-out", f.FanOut, "%.0f emails/s", "≥ 5,000/s", f.FanOut >= 5000)
 }
 
 // Run is the HTTP phase: POST /api/v1/emails on the real local server next to a bare net/http
@@ -120,6 +153,12 @@ func Run(o Options) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if o.Figures != nil && mr.rate() > 0 && br.rate() > 0 {
+		o.Figures.SendRatio = mr.rate() / br.rate()
+		if bp := br.percentile(99); bp > 0 {
+			o.Figures.SendP99Ratio = float64(mr.percentile(99)) / float64(bp)
+		}
 	}
 	if mr.rate() > 0 && br.rate() > 0 {
 		fmt.Printf("\nratio: bare handler / mailroom = %.1fx requests/s (mailroom reaches %.1f%% of the bare handler)\n",

@@ -258,6 +258,23 @@ func importContacts(ctx context.Context, c *apiClient, bookID string, n, clients
 }
 
 func printCampaign(r campaignResult, o Options) {
+	if f := o.Figures; f != nil {
+		per := func(n int, d time.Duration) float64 {
+			if d <= 0 {
+				return 0
+			}
+			return float64(n) / d.Seconds()
+		}
+		if r.imported == r.contacts {
+			f.Import = per(r.imported, r.importTook)
+		}
+		if r.fanoutDone {
+			f.FanOut = per(r.final.Total, r.fanoutTook)
+		}
+		if r.deliveryDone {
+			f.Delivery = per(r.afterWait.Sent, r.deliveryTook)
+		}
+	}
 	rate := func(n int, d time.Duration) string {
 		if d <= 0 {
 			return "-"

@@ -293,7 +293,8 @@ func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fie
 	return c, bookErr(err)
 }
 
-// Bulk upserts up to MaxBulk contacts; every element is validated before any is written.
+// Bulk upserts up to MaxBulk contacts; every element is validated before any is written, and
+// they are written together (store.PutContacts: one transaction on the embedded store).
 func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []Fields) (int, error) {
 	if len(list) == 0 {
 		return 0, fault.Field("body", "at least 1 contact is required")
@@ -301,22 +302,26 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if len(list) > MaxBulk {
 		return 0, fault.Field("body", "at most %d contacts", MaxBulk)
 	}
+	puts := make([]store.ContactPut, len(list))
+	now := s.Now().UTC()
 	for i, f := range list {
-		if _, err := f.Validate(fmt.Sprintf("[%d].", i), true); err != nil {
+		norm, err := f.Validate(fmt.Sprintf("[%d].", i), true)
+		if err != nil {
 			return 0, err
 		}
+		puts[i] = store.ContactPut{Email: norm, NewID: NewID("ct"), Fn: func(c *store.Contact, existed bool) error {
+			f.merge(c, existed, now)
+			return nil
+		}}
 	}
 	if _, err := s.Book(ctx, teamID, bookID); err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	for i, f := range list {
-		if _, err := s.Upsert(ctx, teamID, bookID, f); err != nil {
-			return i, err
-		}
-		if (i+1)%250 == 0 {
-			s.Log.Info("bulk import progress", "bookId", bookID, "done", i+1, "of", len(list), "elapsedMs", time.Since(start).Milliseconds())
-		}
+	done, err := s.Store.PutContacts(ctx, teamID, bookID, puts)
+	s.Log.Info("bulk import", "bookId", bookID, "written", len(done), "of", len(list), "elapsedMs", time.Since(start).Milliseconds())
+	if err != nil {
+		return len(done), bookErr(err)
 	}
 	return len(list), nil
 }

@@ -263,6 +263,12 @@ type Contact struct {
 	UpdatedAt    time.Time
 }
 
+// ContactPut is one upsert of PutContacts: PutContact's email, newID and fn.
+type ContactPut struct {
+	Email, NewID string
+	Fn           func(c *Contact, existed bool) error
+}
+
 // ContactFilter selects contacts of one book for a list.
 type ContactFilter struct {
 	Emails []string // any of (lower-cased); empty means all
@@ -636,6 +642,11 @@ type Contacts interface {
 	// whether it existed. A new contact gets ID newID and raises the book's ContactCount.
 	// ErrNotFound when the book does not exist.
 	PutContact(ctx context.Context, teamID int64, bookID, email, newID string, fn func(c *Contact, existed bool) error) (Contact, error)
+	// PutContacts is PutContact for each put, in order (a later put of the same email sees the
+	// earlier one's contact). On the embedded store they are one transaction: all or nothing,
+	// one disk sync for a bulk import; on DynamoDB each is its own write, and an error stops
+	// at the put it names (those before are written).
+	PutContacts(ctx context.Context, teamID int64, bookID string, puts []ContactPut) ([]Contact, error)
 	GetContact(ctx context.Context, teamID int64, bookID, id string) (Contact, error)
 	// ListContacts pages a book's contacts in email order; the int is the total matching.
 	ListContacts(ctx context.Context, teamID int64, bookID string, f ContactFilter) ([]Contact, int, error)

@@ -77,10 +77,13 @@ type Outbox struct {
 	pending  []job
 	inflight map[string]string // email id → message id of the jobs in the journal not yet done
 	journal  *os.File
-	current  *job // the job whose events run is publishing
-	done     int  // jobs done since the journal was last compacted
+	current  map[string]job // email id → the jobs whose events a publisher is publishing
+	done     int            // jobs done since the journal was last compacted
 	closed   bool
 	wake     chan struct{}
+	sends    sync.WaitGroup  // the sends under way
+	gen      int             // the journal file's generation: compaction replaces the file
+	unsynced map[string]job  // sends whose journal record may not be on disk yet
 	ctx      context.Context // the publishing goroutine's; cancelled when Close gives up
 	cancel   context.CancelFunc
 	stopped  chan struct{}
@@ -118,6 +121,8 @@ func New(dir string, sink Sink, opts ...Option) (*Outbox, error) {
 		cancel:   cancel,
 		stopped:  make(chan struct{}),
 		inflight: map[string]string{},
+		current:  map[string]job{},
+		unsynced: map[string]job{},
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -258,6 +263,7 @@ func (o *Outbox) rewriteJournal(records []record) error {
 		o.journal.Close()
 	}
 	o.journal = f
+	o.gen++
 	o.done = 0
 	return nil
 }
@@ -297,7 +303,7 @@ func (o *Outbox) appendJournal(r record, sync bool) error {
 func (o *Outbox) markDone(j job) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.current = nil
+	delete(o.current, j.out.EmailID)
 	if o.inflight[j.out.EmailID] == j.messageID {
 		delete(o.inflight, j.out.EmailID)
 	}
@@ -312,8 +318,11 @@ func (o *Outbox) markDone(j job) {
 	for _, p := range o.pending {
 		open = append(open, recordOf(p))
 	}
-	if o.current != nil {
-		open = append(open, recordOf(*o.current))
+	for _, c := range o.current {
+		open = append(open, recordOf(c))
+	}
+	for _, u := range o.unsynced {
+		open = append(open, recordOf(u))
 	}
 	if err := o.rewriteJournal(open); err != nil {
 		o.log.Warn("outbox journal not compacted", "err", err)
@@ -384,12 +393,14 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 		return "", fmt.Errorf("outbox: email id %q is not usable as a file name: %w", m.EmailID, mailport.ErrRejected)
 	}
 	o.mu.Lock()
-	closed := o.closed
-	messageID, sent := o.inflight[m.EmailID]
-	o.mu.Unlock()
-	if closed {
+	if o.closed {
+		o.mu.Unlock()
 		return "", ErrClosed
 	}
+	messageID, sent := o.inflight[m.EmailID]
+	o.sends.Add(1) // Close waits for this send before it stops the syncs
+	o.mu.Unlock()
+	defer o.sends.Done()
 	if sent {
 		o.log.Debug("outbox: message already sent; its events are on their way", "emailId", m.EmailID)
 		return messageID, nil
@@ -425,23 +436,51 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	now := time.Now()
 	j := job{at: now.Add(o.delay), sentAt: now, messageID: messageID, out: m}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if o.closed {
+		o.mu.Unlock()
 		return "", ErrClosed // the file is there, but unsent: the email's next send replaces it
 	}
 	if id, ok := o.inflight[m.EmailID]; ok {
+		o.mu.Unlock()
 		return id, nil // a concurrent send of the same email won
 	}
-	if err := o.appendJournal(recordOf(j), true); err != nil {
+	if err := o.appendJournal(recordOf(j), false); err != nil {
+		o.mu.Unlock()
 		return "", fmt.Errorf("outbox: journal: %w", err)
 	}
 	o.inflight[m.EmailID] = messageID
-	o.pending = append(o.pending, j)
-	select {
-	case o.wake <- struct{}{}:
-	default:
+	o.unsynced[m.EmailID] = j
+	f, gen := o.journal, o.gen
+	o.mu.Unlock()
+	err = o.syncJournal(f, gen)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.unsynced, m.EmailID)
+	if err != nil {
+		delete(o.inflight, m.EmailID)
+		return "", fmt.Errorf("outbox: journal: %w", err)
 	}
+	o.pending = append(o.pending, j)
+	o.wakeOne()
 	return messageID, nil
+}
+
+// syncJournal makes the journal durable up to what was appended before the call (gen names
+// the journal file then). It runs outside o.mu, so that concurrent sends sync together: the
+// kernel commits one sync for all of them. A journal compacted meanwhile was rewritten and
+// synced whole, with every record appended before, so a sync of its former file that fails
+// because it was closed has nothing left to do.
+func (o *Outbox) syncJournal(f *os.File, gen int) error {
+	err := f.Sync()
+	if err == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.gen != gen {
+		return nil
+	}
+	return err
 }
 
 // Close publishes the events still pending and stops the goroutine. When ctx ends first it
@@ -463,6 +502,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 		<-o.stopped
 		err = ctx.Err()
 	}
+	o.sends.Wait() // a send under way still syncs the journal
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.journal != nil {
@@ -475,15 +515,42 @@ func (o *Outbox) Close(ctx context.Context) error {
 	return err
 }
 
+// publishers is how many messages have their events published at once: the sink records each
+// event in its own write, so one publisher would bound delivery by one write's latency.
+const publishers = 8
+
 func (o *Outbox) run() {
 	defer close(o.stopped)
 	defer o.cancel()
+	var wg sync.WaitGroup
+	for range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o.publishLoop()
+		}()
+	}
+	wg.Wait()
+}
+
+// wakeOne wakes an idle publisher, if one waits.
+func (o *Outbox) wakeOne() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// publishLoop publishes the events of one pending message after the other, each message's in
+// order, until the outbox closes with nothing pending or is torn down.
+func (o *Outbox) publishLoop() {
 	for {
 		o.mu.Lock()
 		if len(o.pending) == 0 {
 			closed := o.closed
 			o.mu.Unlock()
 			if closed {
+				o.wakeOne() // the next idle publisher sees it too
 				return
 			}
 			select {
@@ -495,8 +562,12 @@ func (o *Outbox) run() {
 		}
 		j := o.pending[0]
 		o.pending = o.pending[1:]
-		o.current = &j
+		o.current[j.out.EmailID] = j
+		more := len(o.pending) > 0
 		o.mu.Unlock()
+		if more {
+			o.wakeOne()
+		}
 
 		if !sleep(o.ctx, time.Until(j.at)) {
 			o.keep(j)
@@ -515,7 +586,7 @@ func (o *Outbox) run() {
 			o.markDone(j)
 		} else {
 			o.mu.Lock()
-			o.current = nil // left in the journal: published again at the next start
+			delete(o.current, j.out.EmailID) // left in the journal: published again at the next start
 			o.mu.Unlock()
 		}
 	}
@@ -525,7 +596,7 @@ func (o *Outbox) run() {
 func (o *Outbox) keep(j job) {
 	o.mu.Lock()
 	o.pending = append([]job{j}, o.pending...)
-	o.current = nil
+	delete(o.current, j.out.EmailID)
 	o.mu.Unlock()
 }
 

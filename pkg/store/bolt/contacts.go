@@ -334,6 +334,78 @@ func (s *Store) PutContact(ctx context.Context, teamID int64, bookID, email, new
 	return p.c, err
 }
 
+// PutContacts upserts every contact in one write transaction (one disk sync however many),
+// each as PutContact does; fn runs inside it, so it must be quick and may run again if the
+// transaction is retried. An error writes nothing.
+func (s *Store) PutContacts(ctx context.Context, teamID int64, bookID string, puts []store.ContactPut) ([]store.Contact, error) {
+	var out []store.Contact
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		out = make([]store.Contact, 0, len(puts)) // update may run this more than once
+		books := tx.Bucket(bucketBooks)
+		bk := bookKey(teamID, bookID)
+		book, err := get[store.ContactBook](books, bk)
+		if err != nil {
+			return err
+		}
+		contacts, ids := tx.Bucket(bucketContacts), tx.Bucket(bucketContactID)
+		added := int64(0)
+		for i, p := range puts {
+			email := lowerEmail(p.Email)
+			key := contactKey(teamID, bookID, email)
+			c := store.Contact{TeamID: teamID, BookID: bookID, Email: email}
+			var ch store.Change
+			raw := contacts.Get(key)
+			existed := raw != nil
+			if existed {
+				if c, err = decode[store.Contact](raw, "contact"); err != nil {
+					return err
+				}
+				before := c
+				ch.Before.Contact = &before
+			}
+			id := c.ID
+			if !existed {
+				if p.NewID == "" {
+					return fmt.Errorf("bolt: put contact %d: empty new id", i)
+				}
+				id = p.NewID
+			}
+			if err := p.Fn(&c, existed); err != nil {
+				return err
+			}
+			c.ID, c.TeamID, c.BookID, c.Email = id, teamID, bookID, email
+			if !existed {
+				ik := contactIDKey(teamID, bookID, id)
+				if ids.Get(ik) != nil {
+					return fmt.Errorf("bolt: contact id %s: %w", id, store.ErrConflict)
+				}
+				if err := ids.Put(ik, []byte(email)); err != nil {
+					return err
+				}
+				added++
+			}
+			after := c
+			ch.After.Contact = &after
+			if err := appendChange(tx, teamID, ch); err != nil {
+				return err
+			}
+			if err := put(contacts, key, c); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		if added == 0 {
+			return nil
+		}
+		book.ContactCount += added
+		return put(books, bk, book)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // readContact finds a contact by id through the index; raw is its stored encoding.
 func readContact(tx *bbolt.Tx, teamID int64, bookID, id string) (c store.Contact, raw []byte, err error) {
 	if !bookExists(tx, teamID, bookID) {

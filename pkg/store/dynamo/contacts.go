@@ -312,6 +312,19 @@ func (st *Store) PutContact(ctx context.Context, teamID int64, bookID, email, ne
 
 // contactByID resolves a contact id: one BatchGetItem of the book and the id item, then one
 // GetItem of the contact. A deleted book's contacts are not found.
+// PutContacts puts each contact with PutContact: a put is a conditional transaction of its own.
+func (st *Store) PutContacts(ctx context.Context, teamID int64, bookID string, puts []store.ContactPut) ([]store.Contact, error) {
+	out := make([]store.Contact, 0, len(puts))
+	for i, p := range puts {
+		c, err := st.PutContact(ctx, teamID, bookID, p.Email, p.NewID, p.Fn)
+		if err != nil {
+			return out, fmt.Errorf("contact %d: %w", i, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 func (st *Store) contactByID(ctx context.Context, teamID int64, bookID, id string) (contactItem, error) {
 	ik := contactIDKey(teamID, bookID, id)
 	got, err := st.batchGet(ctx, []key{bookKey(teamID, bookID), ik}, true)

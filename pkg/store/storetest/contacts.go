@@ -617,3 +617,55 @@ func testDeleteContactBook(t *testing.T, s store.Store) {
 		t.Fatalf("ContactCount of the kept book = %d, want 1", c)
 	}
 }
+
+// testPutContacts: a bulk put upserts each contact in order (a second put of an email in the
+// same call updates what the first made), counts the new ones once, and stops at a put that
+// fails: it and the puts after it write nothing.
+func testPutContacts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	team := int64(41)
+	book := createBook(t, s, team, "bulk", now())
+	putContact(t, s, team, book.ID, "old@example.com", "Old")
+	set := func(first string) func(*store.Contact, bool) error {
+		return func(c *store.Contact, existed bool) error {
+			if c.FirstName != "" {
+				c.LastName = c.FirstName // what the put saw
+			}
+			c.FirstName, c.Subscribed, c.UpdatedAt = first, true, now()
+			if !existed {
+				c.CreatedAt = now()
+			}
+			return nil
+		}
+	}
+	got, err := s.PutContacts(ctx, team, book.ID, []store.ContactPut{
+		{Email: "A@example.com", NewID: randID("ct-"), Fn: set("A1")},
+		{Email: "old@example.com", NewID: randID("ct-"), Fn: set("Old2")},
+		{Email: "a@EXAMPLE.com", NewID: randID("ct-"), Fn: set("A2")},
+	})
+	noErr(t, "PutContacts", err)
+	if len(got) != 3 || got[0].ID != got[2].ID || got[2].FirstName != "A2" || got[2].LastName != "A1" || got[1].LastName != "Old" {
+		t.Fatalf("PutContacts = %+v", got)
+	}
+	if n := bookCount(t, s, team, book.ID); n != 2 {
+		t.Fatalf("ContactCount = %d, want 2 (one new contact)", n)
+	}
+	c, err := s.GetContact(ctx, team, book.ID, got[0].ID)
+	noErr(t, "GetContact", err)
+	if c.Email != "a@example.com" || c.FirstName != "A2" {
+		t.Fatalf("stored %+v", c)
+	}
+	errBoom := errors.New("boom")
+	_, err = s.PutContacts(ctx, team, book.ID, []store.ContactPut{
+		{Email: "b@example.com", NewID: randID("ct-"), Fn: func(*store.Contact, bool) error { return errBoom }},
+		{Email: "c@example.com", NewID: randID("ct-"), Fn: set("C")},
+	})
+	wantErr(t, "PutContacts(fn fails)", err, errBoom)
+	list, total, err := s.ListContacts(ctx, team, book.ID, store.ContactFilter{Limit: 10})
+	noErr(t, "ListContacts", err)
+	if total != 2 || !equalStrings(contactEmails(list), []string{"a@example.com", "old@example.com"}) {
+		t.Fatalf("after a failed bulk put: %v (total %d)", contactEmails(list), total)
+	}
+	_, err = s.PutContacts(ctx, team, randID("book-"), []store.ContactPut{{Email: "x@example.com", NewID: randID("ct-"), Fn: set("X")}})
+	wantErr(t, "PutContacts(unknown book)", err, store.ErrNotFound)
+}

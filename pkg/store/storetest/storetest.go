@@ -87,6 +87,7 @@ var (
 		{name: "ContactBooks", fn: testContactBooks},
 		{name: "PutContact", fn: testPutContact},
 		{name: "PutContactConcurrent", fn: testPutContactConcurrent},
+		{name: "PutContacts", fn: testPutContacts},
 		{name: "ListContacts", fn: testListContacts},
 		{name: "ContactsAfter", fn: testContactsAfter},
 		{name: "UpdateContact", fn: testUpdateContact},
