@@ -1,6 +1,6 @@
 module github.com/mailroom/mailroom
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1
@@ -19,6 +19,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sesv2 v1.74.0
 	github.com/aws/smithy-go v1.28.8
 	github.com/awslabs/aws-lambda-go-api-proxy v0.16.2
+	github.com/chromedp/chromedp v0.23.0
 	github.com/wneessen/go-mail v0.7.2
 	go.etcd.io/bbolt v1.4.3
 	gopkg.in/yaml.v3 v3.0.1
@@ -38,6 +39,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.51.8 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	golang.org/x/sys v0.29.0 // indirect
 	golang.org/x/text v0.29.0 // indirect
 )

@@ -1,6 +1,7 @@
 // Command mailroom-admin manages teams and API keys on the configured backend (BACKEND,
-// DATA_DIR, TABLE_NAME and AWS_* as for the server). With the embedded backend, stop the local
-// server first: the database file is opened by one process at a time.
+// DATA_DIR, TABLE_NAME and AWS_* as for the server). With the embedded backend and a local
+// server running on DATA_DIR, the command runs inside that server (pkg/admin's socket): the
+// database file is opened by one process at a time.
 //
 //	mailroom-admin team create -name "Acme"
 //	mailroom-admin team list
@@ -19,31 +20,15 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
+	"github.com/mailroom/mailroom/pkg/admin"
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/config"
-	"github.com/mailroom/mailroom/pkg/hooks"
-	"github.com/mailroom/mailroom/pkg/store"
-	"github.com/mailroom/mailroom/pkg/team"
 )
-
-const usage = `usage:
-  mailroom-admin team create -name NAME
-  mailroom-admin team list
-  mailroom-admin team set -team ID [-rate-limit N|default] [-daily-limit N]
-  mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
-  mailroom-admin key list -team ID
-  mailroom-admin key revoke -team ID -id KEYID
-  mailroom-admin unsubscribe-key rotate
-  mailroom-admin webhook create -team ID -url URL [-events TYPE,TYPE]
-  mailroom-admin webhook list -team ID`
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -54,11 +39,16 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 {
-		return fmt.Errorf("%s", usage)
+		return fmt.Errorf("%s", admin.Usage)
 	}
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return err
+	}
+	if cfg.Backend == config.BackendEmbedded {
+		if err := admin.Remote(ctx, cfg.DataDir, args, out); !errors.Is(err, admin.ErrNoServer) {
+			return err
+		}
 	}
 	cfg.CreateTable = true
 	a, err := app.New(ctx, cfg, app.Options{})
@@ -66,153 +56,5 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer a.Close(ctx)
-	if args[0] == "unsubscribe-key" && args[1] == "rotate" {
-		id, n, err := a.RotateUnsubscribeKey(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "unsubscribe key %s now signs new links; %d keys check them\n", id, n)
-		return nil
-	}
-	if args[0] == "webhook" {
-		return webhooks(ctx, a.Services.Webhooks, args, out)
-	}
-	admin := &team.Admin{Store: a.Store, Now: time.Now}
-	return dispatch(ctx, admin, args, out)
-}
-
-func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
-	fs.SetOutput(out)
-	name := fs.String("name", "", "name")
-	teamID := fs.Int64("team", 0, "team id")
-	perm := fs.String("permission", "FULL", "FULL or SENDING")
-	domainID := fs.Int64("domain", 0, "restrict the key to this domain id")
-	keyID := fs.String("id", "", "key id (the 10 characters after us_)")
-	rate := fs.String("rate-limit", "", "API requests per second (0: none; default: the server's API_RATE_LIMIT)")
-	daily := fs.Int64("daily-limit", -1, "emails per UTC day (0: none)")
-	if err := fs.Parse(args[2:]); err != nil {
-		return err
-	}
-	switch args[0] + " " + args[1] {
-	case "team create":
-		t, err := admin.CreateTeam(ctx, *name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "team %d %q created\n", t.ID, t.Name)
-	case "team set":
-		t, err := admin.Store.UpdateTeam(ctx, *teamID, func(t *store.Team) error {
-			switch *rate {
-			case "":
-			case "default":
-				t.APIRateLimit = nil
-			default:
-				n, err := strconv.ParseInt(*rate, 10, 64)
-				if err != nil || n < 0 {
-					return fmt.Errorf("-rate-limit: want requests per second, 0 or default")
-				}
-				t.APIRateLimit = &n
-			}
-			if *daily >= 0 {
-				t.DailyEmailLimit = *daily
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "team %d: %s\n", t.ID, limits(t))
-	case "team list":
-		teams, err := admin.Store.ListTeams(ctx)
-		if err != nil {
-			return err
-		}
-		for _, t := range teams {
-			fmt.Fprintf(out, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), limits(t))
-		}
-	case "key create":
-		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: *teamID, Name: *name,
-			Permission: store.Permission(*perm), DomainID: *domainID})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "key %s created for team %d (%s); it is shown once, keep it:\n%s\n", k.ID, k.TeamID, k.Permission, full)
-	case "key list":
-		keys, err := admin.Store.ListAPIKeys(ctx, *teamID)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			scope := "all domains"
-			if k.DomainID != 0 {
-				scope = fmt.Sprintf("domain %d", k.DomainID)
-			}
-			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Permission, scope, k.CreatedAt.Format(time.RFC3339))
-		}
-	case "key revoke":
-		if err := admin.RevokeKey(ctx, *teamID, *keyID); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "key %s revoked\n", *keyID)
-	default:
-		return fmt.Errorf("%s", usage)
-	}
-	return nil
-}
-
-// limits describes a team's limits.
-func limits(t store.Team) string {
-	rate := "the server's rate limit"
-	if t.APIRateLimit != nil {
-		rate = fmt.Sprintf("%d requests/s", *t.APIRateLimit)
-		if *t.APIRateLimit == 0 {
-			rate = "no rate limit"
-		}
-	}
-	daily := "no daily quota"
-	if t.DailyEmailLimit > 0 {
-		daily = fmt.Sprintf("%d emails/day", t.DailyEmailLimit)
-	}
-	return rate + ", " + daily
-}
-
-// webhooks runs the webhook commands: create (the secret is printed once) and list.
-func webhooks(ctx context.Context, h *hooks.Service, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
-	fs.SetOutput(out)
-	teamID := fs.Int64("team", 0, "team id")
-	url := fs.String("url", "", "the receiver's URL")
-	types := fs.String("events", "", "event types, comma-separated (none: every type)")
-	if err := fs.Parse(args[2:]); err != nil {
-		return err
-	}
-	switch args[1] {
-	case "create":
-		f := hooks.Fields{URL: url}
-		if *types != "" {
-			list := strings.Split(*types, ",")
-			f.EventTypes = &list
-		}
-		w, secret, err := h.Create(ctx, *teamID, f)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "webhook %s created for team %d; its secret is shown once, keep it:\n%s\n", w.ID, w.TeamID, secret)
-	case "list":
-		list, err := h.List(ctx, *teamID)
-		if err != nil {
-			return err
-		}
-		for _, w := range list {
-			types := "every event"
-			if len(w.EventTypes) > 0 {
-				types = strings.Join(w.EventTypes, ",")
-			}
-			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", w.ID, w.Status, w.URL, types, w.CreatedAt.Format(time.RFC3339))
-		}
-	default:
-		return fmt.Errorf("%s", usage)
-	}
-	return nil
+	return admin.Run(ctx, a, args, out)
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"bytes"
 	"context"
@@ -11,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/server"
 )
 
 func TestAdminTeamAndKeys(t *testing.T) {
@@ -139,5 +145,68 @@ func TestAdminWebhooks(t *testing.T) {
 	err := run(ctx, []string{"webhook", "create", "-team", "1", "-url", "http://127.0.0.1:9/", "-events", "email.sending"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "email.sending") {
 		t.Errorf("an unknown type: %v", err)
+	}
+}
+
+// TestAdminWhileServerRuns: with the local server holding the database, the commands run
+// inside it: a key made now works at once, a key revoked now is refused at once, and after the
+// server stops the command opens the database itself again.
+func TestAdminWhileServerRuns(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DATA_DIR", dir)
+	t.Setenv("LOG_LEVEL", "error")
+	ctx := context.Background()
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: dir, Workers: 1, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	s, err := server.Start(ctx, cfg, "127.0.0.1:0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = s.Shutdown(ctx)
+		}
+	}()
+	call := func(key string) int {
+		req, _ := http.NewRequest("GET", s.URL+"/api/v1/domains", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"key", "create", "-team", "1", "-name", "late"}, &out); err != nil {
+		t.Fatalf("key create while the server runs: %v", err)
+	}
+	key := regexp.MustCompile(`us_([0-9a-z]{10})_[0-9a-f]{32}`).FindStringSubmatch(out.String())
+	if key == nil {
+		t.Fatalf("key create printed %q", out.String())
+	}
+	if code := call(key[0]); code != 200 {
+		t.Fatalf("the new key: %d", code)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"key", "list", "-team", "1"}, &out); err != nil || !strings.Contains(out.String(), key[1]+"\tlate") {
+		t.Fatalf("key list: %q, %v", out.String(), err)
+	}
+	if err := run(ctx, []string{"key", "revoke", "-team", "1", "-id", key[1]}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if code := call(key[0]); code != 403 {
+		t.Errorf("a key revoked while cached: %d, want 403 at once", code)
+	}
+	if err := run(ctx, []string{"team", "list", "-bogus"}, &out); err == nil {
+		t.Error("a bad flag through the socket was accepted")
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	out.Reset()
+	if err := run(ctx, []string{"team", "list"}, &out); err != nil || !strings.HasPrefix(out.String(), "1\t") {
+		t.Errorf("after the server stopped: %q, %v", out.String(), err)
 	}
 }

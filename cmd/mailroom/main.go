@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/config"
@@ -18,10 +20,48 @@ import (
 )
 
 func main() {
+	for _, arg := range os.Args[1:] {
+		switch arg {
+		case "-h", "-help", "--help":
+			usage(os.Stdout)
+			return
+		case "-version", "--version":
+			fmt.Println("mailroom", server.Version())
+			return
+		default:
+			fmt.Fprintf(os.Stderr, "mailroom: unknown argument %q\n\n", arg)
+			usage(os.Stderr)
+			os.Exit(2)
+		}
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mailroom:", err)
 		os.Exit(1)
 	}
+}
+
+// usage prints what the command does and the variables it reads.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `Usage: mailroom [-h | --version]
+
+Mailroom %s: the useSend-compatible email API on one machine. Every route, an
+embedded database and an outbox of .eml files (or DynamoDB and SES with BACKEND=aws),
+configured by environment variables:
+
+`, server.Version())
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, v := range config.Vars {
+		if v.AWS {
+			continue
+		}
+		def := v.Default
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, def, v.Meaning)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nCtrl-C stops it after the requests and sends in flight; queued emails are sent after the next start.")
 }
 
 func run() error {
@@ -37,6 +77,8 @@ func run() error {
 		return err
 	}
 	<-ctx.Done()
+	stop() // a second Ctrl-C ends the process at once
+	fmt.Println("Mailroom stopping: finishing the requests and sends in flight (Ctrl-C again to quit now)")
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -229,6 +229,8 @@ func (s *Services) wrap(rt Route) http.Handler {
 		level := slog.LevelInfo
 		attrs := []any{"requestId", reqID, "route", rt.Pattern(), "teamId", teamID}
 		if err != nil {
+			_, code, _ := errorOf(err)
+			attrs = append(attrs, "code", code)
 			if _, ok := fault.As(err); !ok {
 				level = slog.LevelError
 				attrs = append(attrs, "err", err.Error())
@@ -236,6 +238,10 @@ func (s *Services) wrap(rt Route) http.Handler {
 			writeError(rec, err)
 		}
 		attrs = append(attrs, "status", rec.status, "durationMs", time.Since(start).Milliseconds())
+		if s.Log.Enabled(r.Context(), slog.LevelDebug) {
+			attrs = append(attrs, "method", r.Method, "path", r.URL.Path, "bytesIn", r.ContentLength,
+				"remote", r.RemoteAddr, "userAgent", r.UserAgent())
+		}
 		s.Log.Log(r.Context(), level, "request", attrs...)
 	})
 }
@@ -300,7 +306,13 @@ var kinds = map[fault.Kind]struct {
 // writeError is the one place errors become responses: a fault keeps its message, anything
 // else is a 500 with a fixed text.
 func writeError(w http.ResponseWriter, err error) {
-	status, code, msg := http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error"
+	status, code, msg := errorOf(err)
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// errorOf is the status, code and message an error answers with.
+func errorOf(err error) (status int, code, msg string) {
+	status, code, msg = http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error"
 	var tooBig *http.MaxBytesError
 	if fe, ok := fault.As(err); ok {
 		if k, ok := kinds[fe.Kind]; ok {
@@ -309,7 +321,7 @@ func writeError(w http.ResponseWriter, err error) {
 	} else if errors.As(err, &tooBig) {
 		status, code, msg = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "Request body too large"
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	return status, code, msg
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

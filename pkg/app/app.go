@@ -80,9 +80,11 @@ type App struct {
 	loops             sync.WaitGroup
 	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
 	OutboxDir string
-	// keys sign and check unsubscribe links (see secret); secrets reads them on AWS.
-	keys    campaign.Keyring
-	secrets *secretsmanager.Client
+	// keys sign and check unsubscribe links (see secret); secrets reads them on AWS. The
+	// services read them through keySource, which a rotation by this process updates.
+	keys      campaign.Keyring
+	keySource *campaign.KeySource
+	secrets   *secretsmanager.Client
 
 	closers []func(context.Context) error
 }
@@ -153,34 +155,36 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 	return a, nil
 }
 
-// secret finds the unsubscribe keyring: UNSUBSCRIBE_SECRET, else on AWS the secret
+// secret finds the unsubscribe keyring (readKeyring).
+func (a *App) secret(ctx context.Context) error {
+	keys, err := a.readKeyring(ctx)
+	a.keys = keys
+	return err
+}
+
+// readKeyring reads the unsubscribe keyring: UNSUBSCRIBE_SECRET, else on AWS the secret
 // UNSUBSCRIBE_SECRET_ID names, else locally DATA_DIR/unsubscribe.key (a random key made on
 // first start) so links keep working across restarts.
-func (a *App) secret(ctx context.Context) error {
+func (a *App) readKeyring(ctx context.Context) (campaign.Keyring, error) {
 	text := a.Config.UnsubscribeSecret
 	switch {
 	case text != "":
 	case a.secrets != nil:
 		var err error
 		if text, err = a.readSecret(ctx); err != nil {
-			return err
+			return campaign.Keyring{}, err
 		}
 	case a.local == nil && a.OutboxDir == "":
 		// Lambda without the template's secret (or the admin CLI, which signs nothing):
 		// campaign steps refuse to run and links do not verify, see campaign.Signer.
-		return nil
+		return campaign.Keyring{}, nil
 	default:
 		var err error
 		if text, err = a.keyFile(); err != nil {
-			return err
+			return campaign.Keyring{}, err
 		}
 	}
-	keys, err := campaign.ParseKeyring(text)
-	if err != nil {
-		return err
-	}
-	a.keys = keys
-	return nil
+	return campaign.ParseKeyring(text)
 }
 
 // keyFile returns the text of DATA_DIR/unsubscribe.key, made with a random key on first use.
@@ -248,7 +252,22 @@ func (a *App) RotateUnsubscribeKey(ctx context.Context) (string, int, error) {
 		return "", 0, err
 	}
 	a.keys = keys
+	if a.keySource != nil {
+		a.keySource.Set(keys) // the running server signs with the new key at once
+	}
 	return id, len(keys.Keys), nil
+}
+
+// signer signs with the keyring read at start, through a source that reads it again as on AWS
+// (KeySource) and that a rotation by this process (mailroom-admin unsubscribe-key rotate
+// against the running server) updates at once.
+func (a *App) signer() campaign.Signer {
+	if len(a.keys.Keys) == 0 {
+		return campaign.Signer{BaseURL: a.Config.PublicURL} // nothing to sign with: see secret
+	}
+	a.keySource = &campaign.KeySource{Load: a.readKeyring}
+	a.keySource.Set(a.keys)
+	return campaign.Signer{Source: a.keySource, BaseURL: a.Config.PublicURL}
 }
 
 func (a *App) useEmbedded() error {
@@ -349,7 +368,7 @@ func (a *App) wire(now func() time.Time, local bool) {
 	d := api.Deps{
 		Store: a.Store, Identities: a.Identities, EmailScheduler: a.EmailScheduler, CampaignScheduler: a.CampaignScheduler,
 		Dates:        naturaldate.Parse,
-		Signer:       campaign.Signer{Keys: a.keys, BaseURL: a.Config.PublicURL},
+		Signer:       a.signer(),
 		MaxScheduled: a.Config.MaxScheduled, RateLimit: a.Config.APIRateLimit,
 		Regions:      a.regions,
 		AuthCacheTTL: a.Config.AuthCacheTTL, Now: now, Log: a.Log, Metrics: a.Metrics,

@@ -84,7 +84,7 @@ func PrintTargets(f Figures) {
 			verdict = "met"
 		}
 		if v == 0 {
-			fmt.Printf("  %-18s not measured%*s(target %s)\n", name, 12, "", target)
+			fmt.Printf("  %-18s %-24s (target %s)\n", name, "not measured", target)
 			return
 		}
 		fmt.Printf("  %-18s %-24s (target %s): %s\n", name, fmt.Sprintf(format, v), target, verdict)

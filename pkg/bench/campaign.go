@@ -271,9 +271,7 @@ func printCampaign(r campaignResult, o Options) {
 		if r.fanoutDone {
 			f.FanOut = per(r.final.Total, r.fanoutTook)
 		}
-		if r.deliveryDone {
-			f.Delivery = per(r.afterWait.Sent, r.deliveryTook)
-		}
+		f.Delivery = per(r.afterWait.Sent, r.deliveryTook) // over what reached SENT, finished or not
 	}
 	rate := func(n int, d time.Duration) string {
 		if d <= 0 {

@@ -211,6 +211,14 @@ func (r *KeySource) read(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// Set makes ring the one read now: a process that rotated the keyring itself uses the new
+// key at once.
+func (r *KeySource) Set(ring Keyring) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ring, r.loaded = ring, r.now()
+}
+
 // cached is the ring read so far (empty before the first Ring).
 func (r *KeySource) cached() Keyring {
 	r.mu.Lock()

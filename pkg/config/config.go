@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -71,6 +72,41 @@ type Config struct {
 	UnsubscribeSecretID string
 }
 
+// Var is one environment variable FromEnv reads.
+type Var struct {
+	Name, Default, Meaning string
+	// AWS marks the variables the template sets for the Lambda functions; the local server
+	// needs none of them.
+	AWS bool
+}
+
+// Vars are every variable FromEnv reads, in the order `mailroom -h` and the README list them.
+var Vars = []Var{
+	{Name: "HOST", Default: "127.0.0.1", Meaning: "address to listen on"},
+	{Name: "PORT", Default: "3000", Meaning: "port to listen on (0: a free one, the same again at the next start if it is free)"},
+	{Name: "DATA_DIR", Default: ".data", Meaning: "embedded database and outbox"},
+	{Name: "PUBLIC_URL", Default: "the server's own address", Meaning: "base of the links in emails (one-click unsubscribe)"},
+	{Name: "BOOTSTRAP_API_KEY", Meaning: "us_<10 [0-9a-z]>_<32 hex>: make sure a team with this FULL key exists"},
+	{Name: "BACKEND", Default: "embedded", Meaning: "embedded, or aws (DynamoDB, SES v2)"},
+	{Name: "TABLE_NAME", Default: "mailroom", Meaning: "DynamoDB table (BACKEND=aws)"},
+	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
+	{Name: "WORKERS", Default: "4", Meaning: "local delivery goroutines (1 or more)"},
+	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
+	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
+	{Name: "API_RATE_LIMIT", Meaning: "API requests per second of a team without its own limit (unset or 0: none)"},
+	{Name: "MAX_SCHEDULED_EMAILS", Default: "10000", Meaning: "a team's emails waiting in SCHEDULED"},
+	{Name: "UNSUBSCRIBE_SECRET", Default: "a random key kept in DATA_DIR/unsubscribe.key", Meaning: "key (or keyring) that signs unsubscribe links"},
+	{Name: "AUTH_CACHE_TTL", Default: "60s", Meaning: "how long a looked-up API key is cached"},
+	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error; logs are JSON on stderr"},
+	{Name: "SCHEDULE_GROUP", Meaning: "EventBridge Scheduler group of scheduled sends", AWS: true},
+	{Name: "SCHEDULE_TARGET_ARN", Meaning: "the scheduled-send function", AWS: true},
+	{Name: "SCHEDULE_ROLE_ARN", Meaning: "role EventBridge Scheduler assumes to invoke it", AWS: true},
+	{Name: "SCHEDULE_DLQ_ARN", Meaning: "dead-letter queue of schedules", AWS: true},
+	{Name: "CAMPAIGN_TARGET_ARN", Meaning: "the campaign batch function, target of campaign schedules", AWS: true},
+	{Name: "STACK_NAME", Meaning: "the stack: the Stack dimension of the metrics", AWS: true},
+	{Name: "UNSUBSCRIBE_SECRET_ID", Meaning: "Secrets Manager secret holding the unsubscribe keyring", AWS: true},
+}
+
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
 func FromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
@@ -98,8 +134,17 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.Port, err = intEnv(getenv, "PORT", 3000); err != nil {
 		return c, err
 	}
-	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil {
-		return c, err
+	if c.Port > 65535 {
+		return c, fmt.Errorf("PORT: %d is not a port (0 to 65535)", c.Port)
+	}
+	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil || c.Workers < 1 {
+		return c, fmt.Errorf("WORKERS: want 1 or more delivery goroutines (emails would wait in QUEUED for ever)")
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("PUBLIC_URL: %q is not an http(s) URL", c.PublicURL)
+		}
+		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
 	}
 	rate, err := intEnv(getenv, "API_RATE_LIMIT", 0)
 	if err != nil || rate < 0 {
@@ -120,8 +165,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	ttl := or(getenv("AUTH_CACHE_TTL"), "60s")
-	if c.AuthCacheTTL, err = time.ParseDuration(ttl); err != nil {
-		return c, fmt.Errorf("AUTH_CACHE_TTL: %w", err)
+	if c.AuthCacheTTL, err = time.ParseDuration(ttl); err != nil || c.AuthCacheTTL < 0 {
+		return c, fmt.Errorf("AUTH_CACHE_TTL: %q is not a duration such as 60s", ttl)
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(or(getenv("LOG_LEVEL"), "info"))); err != nil {
 		return c, fmt.Errorf("LOG_LEVEL: %w", err)

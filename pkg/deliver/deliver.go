@@ -114,6 +114,7 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		return w.recheckHeld(ctx, e)
 	}
 	log := w.log().With("emailId", id, "teamId", e.TeamID)
+	log.Debug("email claimed", "recipients", len(e.To)+len(e.CC)+len(e.BCC), "campaignId", e.CampaignID, "attempt", e.Attempts)
 
 	if dropStatus != "" {
 		log.Info("campaign email not sent", "campaignId", e.CampaignID, "status", dropStatus, "reason", dropWhy)

@@ -9,8 +9,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/admin"
+	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/app"
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/team"
@@ -23,12 +30,83 @@ type Server struct {
 	APIKey string // the key created at start, if any
 	http   *http.Server
 	done   chan error
+	out    io.Writer
+	admin  *admin.Socket // the embedded backend's admin socket (nil otherwise)
+}
+
+// version is the release this binary was built as (-ldflags "-X
+// github.com/mailroom/mailroom/pkg/server.version=v1.2.3"); Version falls back on the build's
+// own information.
+var version string
+
+// Version names the build: the release, else the module version, else the VCS revision it was
+// built from ("+dirty" with local changes), else "dev".
+func Version() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	v := "dev-" + rev[:min(len(rev), 12)]
+	if dirty {
+		v += "+dirty"
+	}
+	return v
+}
+
+// listen listens on addr. Port 0 on the embedded backend reuses the port of the last run
+// (DATA_DIR/port) while it is free: the links in the emails it sent point at it.
+func listen(cfg config.Config, addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" || cfg.Backend != config.BackendEmbedded {
+		return net.Listen("tcp", addr)
+	}
+	file := filepath.Join(cfg.DataDir, "port")
+	if b, err := os.ReadFile(file); err == nil {
+		if last := strings.TrimSpace(string(b)); last != "" && last != "0" {
+			if ln, err := net.Listen("tcp", net.JoinHostPort(host, last)); err == nil {
+				return ln, nil
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_, picked, _ := net.SplitHostPort(ln.Addr().String())
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err == nil {
+		_ = os.WriteFile(file, []byte(picked+"\n"), 0o600)
+	}
+	return ln, nil
 }
 
 // Start builds the app, makes sure a team and key exist, recovers pending deliveries and
-// serves on addr ("127.0.0.1:0" picks a free port). It prints the banner to out.
+// serves on addr ("127.0.0.1:0" picks a free port). It prints the banner to out, and Shutdown
+// its last line.
 func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	// The OpenAPI document depends on nothing but the build: made once, served as is.
+	doc, err := api.OpenAPI(Version())
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(cfg, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +118,8 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 		ln.Close()
 		return nil, err
 	}
-	admin := &team.Admin{Store: a.Store, Now: time.Now}
-	key, teamID, err := admin.Bootstrap(ctx, cfg.BootstrapAPIKey)
+	teams := &team.Admin{Store: a.Store, Now: time.Now}
+	key, teamID, err := teams.Bootstrap(ctx, cfg.BootstrapAPIKey)
 	if err != nil {
 		_ = a.Close(ctx)
 		ln.Close()
@@ -67,12 +145,34 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
+	// GET /api/v1/doc is served here, not in api.Routes: each route there is a Lambda function,
+	// and the document is for whoever develops against this server. It takes no API key.
+	mux.HandleFunc("GET /api/v1/doc", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	})
 	mux.Handle("/", a.Services.Handler())
+	// The mail console: GET / sends a browser to it.
+	console := api.NewConsole(a.Services, a.OutboxDir).Handler()
+	mux.Handle("GET /{$}", console)
+	mux.Handle("/console/", console)
 	s := &Server{
-		App: a, URL: "http://" + ln.Addr().String(), APIKey: key, done: make(chan error, 1),
+		App: a, URL: "http://" + ln.Addr().String(), APIKey: key, done: make(chan error, 1), out: out,
 		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 	}
 	go func() { s.done <- s.http.Serve(ln) }()
+	if cfg.Backend == config.BackendEmbedded {
+		// mailroom-admin runs its commands in this process while it holds the database.
+		if s.admin, err = admin.Listen(a, cfg.DataDir); err != nil {
+			a.Log.Warn("no admin socket: mailroom-admin needs the server stopped", "err", err.Error())
+		}
+	}
+	mailer, store := "SES v2", "DynamoDB table "+cfg.TableName
+	if cfg.Backend == config.BackendEmbedded {
+		mailer, store = "outbox "+a.OutboxDir, "embedded in "+cfg.DataDir
+	}
+	a.Log.Info("mailroom started", "version", Version(), "address", s.URL, "backend", cfg.Backend, "store", store,
+		"mailer", mailer, "workers", cfg.Workers)
 	s.banner(out, teamID)
 	return s, nil
 }
@@ -81,28 +181,64 @@ func (s *Server) banner(out io.Writer, teamID int64) {
 	if out == nil {
 		return
 	}
-	fmt.Fprintf(out, "Mailroom is listening on %s (backend %s)\n", s.URL, s.App.Config.Backend)
-	fmt.Fprintf(out, "  API base URL: %s/api/v1\n", s.URL)
-	if s.App.Config.Backend == config.BackendEmbedded {
-		fmt.Fprintf(out, "  data:   %s\n  outbox: %s\n", s.App.Config.DataDir, s.App.OutboxDir)
+	c := s.App.Config
+	fmt.Fprintf(out, "Mailroom %s listening on %s (backend %s", Version(), s.URL, c.Backend)
+	if c.Backend == config.BackendEmbedded {
+		fmt.Fprintf(out, "; data in %s, messages in %s", c.DataDir, s.App.OutboxDir)
 	}
-	key := s.APIKey
-	if key != "" {
-		fmt.Fprintf(out, "  Created team %d with API key (shown once, keep it):\n    %s\n", teamID, key)
+	fmt.Fprintf(out, ")\n  API base URL: %s/api/v1\n", s.URL)
+	key := "process.env.USESEND_API_KEY"
+	if s.APIKey != "" {
+		fmt.Fprintf(out, "  Created team %d with API key (shown once, keep it):\n    %s\n", teamID, s.APIKey)
+		key = strconv.Quote(s.APIKey)
 	} else {
-		key = "<your API key>"
+		fmt.Fprintf(out, "  (set USESEND_API_KEY to your key for the snippet below)\n")
 	}
-	fmt.Fprintf(out, "Try it with the useSend SDK (npm install usesend-js):\n")
-	fmt.Fprintf(out, "  const us = new (require(\"usesend-js\").UseSend)(%q, %q);\n", key, s.URL)
-	fmt.Fprintf(out, "  await us.domains.create({ name: \"example.com\", region: \"us-east-1\" }); await us.emails.send({ from: \"hi@example.com\", to: \"you@example.org\", subject: \"Hello\", text: \"It works\" });\n")
+	fmt.Fprintf(out, "Try it: npm install usesend-js, save this as try.mjs and run node try.mjs\n")
+	for _, line := range strings.Split(Snippet(key, s.URL), "\n") {
+		fmt.Fprintf(out, "  %s\n", line)
+	}
+	fmt.Fprintln(out)
+}
+
+// Snippet is the banner's SDK example, an ES module that runs as written: key is a JavaScript
+// expression.
+func Snippet(key, url string) string {
+	return `import { UseSend } from "usesend-js";
+const us = new UseSend(` + key + `, "` + url + `");
+await us.domains.create({ name: "example.com", region: "us-east-1" }); // verified at once locally
+const { data, error } = await us.emails.send({ from: "hi@example.com", to: "you@example.org", subject: "Hello", text: "It works" });
+console.log(data ?? error);`
 }
 
 // Shutdown stops taking requests, waits for those in flight, finishes in-flight deliveries
-// and closes the store. Emails still queued are delivered after the next start.
+// and closes the store, then prints how many emails are still queued: they are delivered after
+// the next start.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
+	if s.admin != nil {
+		_ = s.admin.Close(ctx)
+	}
+	if s.App.Pool != nil {
+		s.App.Pool.Close(ctx) // the sends in flight end before the count
+	}
+	queued := -1
+	if ids, qerr := s.App.Store.PendingEmails(ctx, 1_000_000); qerr == nil {
+		queued = len(ids)
+	}
 	if cerr := s.App.Close(ctx); err == nil {
 		err = cerr
 	}
+	if s.out != nil {
+		switch {
+		case queued > 0:
+			fmt.Fprintf(s.out, "Mailroom stopped: %d emails still queued, sent after the next start\n", queued)
+		case queued == 0:
+			fmt.Fprintln(s.out, "Mailroom stopped: nothing queued")
+		default:
+			fmt.Fprintln(s.out, "Mailroom stopped")
+		}
+	}
+	s.App.Log.Info("mailroom stopped", "queued", queued)
 	return err
 }

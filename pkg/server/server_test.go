@@ -78,7 +78,11 @@ func TestEmbeddedServerLifecycle(t *testing.T) {
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Data survives a restart and no second key is made.
+	if last := lastLine(banner.String()); last != "Mailroom stopped: nothing queued" {
+		t.Errorf("last line %q", last)
+	}
+	// Data survives a restart and no second key is made; port 0 is the last run's port again,
+	// so the links in the emails it sent still work.
 	banner.Reset()
 	s2, err := Start(ctx, cfg, "127.0.0.1:0", &banner)
 	if err != nil {
@@ -87,6 +91,9 @@ func TestEmbeddedServerLifecycle(t *testing.T) {
 	defer s2.Shutdown(ctx)
 	if s2.APIKey != "" {
 		t.Error("a second key was created on restart")
+	}
+	if s2.URL != s.URL {
+		t.Errorf("restarted on %s, the last run was on %s", s2.URL, s.URL)
 	}
 	req, _ := http.NewRequest("GET", s2.URL+"/api/v1/emails/"+id, nil)
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -162,5 +169,22 @@ func TestAWSBackendOnBareMoto(t *testing.T) {
 			t.Fatalf("not SENT: %s", b)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestVersion: a release set at build time wins; otherwise the build names itself.
+func TestVersion(t *testing.T) {
+	if v := Version(); v == "" {
+		t.Fatal("no version")
+	}
+	defer func(v string) { version = v }(version)
+	version = "v1.2.3"
+	if v := Version(); v != "v1.2.3" {
+		t.Errorf("Version() = %q", v)
 	}
 }

@@ -11,7 +11,7 @@ import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -121,6 +121,7 @@ describe('usesend-js against the local Mailroom server', () => {
   let proc;
   let exited; // resolves with {code, signal} when the server process exits
   let stderr = '';
+  const stdout = []; // the server's lines
   let baseURL;
   let us;
   let domain;
@@ -164,15 +165,22 @@ describe('usesend-js against the local Mailroom server', () => {
     });
 
     const lines = createInterface({ input: proc.stdout });
+    const firstLine = new Promise((resolve) => {
+      lines.on('line', (line) => {
+        if (stdout.length === 0) resolve(line);
+        stdout.push(line); // and keep draining stdout
+      });
+    });
     const first = await Promise.race([
-      once(lines, 'line').then(([line]) => line),
+      firstLine,
       exited.then(({ code }) => assert.fail(`server exited (${code}) before its banner:\n${stderr}`)),
       expire(30_000, `no banner within 30 s:\n${stderr}`),
     ]);
-    lines.on('line', () => {}); // keep draining stdout
-    const m = /^Mailroom is listening on (http:\/\/127\.0\.0\.1:\d+) \(backend embedded\)$/.exec(first);
+    // The start line names the version, the address, the backend and the folders.
+    const m = /^Mailroom (\S+) listening on (http:\/\/127\.0\.0\.1:\d+) \(backend embedded; data in (.+), messages in (.+)\)$/.exec(first);
     assert.ok(m, `unexpected first line: ${JSON.stringify(first)}`);
-    baseURL = m[1];
+    baseURL = m[2];
+    assert.equal(m[3], dataDir);
 
     await waitFor('GET /healthz = 200', async () => {
       try {
@@ -827,12 +835,54 @@ describe('usesend-js against the local Mailroom server', () => {
     });
   });
 
-  it('shuts down cleanly on SIGTERM', async () => {
+  // runSnippet writes code next to the installed SDK and runs it with node as a user would.
+  async function runSnippet(name, code, env = {}) {
+    const file = join(dirname(fileURLToPath(import.meta.url)), `.snippet-${name}.mjs`);
+    await writeFile(file, code);
+    try {
+      const { stdout: out } = await promisify(execFile)(process.execPath, [file], {
+        env: { ...process.env, ...env },
+        timeout: 30_000,
+      });
+      return out;
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+
+  it("runs the banner's snippet as written", async () => {
+    const start = stdout.findIndex((l) => l.startsWith('Try it:'));
+    assert.ok(start >= 0, `no snippet in the banner: ${stdout.join('\n')}`);
+    const code = [];
+    for (const line of stdout.slice(start + 1)) {
+      if (!line.startsWith('  ')) break;
+      code.push(line.slice(2));
+    }
+    // Started with BOOTSTRAP_API_KEY, the banner's snippet reads the key from the environment.
+    const out = await runSnippet('banner', code.join('\n'), { USESEND_API_KEY: apiKey });
+    const id = /emailId: '([^']+)'/.exec(out)?.[1];
+    assert.ok(id, `the snippet printed ${out}`);
+    created.add(id);
+  });
+
+  it("runs the README's first snippet as written (on this server's port)", async () => {
+    const readme = await readFile(join(repoRoot, 'README.md'), 'utf8');
+    const code = /```js\n([\s\S]*?)```/.exec(readme)[1].replaceAll('http://127.0.0.1:3000', baseURL);
+    const out = await runSnippet('readme', code, { USESEND_API_KEY: apiKey });
+    const id = /emailId: '([^']+)'/.exec(out)?.[1];
+    assert.ok(id, `the README's snippet printed ${out}`);
+    created.add(id);
+  });
+
+  it('shuts down cleanly on SIGTERM, saying what is still queued', async () => {
     proc.kill('SIGTERM');
     const { code, signal } = await Promise.race([
       exited,
       expire(30_000, 'server did not exit within 30 s of SIGTERM'),
     ]);
     assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
+    await sleep(50); // the last lines of stdout
+    assert.ok(stdout.some((l) => l.startsWith('Mailroom stopping')), stdout.join('\n'));
+    assert.match(stdout.at(-1), /^Mailroom stopped: (nothing queued|\d+ emails still queued, sent after the next start)$/);
   });
 });

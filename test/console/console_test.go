@@ -1,0 +1,188 @@
+// Package console tests the mail console in a real headless browser (Debian's chromium,
+// installed by .ci/install-browser, driven with chromedp): sign in, send through the API, see
+// the email appear without reloading, open it, see its rendered message and its events.
+// Screenshots go to ARTIFACTS_DIR (default .artifacts/console at the repository's root).
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/server"
+)
+
+const key = "us_consolet01_0123456789abcdef0123456789abcdef"
+
+func browser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium under CI: .ci/install-browser (run by make test) installs it")
+	}
+	t.Skip("no chromium: run .ci/install-browser (make test does)")
+	return ""
+}
+
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("ARTIFACTS_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".artifacts")
+	}
+	dir = filepath.Join(dir, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func send(t *testing.T, base, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/api/v1/emails", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out struct{ EmailID string }
+	if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || out.EmailID == "" {
+		t.Fatalf("send: %d %s", resp.StatusCode, b)
+	}
+	return out.EmailID
+}
+
+// TestConsoleInABrowser: sign in, send through the API, see the email appear live, open it,
+// see the rendered message (scripts and remote content blocked) and its events up to
+// DELIVERED.
+func TestConsoleInABrowser(t *testing.T) {
+	exe := browser(t)
+	ctx := context.Background()
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 2, AuthCacheTTL: time.Minute,
+		BootstrapAPIKey: key, LogLevel: slog.LevelError + 4}
+	srv, err := server.Start(ctx, cfg, "127.0.0.1:0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/domains", strings.NewReader(`{"name":"example.com"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("domain: %v %v", resp, err)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1200, 900))
+	actx, cancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancel()
+	bctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	if err := chromedp.Do(bctx); err != nil { // starts the browser, without a deadline
+		t.Fatalf("browser %s: %v", exe, err)
+	}
+	bctx, cancel = context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	dir := artifacts(t)
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			b, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			path := filepath.Join(dir, name+".png")
+			t.Logf("screenshot %s", path)
+			return chromedp.Void{}, os.WriteFile(path, b, 0o644)
+		}
+	}
+
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		shot("1-sign-in"),
+		chromedp.SendKeys(chromedp.ID("key"), key),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS("table.emails")),
+	); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+
+	// Sent after the page was drawn: it appears without a reload.
+	html := `<h2 style="color:#0b5cad">Hello from the console test</h2><p>Rendered, with <b>bold</b>.</p>` +
+		`<img src="https://tracker.example/pixel.gif" alt=""><script>document.title="pwned"</script>`
+	b, _ := json.Marshal(html)
+	id := send(t, srv.URL, fmt.Sprintf(`{"from":"Console <hi@example.com>","to":"reader@example.org","subject":"Seen live","html":%s,"text":"Hello"}`, b))
+	row := fmt.Sprintf(`tr[data-id=%q]`, id)
+	if err := chromedp.Do(bctx,
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		shot("2-live"),
+		chromedp.Click(chromedp.CSS(row+` a`)),
+		chromedp.WaitVisible(chromedp.CSS(`iframe#html`)),
+	); err != nil {
+		t.Fatalf("the email did not appear live or did not open: %v", err)
+	}
+	// The email's page updates live too: its timeline reaches DELIVERED.
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.querySelector("#timeline").innerText.includes("DELIVERED")`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the timeline never showed DELIVERED: %v", err)
+	}
+	timeline, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#timeline`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcdoc, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`iframe#html`), "srcdoc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandbox, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`iframe#html`), "sandbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Sleep(300*time.Millisecond), shot("3-email")); err != nil {
+		t.Fatal(err)
+	}
+	title, err := chromedp.Run(bctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"QUEUED", "SENT", "DELIVERED"} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("timeline %q lacks %s", timeline, want)
+		}
+	}
+	if !strings.Contains(srcdoc.Value, "Hello from the console test") || !sandbox.Exists || sandbox.Value != "" {
+		t.Errorf("frame: sandbox %+v, srcdoc %.80q", sandbox, srcdoc.Value)
+	}
+	if title == "pwned" || !strings.Contains(title, "Mailroom") {
+		t.Errorf("the message's script ran in the console: title %q", title)
+	}
+	// The frame has an opaque origin: the console cannot reach into it, nor it into the console.
+	origin, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { try { return document.querySelector("iframe#html").contentDocument === null ? "opaque" : "readable" } catch (e) { return "opaque" } })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if origin != "opaque" {
+		t.Errorf("the sandboxed frame is readable from the console (%s)", origin)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
+		t.Error(err)
+	}
+}
