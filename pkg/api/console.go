@@ -25,10 +25,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/analytics"
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/team"
 )
 
 // The mail console: pages the local server serves under /console/ for a person with an API
@@ -42,9 +45,24 @@ var consoleFiles embed.FS
 
 var consolePages = template.Must(template.New("console").Funcs(template.FuncMap{
 	"join":  strings.Join,
-	"stamp": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"stamp": func(t any) string { return timeOf(t).Format(time.RFC3339) },
+	"when":  func(t any) string { return timeOf(t).Format("2006-01-02 15:04:05 UTC") },
+	// bar is the width of a rate (a percentage) on a bar of width w spanning 0–10%.
+	"bar": func(rate float64, w int) int { return int(min(max(rate, 0), 10) * float64(w) / 10) },
 }).ParseFS(consoleFiles, "consoleui/*.html"))
+
+// timeOf reads a template's time.Time or *time.Time, in UTC.
+func timeOf(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t.UTC()
+	case *time.Time:
+		if t != nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
 
 const (
 	sessionCookie = "mailroom_console"
@@ -70,6 +88,16 @@ type Console struct {
 	sessions map[string]consoleSession
 	// Poll is how often the live view looks for changes (1 s unless set).
 	Poll time.Duration
+	// Events receives the SES events an email's page fires (the SES events handler, as the
+	// outbox's are); nil hides the buttons.
+	Events EventSink
+	// Keys makes and revokes the team's API keys (the keys page; nil hides it).
+	Keys *team.Admin
+}
+
+// EventSink takes an SES event as if SES had published it.
+type EventSink interface {
+	Publish(ctx context.Context, e sesevent.Event) error
 }
 
 // consoleSession is a signed-in browser: the key it signed in with (authenticated again on
@@ -98,6 +126,19 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/emails/{id}", c.page(c.email))
 	mux.HandleFunc("GET /console/emails/{id}/raw", c.page(c.raw))
 	mux.HandleFunc("GET /console/events", c.page(c.events))
+	mux.HandleFunc("POST /console/emails/{id}/simulate", c.page(c.simulate))
+	mux.HandleFunc("GET /console/domains", c.page(c.domains))
+	mux.HandleFunc("GET /console/campaigns", c.page(c.campaigns))
+	mux.HandleFunc("GET /console/webhooks", c.page(c.webhooks))
+	mux.HandleFunc("POST /console/webhooks/{id}/calls/{callId}/replay", c.page(c.replay))
+	mux.HandleFunc("GET /console/suppressions", c.page(c.suppressions))
+	mux.HandleFunc("GET /console/analytics", c.page(c.analytics))
+	mux.HandleFunc("GET /console/templates", c.page(c.templates))
+	mux.HandleFunc("GET /console/books", c.page(c.books))
+	mux.HandleFunc("GET /console/books/{id}", c.page(c.book))
+	mux.HandleFunc("GET /console/keys", c.page(c.keys))
+	mux.HandleFunc("POST /console/keys", c.page(c.keys))
+	mux.HandleFunc("POST /console/keys/{id}/revoke", c.page(c.revokeKey))
 	mux.HandleFunc("POST /console/session", c.signIn)
 	mux.HandleFunc("POST /console/signout", c.page(c.signOut))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,6 +157,7 @@ type view struct {
 	Signed bool
 	CSRF   string
 	Error  string
+	Admin  bool // the key may manage the team's keys (the nav shows Keys)
 }
 
 // signedIn is a request's session: its id and the key's principal.
@@ -345,7 +387,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		return err
 	}
 	redactFor(si.p, list)
-	v := emailsView{view: view{Title: "Emails", Signed: true, CSRF: c.csrf(si.id)}, Q: f.q, Status: f.status, From: f.from,
+	v := emailsView{view: view{Title: "Emails", Signed: true, CSRF: c.csrf(si.id), Admin: c.mayManageKeys(si.p)}, Q: f.q, Status: f.status, From: f.from,
 		To: f.to, Domain: f.domain, Statuses: consoleStatuses, Emails: list, Total: total,
 		Shown: len(list), FragmentURL: f.url(f.page, true)}
 	if f.page > 1 {
@@ -368,6 +410,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 // emailView is an email's page.
 type emailView struct {
 	view
+	Simulate    bool // the SES event buttons are offered
 	E           store.Email
 	Events      []consoleEvent
 	HTML, Text  string
@@ -390,7 +433,8 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	one := []store.Email{e}
 	redactFor(si.p, one)
 	e = one[0]
-	v := emailView{view: view{Title: "Email", Signed: true, CSRF: c.csrf(si.id)}, E: e}
+	v := emailView{view: view{Title: "Email", Signed: true, CSRF: c.csrf(si.id), Admin: c.mayManageKeys(si.p)}, E: e,
+		Simulate: c.Events != nil && si.p.CanManage() && e.MessageID != ""}
 	for _, ev := range events {
 		ce := consoleEvent{Status: ev.Status, CreatedAt: ev.CreatedAt}
 		if len(ev.Data) > 0 && string(ev.Data) != "null" {
@@ -479,6 +523,16 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 	id := r.URL.Query().Get("email")
 	state := func() string {
 		var b strings.Builder
+		if r.URL.Query().Get("campaigns") != "" {
+			list, _, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
+			if err != nil {
+				return ""
+			}
+			for _, cp := range list {
+				fmt.Fprintf(&b, "%s:%s:%v ", cp.ID, cp.Status, cp.Counters)
+			}
+			return b.String()
+		}
 		if id != "" {
 			e, events, err := c.s.Emails.Get(r.Context(), si.p, id)
 			if err != nil {
@@ -514,4 +568,433 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 			fl.Flush()
 		}
 	}
+}
+
+// simulate fires an SES event for an email, shaped as SES publishes it, through the same
+// handler as SES's own events (FULL keys: a bounce or a complaint suppresses the address for
+// the whole team). The page shows what follows: the timeline, the suppression, the webhook call.
+func (c *Console) simulate(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf(si.id))) != 1 {
+		http.Error(w, "Cross-site request refused", http.StatusForbidden)
+		return nil
+	}
+	if c.Events == nil || !si.p.CanManage() {
+		return fault.New(fault.Forbidden, "Only a FULL key may fire events")
+	}
+	e, _, err := c.s.Emails.Get(r.Context(), si.p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if e.MessageID == "" {
+		return fault.New(fault.Conflict, "This email was not sent yet: there is nothing for SES to report")
+	}
+	ev, err := simulatedEvent(e, r.PostFormValue("event"), r.PostFormValue("subtype"), r.PostFormValue("url"), time.Now().UTC())
+	if err != nil {
+		return err
+	}
+	if err := c.Events.Publish(r.Context(), ev); err != nil {
+		return fmt.Errorf("simulated %s event: %w", ev.EventType, err)
+	}
+	http.Redirect(w, r, "/console/emails/"+e.ID, http.StatusSeeOther)
+	return nil
+}
+
+// simulatedBounces are the bounces the page offers: type/subtype as SES names them.
+var simulatedBounces = map[string][2]string{
+	"permanent-general":     {sesevent.BounceTypePermanent, sesevent.BounceSubTypeGeneral},
+	"permanent-nomailbox":   {sesevent.BounceTypePermanent, "NoEmail"},
+	"permanent-suppressed":  {sesevent.BounceTypePermanent, sesevent.BounceSubTypeSuppressed},
+	"transient-general":     {sesevent.BounceTypeTransient, sesevent.BounceSubTypeGeneral},
+	"transient-mailboxfull": {sesevent.BounceTypeTransient, "MailboxFull"},
+	"undetermined":          {sesevent.BounceTypeUndetermined, "Undetermined"},
+}
+
+// simulatedEvent builds the SES event kind ("delay", "bounce", "complaint", "open", "click")
+// for the email's first recipient.
+func simulatedEvent(e store.Email, kind, subtype, link string, now time.Time) (sesevent.Event, error) {
+	rcpt := ""
+	if len(e.To) > 0 {
+		if a, err := mail.ParseAddress(e.To[0]); err == nil {
+			rcpt = a.Address
+		} else {
+			rcpt = e.To[0]
+		}
+	}
+	m := sesevent.Mail{Timestamp: e.UpdatedAt.UTC(), Source: e.From, MessageID: e.MessageID, Destination: e.To,
+		Headers: []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: e.ID}},
+		Tags:    map[string][]string{sesevent.EmailIDTag: {e.ID}, sesevent.TeamIDTag: {strconv.FormatInt(e.TeamID, 10)}}}
+	ev := sesevent.Event{Mail: m}
+	switch kind {
+	case "delay":
+		exp := now.Add(24 * time.Hour)
+		ev.EventType, ev.DeliveryDelay = sesevent.TypeDeliveryDelay, &sesevent.DeliveryDelay{Timestamp: now, DelayType: "MailboxFull",
+			ExpirationTime: &exp, DelayedRecipients: []sesevent.DelayedRecipient{{EmailAddress: rcpt, Status: "4.2.2",
+				DiagnosticCode: "smtp; 452 4.2.2 Mailbox full (simulated)"}}, ReportingMTA: "console.local"}
+	case "bounce":
+		b, ok := simulatedBounces[subtype]
+		if !ok {
+			return ev, fault.Field("subtype", "one of the offered bounces")
+		}
+		ev.EventType, ev.Bounce = sesevent.TypeBounce, &sesevent.Bounce{BounceType: b[0], BounceSubType: b[1], Timestamp: now,
+			FeedbackID: e.MessageID + "-console-bounce", ReportingMTA: "console.local",
+			BouncedRecipients: []sesevent.BouncedRecipient{{EmailAddress: rcpt, Action: "failed", Status: "5.1.1",
+				DiagnosticCode: "smtp; 550 5.1.1 " + b[0] + " " + b[1] + " (simulated)"}}}
+	case "complaint":
+		ev.EventType, ev.Complaint = sesevent.TypeComplaint, &sesevent.Complaint{Timestamp: now, FeedbackID: e.MessageID + "-console-complaint",
+			ComplainedRecipients: []sesevent.Recipient{{EmailAddress: rcpt}}, UserAgent: "Mailroom console",
+			ComplaintFeedbackType: "abuse", ArrivalDate: now.Format(time.RFC3339Nano)}
+	case "open":
+		ev.EventType, ev.Open = sesevent.TypeOpen, &sesevent.Open{Timestamp: now, IPAddress: "192.0.2.10", UserAgent: "Mailroom console"}
+	case "click":
+		if u, err := url.Parse(link); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return ev, fault.Field("url", "an http(s) link")
+		}
+		ev.EventType, ev.Click = sesevent.TypeClick, &sesevent.Click{Timestamp: now, IPAddress: "192.0.2.10", UserAgent: "Mailroom console", Link: link}
+	default:
+		return ev, fault.Field("event", "delay, bounce, complaint, open or click")
+	}
+	return ev, nil
+}
+
+// keysView is the keys page.
+type keysView struct {
+	view
+	Keys    []store.APIKey
+	Domains []store.Domain
+	Created string // a key just made, shown once
+}
+
+// mayManageKeys: a FULL key of the whole team (the routes' Manage and TeamWide).
+func (c *Console) mayManageKeys(p auth.Principal) bool {
+	return c.Keys != nil && p.CanManage() && p.DomainID == 0
+}
+
+// checkForm refuses a post from another site or without the session's token.
+func (c *Console) checkForm(r *http.Request, si signedIn) error {
+	if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf(si.id))) != 1 {
+		return fault.New(fault.Forbidden, "Cross-site request refused")
+	}
+	return nil
+}
+
+// keys lists the team's keys and, on POST, makes one (shown once).
+func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	if !c.mayManageKeys(si.p) {
+		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may manage keys")
+	}
+	v := keysView{view: view{Title: "Keys", Signed: true, CSRF: c.csrf(si.id), Admin: true}}
+	status := http.StatusOK
+	if r.Method == http.MethodPost {
+		if err := c.checkForm(r, si); err != nil {
+			return err
+		}
+		domainID, _ := strconv.ParseInt(r.PostFormValue("domain"), 10, 64)
+		perm := store.Permission(r.PostFormValue("permission"))
+		if perm != store.PermissionFull && perm != store.PermissionSending {
+			return fault.Field("permission", "FULL or SENDING")
+		}
+		full, _, err := c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
+			Permission: perm, DomainID: domainID})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			v.Error, status = "The key was not created: its domain is not one of the team's.", http.StatusBadRequest
+		case err != nil:
+			return err
+		}
+		v.Created = full
+	}
+	var err error
+	if v.Keys, err = c.Keys.Store.ListAPIKeys(r.Context(), si.p.TeamID); err != nil {
+		return err
+	}
+	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, 0); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := consolePages.ExecuteTemplate(&b, "keys", v); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+	return nil
+}
+
+// revokeKey revokes one of the team's keys; it stops working at once, in the API as here.
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	if !c.mayManageKeys(si.p) {
+		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may manage keys")
+	}
+	if err := c.checkForm(r, si); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := c.Keys.RevokeKey(r.Context(), si.p.TeamID, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fault.NotFoundf("Key not found")
+		}
+		return err
+	}
+	c.s.Auth.Forget(id)
+	http.Redirect(w, r, "/console/keys", http.StatusSeeOther)
+	return nil
+}
+
+// domainsView is the domains page: each domain with the DNS records to publish.
+type domainsView struct {
+	view
+	Domains []store.Domain
+}
+
+func (c *Console) domains(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	list, err := c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID)
+	if err != nil {
+		return err
+	}
+	c.render(w, http.StatusOK, "domains", domainsView{view: c.viewFor("Domains", si), Domains: list})
+	return nil
+}
+
+// campaignsView is the campaigns page: each campaign's status and counters, live.
+type campaignsView struct {
+	view
+	Campaigns []store.Campaign
+	Total     int
+}
+
+func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	list, n, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
+	if err != nil {
+		return err
+	}
+	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Total: n}
+	if r.URL.Query().Get("fragment") == "rows" {
+		c.render(w, http.StatusOK, "campaignRows", v)
+		return nil
+	}
+	c.render(w, http.StatusOK, "campaigns", v)
+	return nil
+}
+
+// viewFor is a signed-in page's view.
+func (c *Console) viewFor(title string, si signedIn) view {
+	return view{Title: title, Signed: true, CSRF: c.csrf(si.id), Admin: c.mayManageKeys(si.p)}
+}
+
+// webhooksView is the webhooks page: each webhook with its latest calls (attempts, answer,
+// payload) and a replay button.
+type webhooksView struct {
+	view
+	Hooks []consoleHook
+}
+
+type consoleHook struct {
+	store.Webhook
+	Calls []consoleCall
+}
+
+type consoleCall struct {
+	store.WebhookCall
+	Payload string
+}
+
+// teamWide refuses a key the webhook routes refuse (Manage, TeamWide).
+func (c *Console) teamWide(p auth.Principal) error {
+	if !p.CanManage() || p.DomainID != 0 {
+		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may see the team's webhooks")
+	}
+	return nil
+}
+
+func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	if err := c.teamWide(si.p); err != nil {
+		return err
+	}
+	list, err := c.s.Webhooks.List(r.Context(), si.p.TeamID)
+	if err != nil {
+		return err
+	}
+	v := webhooksView{view: c.viewFor("Webhooks", si)}
+	for _, h := range list {
+		calls, err := c.s.Webhooks.Calls(r.Context(), si.p.TeamID, h.ID, 20, "")
+		if err != nil {
+			return err
+		}
+		ch := consoleHook{Webhook: h}
+		for _, call := range calls {
+			var b bytes.Buffer
+			if json.Indent(&b, call.Data, "", "  ") != nil {
+				b.Reset()
+				b.Write(call.Data)
+			}
+			ch.Calls = append(ch.Calls, consoleCall{WebhookCall: call, Payload: b.String()})
+		}
+		v.Hooks = append(v.Hooks, ch)
+	}
+	c.render(w, http.StatusOK, "webhooks", v)
+	return nil
+}
+
+// replay sends a call's event again, as a new call (the API's replay).
+func (c *Console) replay(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	if err := c.teamWide(si.p); err != nil {
+		return err
+	}
+	if err := c.checkForm(r, si); err != nil {
+		return err
+	}
+	if _, err := c.s.Webhooks.Replay(r.Context(), si.p.TeamID, r.PathValue("id"), r.PathValue("callId")); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/console/webhooks", http.StatusSeeOther)
+	return nil
+}
+
+// suppressionsView is the suppression list's first page.
+type suppressionsView struct {
+	view
+	List  []store.Suppression
+	Total int
+}
+
+func (c *Console) suppressions(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	if err := c.teamWide(si.p); err != nil {
+		return err
+	}
+	list, n, err := c.s.Suppressions.List(r.Context(), si.p.TeamID, "", 1, 100)
+	if err != nil {
+		return err
+	}
+	c.render(w, http.StatusOK, "suppressions", suppressionsView{view: c.viewFor("Suppressions", si), List: list, Total: n})
+	return nil
+}
+
+// analyticsView is the analytics page: the time series drawn as an inline SVG chart (no
+// script, nothing from the network) and the reputation metrics.
+type analyticsView struct {
+	view
+	Days       int
+	Series     analytics.Series
+	Reputation analytics.Reputation
+	Lines      []chartLine
+	Max        int64
+	Labels     []chartLabel
+}
+
+type chartLine struct {
+	Name, Color, Points string
+	Total               int64
+}
+
+type chartLabel struct {
+	X    int
+	Text string
+}
+
+// The chart's drawing area, in SVG units.
+const chartW, chartH, chartPad = 720, 240, 30
+
+func (c *Console) analytics(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	days := 30
+	if r.URL.Query().Get("days") == "7" {
+		days = 7
+	}
+	series, err := c.s.Analytics.TimeSeries(r.Context(), si.p.TeamID, si.p.DomainID, days)
+	if err != nil {
+		return err
+	}
+	rep, err := c.s.Analytics.Reputation(r.Context(), si.p.TeamID, si.p.DomainID)
+	if err != nil {
+		return err
+	}
+	v := analyticsView{view: c.viewFor("Analytics", si), Days: days, Series: series, Reputation: rep}
+	kinds := []struct {
+		name, color string
+		get         func(analytics.Counts) int64
+	}{
+		{"sent", "#0b3d7a", func(c analytics.Counts) int64 { return c.Sent }},
+		{"delivered", "#12562a", func(c analytics.Counts) int64 { return c.Delivered }},
+		{"opened", "#7a4d00", func(c analytics.Counts) int64 { return c.Opened }},
+		{"clicked", "#5b2a86", func(c analytics.Counts) int64 { return c.Clicked }},
+		{"bounced", "#8a1020", func(c analytics.Counts) int64 { return c.Bounced }},
+		{"complained", "#c2410c", func(c analytics.Counts) int64 { return c.Complained }},
+	}
+	v.Max = 1
+	for _, p := range series.Result {
+		for _, k := range kinds {
+			v.Max = max(v.Max, k.get(p.Counts))
+		}
+	}
+	n := len(series.Result)
+	x := func(i int) int {
+		if n < 2 {
+			return chartPad
+		}
+		return chartPad + i*(chartW-2*chartPad)/(n-1)
+	}
+	for _, k := range kinds {
+		var pts []string
+		for i, p := range series.Result {
+			y := chartH - chartPad - int(k.get(p.Counts)*int64(chartH-2*chartPad)/v.Max)
+			pts = append(pts, fmt.Sprintf("%d,%d", x(i), y))
+		}
+		v.Lines = append(v.Lines, chartLine{Name: k.name, Color: k.color, Points: strings.Join(pts, " "), Total: k.get(series.TotalCounts)})
+	}
+	for i, p := range series.Result {
+		if i%max(1, n/6) == 0 || i == n-1 {
+			v.Labels = append(v.Labels, chartLabel{X: x(i), Text: p.Date})
+		}
+	}
+	c.render(w, http.StatusOK, "analytics", v)
+	return nil
+}
+
+// templatesView lists the team's templates, each with a preview.
+type templatesView struct {
+	view
+	Templates []store.Template
+}
+
+func (c *Console) templates(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	list, err := c.s.Templates.List(r.Context(), si.p.TeamID)
+	if err != nil {
+		return err
+	}
+	c.render(w, http.StatusOK, "templates", templatesView{view: c.viewFor("Templates", si), Templates: list})
+	return nil
+}
+
+// consoleBooksView lists the team's contact books; consoleBookView one book's contacts.
+type consoleBooksView struct {
+	view
+	Books []store.ContactBook
+}
+
+type consoleBookView struct {
+	view
+	Book     store.ContactBook
+	Contacts []store.Contact
+	Total    int
+}
+
+func (c *Console) books(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	list, err := c.s.Contacts.Books(r.Context(), si.p.TeamID)
+	if err != nil {
+		return err
+	}
+	c.render(w, http.StatusOK, "books", consoleBooksView{view: c.viewFor("Contacts", si), Books: list})
+	return nil
+}
+
+func (c *Console) book(w http.ResponseWriter, r *http.Request, si signedIn) error {
+	b, err := c.s.Contacts.Book(r.Context(), si.p.TeamID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	list, n, err := c.s.Contacts.List(r.Context(), si.p.TeamID, b.ID, store.ContactFilter{Limit: 100})
+	if err != nil {
+		return err
+	}
+	c.render(w, http.StatusOK, "book", consoleBookView{view: c.viewFor("Contacts", si), Book: b, Contacts: list, Total: n})
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/team"
 )
 
 // consoleClient is a browser on the console: a cookie jar, no redirects followed silently.
@@ -57,6 +58,8 @@ func TestConsole(t *testing.T) {
 	e := newEnv(t)
 	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
 	con.Poll = 20 * time.Millisecond
+	con.Events = e.app.Ingester
+	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
 	srv := httptest.NewServer(con.Handler())
 	defer srv.Close()
 	c := consoleClient(t)
@@ -145,13 +148,126 @@ func TestConsole(t *testing.T) {
 		t.Errorf("timeline fragment = %d", code)
 	}
 
+	// The page fires SES events through SES's handling: a permanent bounce is in the history
+	// and suppresses the address.
+	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if token == nil || !strings.Contains(page, `id="sim-bounce"`) {
+		t.Fatal("no CSRF token or no event buttons on the page")
+	}
+	if code, _ := postForm(t, c, srv.URL+"/console/emails/"+id+"/simulate", url.Values{"csrf": {"forged"}, "event": {"open"}}, srv.URL); code != 403 {
+		t.Errorf("an event without the token = %d", code)
+	}
+	if code, body := postForm(t, c, srv.URL+"/console/emails/"+id+"/simulate", url.Values{"csrf": {token[1]}, "event": {"bounce"}, "subtype": {"boing"}}, srv.URL); code != 400 || !strings.Contains(body, "subtype") {
+		t.Errorf("an unknown bounce = %d %s", code, body)
+	}
+	code, body = postForm(t, c, srv.URL+"/console/emails/"+id+"/simulate", url.Values{"csrf": {token[1]}, "event": {"bounce"}, "subtype": {"permanent-general"}}, srv.URL)
+	if code != 200 || !strings.Contains(body, ">BOUNCED<") {
+		t.Fatalf("a simulated bounce = %d:\n%s", code, body)
+	}
+	var sup struct {
+		Data []struct{ Email, Reason string }
+	}
+	e.mustDo("GET", "/api/v1/suppressions", "", &sup)
+	if len(sup.Data) != 1 || sup.Data[0].Email != "reader@example.org" {
+		t.Errorf("suppressions after a simulated hard bounce: %+v", sup)
+	}
+	sending := consoleClient(t)
+	postForm(t, sending, srv.URL+"/console/session", url.Values{"key": {e.keyFor(store.PermissionSending, 0)}}, srv.URL)
+	if _, body := get(t, sending, srv.URL+"/console/emails/"+id); strings.Contains(body, `id="sim-bounce"`) {
+		t.Error("a SENDING key is offered the event buttons")
+	}
+
+	// Domains with their records; campaigns with their counters.
+	if code, body := get(t, c, srv.URL+"/console/domains"); code != 200 || !strings.Contains(body, "example.com") || !strings.Contains(body, "_domainkey") {
+		t.Errorf("domains = %d:\n%.400s", code, body)
+	}
+	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`)
+	var cp campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Console launch","from":"news@example.com","subject":"Hi","contactBookId":"`+bookID+
+		`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &cp)
+	e.awaitCampaign(cp.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Delivered == 1 })
+	code, body = get(t, c, srv.URL+"/console/campaigns?fragment=rows")
+	row := regexp.MustCompile(`data-campaign="` + cp.ID + `">.*?Console launch.*?SENT</span></td>\s*<td>1</td><td>1</td><td>1</td>`).FindString(strings.ReplaceAll(body, "\n", " "))
+	if code != 200 || row == "" {
+		t.Errorf("campaigns = %d, want the campaign SENT with total, sent and delivered 1:\n%s", code, body)
+	}
+
+	// The suppression list has the bounced address; a webhook's calls are listed and replayed.
+	if code, body := get(t, c, srv.URL+"/console/suppressions"); code != 200 || !strings.Contains(body, "reader@example.org") {
+		t.Errorf("suppressions = %d", code)
+	}
+	rcv := &hookReceiver{status: 200}
+	hooksrv := httptest.NewServer(http.HandlerFunc(rcv.serve))
+	defer hooksrv.Close()
+	var hook struct{ ID string }
+	e.mustDo("POST", "/api/v1/webhooks", `{"url":"`+hooksrv.URL+`"}`, &hook)
+	var test struct{ ID string }
+	e.mustDo("POST", "/api/v1/webhooks/"+hook.ID+"/test", "", &test)
+	code, body = get(t, c, srv.URL+"/console/webhooks")
+	if code != 200 || !strings.Contains(body, `data-call="`+test.ID+`"`) || !strings.Contains(body, "webhook.test") {
+		t.Fatalf("webhooks = %d:\n%s", code, body)
+	}
+	// (Other events may reach the new webhook meanwhile: count the test calls.)
+	tests := func() int {
+		types, _ := rcv.received()
+		return count(types, "webhook.test")
+	}
+	before := tests()
+	if code, _ := postForm(t, c, srv.URL+"/console/webhooks/"+hook.ID+"/calls/"+test.ID+"/replay", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
+		t.Errorf("replay = %d", code)
+	}
+	if after := tests(); after != before+1 {
+		t.Errorf("the replay made %d test calls, want 1", after-before)
+	}
+	if code, _ := get(t, sending, srv.URL+"/console/webhooks"); code != 403 {
+		t.Errorf("a SENDING key on the webhooks page = %d", code)
+	}
+
+	// Analytics drawn on the page; templates with a preview; contact books and their contacts.
+	code, body = get(t, c, srv.URL+"/console/analytics?days=7")
+	if code != 200 || !strings.Contains(body, `<svg id="series"`) || strings.Count(body, "<polyline") != 6 || !strings.Contains(body, "delivered 2") ||
+		!strings.Contains(body, `<svg id="reputation-chart"`) {
+		t.Errorf("analytics = %d:\n%s", code, body)
+	}
+	e.mustDo("POST", "/api/v1/templates", `{"name":"Welcome","subject":"Hi","html":"<p>Welcome aboard</p>"}`, nil)
+	if code, body := get(t, c, srv.URL+"/console/templates"); code != 200 || !strings.Contains(body, `sandbox=""`) || !strings.Contains(body, "&lt;p&gt;Welcome aboard") {
+		t.Errorf("templates = %d:\n%s", code, body)
+	}
+	code, body = get(t, c, srv.URL+"/console/books")
+	if code != 200 || !strings.Contains(body, "/console/books/"+bookID) {
+		t.Fatalf("books = %d:\n%s", code, body)
+	}
+	if code, body := get(t, c, srv.URL+"/console/books/"+bookID); code != 200 || !strings.Contains(body, "ann@example.org") {
+		t.Errorf("book = %d:\n%s", code, body)
+	}
+
+	// Keys: made on the keys page (shown once) work in the API at once; revoked there, they
+	// stop at once. A SENDING key may not see the page.
+	if code, body := postForm(t, c, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "name": {"ci"}, "permission": {"SENDING"}}, srv.URL); code != 200 {
+		t.Fatalf("create a key = %d %s", code, body)
+	} else if m := regexp.MustCompile(`<pre id="created-key">(us_([0-9a-z]{10})_[0-9a-f]{32})</pre>`).FindStringSubmatch(body); m == nil {
+		t.Fatalf("the new key is not shown:\n%s", body)
+	} else {
+		if r := e.request(m[1], "GET", "/api/v1/emails", nil); r.status != 200 {
+			t.Errorf("the console's new key: %d", r.status)
+		}
+		if code, _ := postForm(t, c, srv.URL+"/console/keys/"+m[2]+"/revoke", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
+			t.Errorf("revoke = %d", code)
+		}
+		if r := e.request(m[1], "GET", "/api/v1/emails", nil); r.status != 403 {
+			t.Errorf("a key revoked in the console: %d, want 403 at once", r.status)
+		}
+	}
+	if code, _ := postForm(t, c, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "permission": {"ROOT"}}, srv.URL); code != 400 {
+		t.Errorf("an unknown permission = %d", code)
+	}
+	if code, _ := get(t, sending, srv.URL+"/console/keys"); code != 403 {
+		t.Errorf("a SENDING key on the keys page = %d", code)
+	}
+
 	// Sign-out needs the page's token.
 	if code, _ := postForm(t, c, srv.URL+"/console/signout", url.Values{"csrf": {"forged"}}, srv.URL); code != 403 {
 		t.Errorf("sign-out without the token = %d", code)
-	}
-	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
-	if token == nil {
-		t.Fatal("no CSRF token on the page")
 	}
 	if code, body := postForm(t, c, srv.URL+"/console/signout", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 || !strings.Contains(body, "Sign in") {
 		t.Errorf("sign-out = %d", code)
@@ -171,4 +287,14 @@ func TestConsole(t *testing.T) {
 	if code, _ := get(t, other, srv.URL+"/console/emails/"+id); code != 404 {
 		t.Errorf("a key of another domain opens the email: %d", code)
 	}
+}
+
+func count(list []string, s string) int {
+	n := 0
+	for _, v := range list {
+		if v == s {
+			n++
+		}
+	}
+	return n
 }

@@ -153,9 +153,12 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	})
 	mux.Handle("/", a.Services.Handler())
 	// The mail console: GET / sends a browser to it.
-	console := api.NewConsole(a.Services, a.OutboxDir).Handler()
-	mux.Handle("GET /{$}", console)
-	mux.Handle("/console/", console)
+	console := api.NewConsole(a.Services, a.OutboxDir)
+	console.Events = a.Ingester // its buttons fire SES events as SES would
+	console.Keys = teams
+	ch := console.Handler()
+	mux.Handle("GET /{$}", ch)
+	mux.Handle("/console/", ch)
 	s := &Server{
 		App: a, URL: "http://" + ln.Addr().String(), APIKey: key, done: make(chan error, 1), out: out,
 		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},

@@ -73,7 +73,7 @@ func send(t *testing.T, base, body string) string {
 
 // TestConsoleInABrowser: sign in, send through the API, see the email appear live, open it,
 // see the rendered message (scripts and remote content blocked) and its events up to
-// DELIVERED.
+// DELIVERED, then fire an SES complaint from the page and see it in the timeline.
 func TestConsoleInABrowser(t *testing.T) {
 	exe := browser(t)
 	ctx := context.Background()
@@ -181,6 +181,26 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if origin != "opaque" {
 		t.Errorf("the sandboxed frame is readable from the console (%s)", origin)
+	}
+	// A button fires an SES complaint through SES's handling: the timeline shows it.
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.ID("sim-complaint"))); err != nil {
+		t.Fatalf("the complaint button: %v", err)
+	}
+	// The form posts and the page comes back: poll across the navigation.
+	var seen bool
+	for deadline := time.Now().Add(10 * time.Second); !seen && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		seen, _ = chromedp.Run(bctx, chromedp.Evaluate[bool](`!!document.querySelector("#timeline") && document.querySelector("#timeline").innerText.includes("COMPLAINED")`))
+	}
+	if !seen {
+		t.Fatal("the timeline never showed COMPLAINED")
+	}
+	if err := chromedp.Do(bctx, shot("4-complaint")); err != nil {
+		t.Fatal(err)
+	}
+	// The analytics page draws its chart on the page.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/analytics?days=7"), chromedp.WaitVisible(chromedp.CSS(`svg#series polyline`)),
+		shot("5-analytics")); err != nil {
+		t.Fatalf("analytics: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)
