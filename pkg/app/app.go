@@ -394,12 +394,10 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 	if err := a.local.Start(ctx); err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
-	// Emails the last process left QUEUED or SENDING (it stopped or crashed) go to delivery now,
-	// not after the reconciler's delay: no other process can be sending them.
-	rq := &housekeeping.Requeue{Store: a.Store, Now: time.Now, Log: a.Log, StartedAt: time.Now(), Dispatcher: a.Pool}
-	if a.Pool == nil {
-		rq.Dispatcher = nil
-	}
+	// Emails the last process left SENDING (it stopped or crashed mid-send) go back to delivery
+	// now, not after the claim's lease: no other process can be sending them.
+	rq := a.requeue()
+	rq.StartedAt = time.Now()
 	if n, err := rq.Run(ctx); n > 0 || err != nil {
 		a.Log.Info("resuming emails left by the last run", "count", n, "err", err)
 	}
@@ -485,14 +483,19 @@ func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
 	return err
 }
 
+// requeue is the sweep of stuck emails, handing them to in-process delivery locally.
+func (a *App) requeue() *housekeeping.Requeue {
+	rq := &housekeeping.Requeue{Store: a.Store, Now: time.Now, Log: a.Log}
+	if a.Pool != nil { // not a typed nil in the interface
+		rq.Dispatcher = a.Pool
+	}
+	return rq
+}
+
 // Periodic is the background housekeeping (pkg/housekeeping): locally it runs on a timer; on
 // AWS the Reconciler function runs the same jobs. The error joins the jobs that failed.
 func (a *App) Periodic(ctx context.Context) error {
-	rq := &housekeeping.Requeue{Store: a.Store, Now: time.Now, Log: a.Log}
-	if a.Pool != nil {
-		rq.Dispatcher = a.Pool
-	}
-	return housekeeping.Run(ctx, a.Log, housekeeping.Jobs(rq.Run, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts))
+	return housekeeping.Run(ctx, a.Log, housekeeping.Jobs(a.requeue().Run, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts))
 }
 
 // fireLocal routes a local schedule to its target. A campaign runs apart from the scheduler's

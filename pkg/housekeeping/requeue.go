@@ -33,7 +33,8 @@ type Requeue struct {
 	Budget     time.Duration // the most one run takes (10 s)
 	// StartedAt, when set, is when this process started, and no other process can hold a
 	// claim (the local server, which alone holds its data folder): a claim made before it is
-	// taken over, and an email QUEUED before it handed to delivery, at once.
+	// taken over at once. (Emails QUEUED at start need no touch: the local server hands every
+	// pending email to delivery as it starts, deliver.Pool.Recover.)
 	StartedAt time.Time
 }
 
@@ -54,7 +55,7 @@ func (r *Requeue) Run(ctx context.Context) (int, error) {
 	now := r.Now().UTC()
 	stuck, takeover := now.Add(-r.stuck()), now.Add(-email.ClaimLease-r.grace())
 	if !r.StartedAt.IsZero() {
-		stuck, takeover = r.StartedAt, r.StartedAt
+		takeover = r.StartedAt
 	}
 	why, _ := json.Marshal(map[string]string{"reason": "The worker that claimed it stopped; queued again"})
 	var handed []string
