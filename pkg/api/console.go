@@ -251,9 +251,8 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf(si.id))) != 1 {
-		http.Error(w, "Cross-site request refused", http.StatusForbidden)
-		return nil
+	if err := c.checkForm(r, si); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	delete(c.sessions, si.id)
@@ -387,7 +386,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		return err
 	}
 	redactFor(si.p, list)
-	v := emailsView{view: view{Title: "Emails", Signed: true, CSRF: c.csrf(si.id), Admin: c.mayManageKeys(si.p)}, Q: f.q, Status: f.status, From: f.from,
+	v := emailsView{view: c.viewFor("Emails", si), Q: f.q, Status: f.status, From: f.from,
 		To: f.to, Domain: f.domain, Statuses: consoleStatuses, Emails: list, Total: total,
 		Shown: len(list), FragmentURL: f.url(f.page, true)}
 	if f.page > 1 {
@@ -433,7 +432,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	one := []store.Email{e}
 	redactFor(si.p, one)
 	e = one[0]
-	v := emailView{view: view{Title: "Email", Signed: true, CSRF: c.csrf(si.id), Admin: c.mayManageKeys(si.p)}, E: e,
+	v := emailView{view: c.viewFor("Email", si), E: e,
 		Simulate: c.Events != nil && si.p.CanManage() && e.MessageID != ""}
 	for _, ev := range events {
 		ce := consoleEvent{Status: ev.Status, CreatedAt: ev.CreatedAt}
@@ -574,9 +573,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 // handler as SES's own events (FULL keys: a bounce or a complaint suppresses the address for
 // the whole team). The page shows what follows: the timeline, the suppression, the webhook call.
 func (c *Console) simulate(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf(si.id))) != 1 {
-		http.Error(w, "Cross-site request refused", http.StatusForbidden)
-		return nil
+	if err := c.checkForm(r, si); err != nil {
+		return err
 	}
 	if c.Events == nil || !si.p.CanManage() {
 		return fault.New(fault.Forbidden, "Only a FULL key may fire events")
@@ -664,10 +662,11 @@ type keysView struct {
 	Created string // a key just made, shown once
 }
 
-// mayManageKeys: a FULL key of the whole team (the routes' Manage and TeamWide).
-func (c *Console) mayManageKeys(p auth.Principal) bool {
-	return c.Keys != nil && p.CanManage() && p.DomainID == 0
-}
+// wholeTeam: a FULL key of the whole team, as the routes' Manage and TeamWide ask.
+func wholeTeam(p auth.Principal) bool { return p.CanManage() && p.DomainID == 0 }
+
+// mayManageKeys: the keys page is there and the key is a FULL key of the whole team.
+func (c *Console) mayManageKeys(p auth.Principal) bool { return c.Keys != nil && wholeTeam(p) }
 
 // checkForm refuses a post from another site or without the session's token.
 func (c *Console) checkForm(r *http.Request, si signedIn) error {
@@ -682,7 +681,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	if !c.mayManageKeys(si.p) {
 		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may manage keys")
 	}
-	v := keysView{view: view{Title: "Keys", Signed: true, CSRF: c.csrf(si.id), Admin: true}}
+	v := keysView{view: c.viewFor("Keys", si)}
 	status := http.StatusOK
 	if r.Method == http.MethodPost {
 		if err := c.checkForm(r, si); err != nil {
@@ -710,13 +709,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, 0); err != nil {
 		return err
 	}
-	var b bytes.Buffer
-	if err := consolePages.ExecuteTemplate(&b, "keys", v); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	c.render(w, status, "keys", v)
 	return nil
 }
 
@@ -800,7 +793,7 @@ type consoleCall struct {
 
 // teamWide refuses a key the webhook routes refuse (Manage, TeamWide).
 func (c *Console) teamWide(p auth.Principal) error {
-	if !p.CanManage() || p.DomainID != 0 {
+	if !wholeTeam(p) {
 		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may see the team's webhooks")
 	}
 	return nil

@@ -252,86 +252,15 @@ func bookExists(tx *bbolt.Tx, teamID int64, bookID string) bool {
 	return tx.Bucket(bucketBooks).Get(bookKey(teamID, bookID)) != nil
 }
 
-// PutContact runs fn outside the write transaction on the contact as read (or a new one), then
-// writes only if the stored bytes under the email key are still those fn saw (absent for a new
-// contact), starting over otherwise: of many concurrent puts of one new address, one creates the
-// contact and the others update it. A new contact raises ContactCount in the same transaction.
+// PutContact is PutContacts with one put: fn runs inside the write transaction, so of many
+// concurrent puts of one new address, one creates the contact and the others update it. A new
+// contact raises ContactCount in the same transaction.
 func (s *Store) PutContact(ctx context.Context, teamID int64, bookID, email, newID string, fn func(c *store.Contact, existed bool) error) (store.Contact, error) {
-	email = lowerEmail(email)
-	key := contactKey(teamID, bookID, email)
-	type put1 struct {
-		c       store.Contact
-		existed bool
+	out, err := s.PutContacts(ctx, teamID, bookID, []store.ContactPut{{Email: email, NewID: newID, Fn: fn}})
+	if err != nil {
+		return store.Contact{}, err
 	}
-	p, err := optimistic(ctx, s, "contact "+email,
-		func(tx *bbolt.Tx) ([]byte, error) {
-			if !bookExists(tx, teamID, bookID) {
-				return nil, store.ErrNotFound
-			}
-			return bytes.Clone(tx.Bucket(bucketContacts).Get(key)), nil // nil: a new contact
-		},
-		func(raw []byte) (put1, error) {
-			existed := raw != nil
-			c := store.Contact{TeamID: teamID, BookID: bookID, Email: email}
-			if existed {
-				var err error
-				if c, err = decode[store.Contact](raw, "contact"); err != nil {
-					return put1{}, err
-				}
-			}
-			id := c.ID
-			if !existed {
-				if newID == "" {
-					return put1{}, fmt.Errorf("bolt: put contact %s: empty new id", email)
-				}
-				id = newID
-			}
-			if err := fn(&c, existed); err != nil {
-				return put1{}, err
-			}
-			c.ID, c.TeamID, c.BookID, c.Email = id, teamID, bookID, email
-			return put1{c, existed}, nil
-		},
-		func(tx *bbolt.Tx, raw []byte, p *put1) (bool, error) {
-			books := tx.Bucket(bucketBooks)
-			bk := bookKey(teamID, bookID)
-			book, err := get[store.ContactBook](books, bk)
-			if err != nil {
-				return false, err
-			}
-			contacts := tx.Bucket(bucketContacts)
-			if !bytes.Equal(contacts.Get(key), raw) {
-				return true, nil
-			}
-			if !p.existed {
-				ids := tx.Bucket(bucketContactID)
-				ik := contactIDKey(teamID, bookID, p.c.ID)
-				if ids.Get(ik) != nil {
-					return false, fmt.Errorf("bolt: contact id %s: %w", p.c.ID, store.ErrConflict)
-				}
-				if err := ids.Put(ik, []byte(email)); err != nil {
-					return false, err
-				}
-				book.ContactCount++
-				if err := put(books, bk, book); err != nil {
-					return false, err
-				}
-			}
-			var ch store.Change
-			ch.After.Contact = &p.c
-			if p.existed {
-				old, err := decode[store.Contact](raw, "contact")
-				if err != nil {
-					return false, err
-				}
-				ch.Before.Contact = &old
-			}
-			if err := appendChange(tx, teamID, ch); err != nil {
-				return false, err
-			}
-			return false, put(contacts, key, p.c)
-		})
-	return p.c, err
+	return out[0], nil
 }
 
 // PutContacts upserts every contact in one write transaction (one disk sync however many),
