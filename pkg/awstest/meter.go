@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,21 +16,28 @@ import (
 
 // Meter adds up DynamoDB's request units for the calls made through a config it is installed
 // on, the way on-demand capacity bills them:
-//   - writes: 1 WRU per KB of item written (2 inside TransactWriteItems), plus 1 per KB for
-//     every index entry a write puts, changes or removes (2 when the index key changes: a delete
-//     and a put; the table's indexes project every attribute). Items written by UpdateItem
-//     (counters, slots) and deletes count as 1 KB. An item's index entries are tracked from the
-//     Puts seen.
+//   - writes: 1 WRU per KB of the larger of the item before and after the write (2 inside
+//     TransactWriteItems), plus 1 per KB for every index entry a write puts, changes or removes
+//     (2 when the index key changes: a delete and a put). An index projects every attribute
+//     unless KeysOnly names it: then its entry is billed by its keys, and a write that keeps
+//     them writes nothing to it. An item's size and index entries are tracked from the Puts seen: an
+//     UpdateItem or a delete of an item put before is billed at its size and rewrites (or
+//     removes) each of its index entries; one never seen (counters, slots) counts as 1 KB.
+//     A ConditionCheck in a transaction counts 2.
 //   - reads: 1 RRU per 4 KB read by a strongly consistent GetItem or Query (the sizes of the
 //     items returned, summed per call), half that eventually consistent; BatchGetItem per item.
 //
 // Calls are counted only when they succeed. Size is the item size estimate (dynamo.ItemSize).
 type Meter struct {
 	Size func(map[string]types.AttributeValue) int
+	// KeysOnly names the indexes (GSI<n>) that project the keys only: an entry is billed by
+	// the size of its keys, and a write that keeps its keys writes nothing to the index.
+	KeysOnly []string
 
 	mu      sync.Mutex
 	n       Units
-	indexed map[string][4]string // PK/SK -> GSI1..GSI4 keys as last put
+	indexed map[string][indexes]string // PK/SK -> GSI1..GSI5 keys as last put
+	known   map[string]int             // PK/SK -> size in KB as last put
 }
 
 // Units are request units and item writes.
@@ -38,6 +47,31 @@ type Units struct {
 	IndexWRU int     // index writes
 	RRU      float64 // reads
 	Calls    int     // DynamoDB calls
+	// ByKind is the write request units by operation and item kind (its sort key up to the
+	// first '#'), e.g. "put EMAIL", "tx-update COUNTERS", "index EMAIL".
+	ByKind map[string]int
+}
+
+func (m *Meter) add(op string, item map[string]types.AttributeValue, table, index int) {
+	m.n.TableWRU += table
+	m.n.IndexWRU += index
+	if m.n.ByKind == nil {
+		m.n.ByKind = map[string]int{}
+	}
+	kind := str(item, "SK")
+	if i := strings.IndexByte(kind, '#'); i >= 0 {
+		kind = kind[:i]
+	}
+	if kind == "" {
+		kind = str(item, "PK")
+		if i := strings.IndexByte(kind, '#'); i >= 0 {
+			kind = kind[:i]
+		}
+	}
+	m.n.ByKind[op+" "+kind] += table
+	if index > 0 {
+		m.n.ByKind["index "+kind] += index
+	}
 }
 
 // WRU is every write request unit, table and indexes.
@@ -66,6 +100,9 @@ func (m *Meter) Reset() Units {
 	return n
 }
 
+// indexes is how many indexes (GSI1..GSI<n>) the meter tracks.
+const indexes = 5
+
 func kb(size int) int { return max(1, (size+1023)/1024) }
 
 func rru(size int, consistent bool) float64 {
@@ -84,15 +121,14 @@ func str(m map[string]types.AttributeValue, name string) string {
 }
 
 // put meters one item put; factor is 2 inside a transaction.
-func (m *Meter) put(item map[string]types.AttributeValue, factor int) {
+func (m *Meter) put(op string, item map[string]types.AttributeValue, factor int) {
 	size := kb(m.Size(item))
 	m.n.Items++
-	m.n.TableWRU += factor * size
 	if m.indexed == nil {
-		m.indexed = map[string][4]string{}
+		m.indexed, m.known = map[string][indexes]string{}, map[string]int{}
 	}
 	id := str(item, "PK") + "\x00" + str(item, "SK")
-	var now [4]string
+	var now [indexes]string
 	for i := range now {
 		n := fmt.Sprint(i + 1)
 		if pk := str(item, "GSI"+n+"PK"); pk != "" {
@@ -100,15 +136,54 @@ func (m *Meter) put(item map[string]types.AttributeValue, factor int) {
 		}
 	}
 	old := m.indexed[id]
+	// A write is billed by the larger of the item before and after it.
+	billed := max(size, m.known[id])
+	index := 0
 	for i := range now {
+		entry := billed
+		if slices.Contains(m.KeysOnly, fmt.Sprintf("GSI%d", i+1)) {
+			// The entry is its keys (table's and index's); with the same keys, nothing of it
+			// changes.
+			entry = kb(len(id) + len(now[i]) + len(old[i]) + 24)
+			if now[i] == old[i] {
+				continue
+			}
+		}
 		switch {
 		case now[i] != "" && old[i] != "" && now[i] != old[i]:
-			m.n.IndexWRU += 2 * size
+			index += 2 * entry
 		case now[i] != "" || old[i] != "":
-			m.n.IndexWRU += size
+			index += entry
 		}
 	}
-	m.indexed[id] = now
+	m.add(op, item, factor*billed, index)
+	m.indexed[id], m.known[id] = now, size
+}
+
+// change meters an UpdateItem or DeleteItem of the item at key: billed by the item's size as
+// last put (1 KB when unknown: counters, slots), and each of its index entries rewritten (an
+// update) or removed (a delete).
+func (m *Meter) change(op string, key map[string]types.AttributeValue, factor int, del bool) {
+	m.n.Items++
+	id := str(key, "PK") + "\x00" + str(key, "SK")
+	size := max(1, m.known[id])
+	index := 0
+	for i, k := range m.indexed[id] {
+		switch {
+		case k == "":
+		case slices.Contains(m.KeysOnly, fmt.Sprintf("GSI%d", i+1)):
+			if del { // an update keeps the keys (a key change is a Put here)
+				index++
+			}
+		default:
+			index += size
+		}
+	}
+	m.add(op, key, factor*size, index)
+	if del && m.indexed != nil {
+		delete(m.indexed, id)
+		delete(m.known, id)
+	}
 }
 
 func (m *Meter) sizes(items []map[string]types.AttributeValue) int {
@@ -126,30 +201,31 @@ func (m *Meter) Observe(params, result any) {
 	m.n.Calls++
 	switch in := params.(type) {
 	case *dynamodb.PutItemInput:
-		m.put(in.Item, 1)
-	case *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput:
-		m.n.Items++
-		m.n.TableWRU++
+		m.put("put", in.Item, 1)
+	case *dynamodb.UpdateItemInput:
+		m.change("update", in.Key, 1, false)
+	case *dynamodb.DeleteItemInput:
+		m.change("delete", in.Key, 1, true)
 	case *dynamodb.TransactWriteItemsInput:
 		for _, a := range in.TransactItems {
 			switch {
 			case a.Put != nil:
-				m.put(a.Put.Item, 2)
-			case a.Update != nil, a.Delete != nil:
-				m.n.Items++
-				m.n.TableWRU += 2
+				m.put("tx-put", a.Put.Item, 2)
+			case a.Update != nil:
+				m.change("tx-update", a.Update.Key, 2, false)
+			case a.Delete != nil:
+				m.change("tx-delete", a.Delete.Key, 2, true)
 			case a.ConditionCheck != nil:
-				m.n.TableWRU += 2
+				m.add("tx-check", a.ConditionCheck.Key, 2, 0)
 			}
 		}
 	case *dynamodb.BatchWriteItemInput:
 		for _, reqs := range in.RequestItems {
 			for _, r := range reqs {
 				if r.PutRequest != nil {
-					m.put(r.PutRequest.Item, 1)
-				} else {
-					m.n.Items++
-					m.n.TableWRU++
+					m.put("batch-put", r.PutRequest.Item, 1)
+				} else if r.DeleteRequest != nil {
+					m.change("batch-delete", r.DeleteRequest.Key, 1, true)
 				}
 			}
 		}
