@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -319,6 +320,9 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	}
 	ds := dynamo.New(db, a.Config.TableName)
 	ds.SetRetention(a.Config.Retention)
+	// The counts follow the table's stream: on AWS the WebhookEvents function applies them; a
+	// process of its own (the local server on this backend, Start) reads the stream itself.
+	ds.ReadStream(dynamodbstreams.NewFromConfig(awsCfg))
 	a.Store = ds
 	a.regions = []string{awsCfg.Region}
 	if a.Config.UnsubscribeSecretID != "" {
@@ -428,8 +432,19 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			a.webhookLoop(loopCtx, st)
 		}()
 	}
+	if ds, ok := a.Store.(*dynamo.Store); ok {
+		a.loops.Add(1)
+		go func() {
+			defer a.loops.Done()
+			ds.RunStream(loopCtx, streamPace, a.Log)
+		}()
+	}
 	return nil
 }
+
+// streamPace is how often the local server on the AWS backend applies the counts of its
+// table's stream.
+const streamPace = time.Second
 
 // webhookPace is how often the local server looks for webhook work: new history entries in
 // the store's feed, and calls due again.

@@ -44,7 +44,7 @@ var background = map[string]string{
 	lambdafn.ReconcilerFunction:     "Re-queues stuck and overdue emails, restarts stalled campaigns, purges deleted books (every 5 minutes)",
 	lambdafn.DomainCheckFunction:    "Refreshes every domain's SES verification status, removes claims unverified after 72 hours (hourly)",
 	lambdafn.AuthorizerFunction:     "Authenticates API keys for the HTTP API (Lambda authorizer)",
-	lambdafn.WebhookEventsFunction:  "Turns emails' new history entries and writes to contacts, domains and campaigns into webhook calls, and makes their first attempts",
+	lambdafn.WebhookEventsFunction:  "Applies the counts of email writes, turns emails' new history entries and writes to contacts, domains and campaigns into webhook calls, and makes their first attempts",
 	lambdafn.WebhookRetriesFunction: "Attempts the webhook calls due again (every minute)",
 }
 
@@ -288,7 +288,7 @@ var triggers = map[string]string{
 	lambdafn.ReconcilerFunction:     "every 5 minutes",
 	lambdafn.DomainCheckFunction:    "hourly",
 	lambdafn.AuthorizerFunction:     "API Gateway, once per API key and cache period",
-	lambdafn.WebhookEventsFunction:  "the table's stream (email items a write added history to)",
+	lambdafn.WebhookEventsFunction:  "the table's stream (email items, and contact, domain and campaign items)",
 	lambdafn.WebhookRetriesFunction: "every minute",
 }
 

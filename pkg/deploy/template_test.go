@@ -844,7 +844,25 @@ func streamFilter(t *testing.T, stream map[string]any) func(rec map[string]any) 
 // every write to a contact, domain or campaign item (deletes too), and nothing else; what
 // passes is what the handler reads.
 func TestWebhookEventsStream(t *testing.T) {
-	passes := streamFilter(t, streamEvent(t, loadTemplate(t), "WebhookEventsFunction"))
+	stream := streamEvent(t, loadTemplate(t), "WebhookEventsFunction")
+	// The counts it applies need each invocation's shard id (a tumbling window gives it), the
+	// shard's order (one batch at a time per shard), every retry until the records expire, and
+	// batches no larger than what the local stream reader hands ApplyCounts (the cost bench's
+	// figure depends on it).
+	for k, want := range map[string]any{
+		"ParallelizationFactor": 1, "MaximumRetryAttempts": -1, "BatchSize": dynamo.StreamBatch,
+	} {
+		if stream[k] != want {
+			t.Errorf("stream %s = %#v, want %#v", k, stream[k], want)
+		}
+	}
+	if w, _ := stream["TumblingWindowInSeconds"].(int); w < 1 {
+		t.Errorf("stream TumblingWindowInSeconds = %#v, want a window (the shard id comes with it)", stream["TumblingWindowInSeconds"])
+	}
+	if stream["BisectBatchOnFunctionError"] != nil {
+		t.Error("stream BisectBatchOnFunctionError set: a batch fails whole, on DynamoDB errors alone")
+	}
+	passes := streamFilter(t, stream)
 	rec := func(name, pk, sk string) map[string]any {
 		return map[string]any{"eventName": name, "dynamodb": map[string]any{
 			"Keys": map[string]any{"PK": map[string]any{"S": pk}, "SK": map[string]any{"S": sk}}}}
@@ -1080,9 +1098,15 @@ func TestOperable(t *testing.T) {
 			}
 		}
 	}
-	if a := alarmsOn(t, tpl, "AWS/Lambda", "IteratorAge"); len(a) != 1 ||
-		!reflect.DeepEqual(a[0]["dims"], map[string]any{"FunctionName": ref("SendWorkerFunction")}) {
-		t.Errorf("iterator age alarms %v, want one on SendWorkerFunction", a)
+	// Each reader of the table's stream: sends and counts must not fall behind.
+	lagging := map[string]bool{}
+	for _, a := range alarmsOn(t, tpl, "AWS/Lambda", "IteratorAge") {
+		if fn, ok := a["dims"].(map[string]any)["FunctionName"].(map[string]any); ok {
+			lagging[fn["Ref"].(string)] = true
+		}
+	}
+	if !reflect.DeepEqual(lagging, map[string]bool{"SendWorkerFunction": true, "WebhookEventsFunction": true}) {
+		t.Errorf("iterator age alarms on %v, want one on each stream reader (SendWorkerFunction, WebhookEventsFunction)", lagging)
 	}
 	if a := alarmsOn(t, tpl, "AWS/ApiGateway", "5xx"); len(a) != 1 ||
 		!reflect.DeepEqual(a[0]["dims"], map[string]any{"ApiId": ref("HttpApi")}) {

@@ -274,6 +274,7 @@ func (f *fixture) bookPending(e *env) bool {
 
 func (f *fixture) campaign(e *env) store.Campaign {
 	e.t.Helper()
+	settled(e, nil) // its counters, from the stream
 	c, err := f.admin.Store.GetCampaign(context.Background(), e.teamID, e.campaignID)
 	if err != nil {
 		e.t.Fatalf("campaign %s: %v", e.campaignID, err)

@@ -146,13 +146,14 @@ var uses = map[string]Ports{
 	// Webhooks: their secrets are sealed with the deployment's keyring (the unsubscribe secret),
 	// so the routes that seal or sign and the functions that call read it. Calls and webhooks
 	// are changed with conditional puts.
-	"CreateWebhook":        {Table: Writes(PutItem), Unsubscribe: Read},
-	"UpdateWebhook":        {Table: Writes(PutItem)},
-	"DeleteWebhook":        {Table: Writes(DeleteItem)},
-	"RotateWebhookSecret":  {Table: Writes(PutItem), Unsubscribe: Read},
-	"TestWebhook":          {Table: Writes(PutItem), Unsubscribe: Read},
-	"ReplayWebhookCall":    {Table: Writes(PutItem), Unsubscribe: Read},
-	WebhookEventsFunction:  {Table: Writes(PutItem), Unsubscribe: Read},
+	"CreateWebhook":       {Table: Writes(PutItem), Unsubscribe: Read},
+	"UpdateWebhook":       {Table: Writes(PutItem)},
+	"DeleteWebhook":       {Table: Writes(DeleteItem)},
+	"RotateWebhookSecret": {Table: Writes(PutItem), Unsubscribe: Read},
+	"TestWebhook":         {Table: Writes(PutItem), Unsubscribe: Read},
+	"ReplayWebhookCall":   {Table: Writes(PutItem), Unsubscribe: Read},
+	// The stream function also applies the counts: counter and marker updates in transactions.
+	WebhookEventsFunction:  {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
 	WebhookRetriesFunction: {Table: Writes(PutItem), Unsubscribe: Read},
 }
 
@@ -507,15 +508,37 @@ func stringAttr(m map[string]events.DynamoDBAttributeValue, name string) (string
 	return v.String(), true
 }
 
-// WebhookEvents is the table stream's webhook consumer: each email item a write changed names
+// WebhookEvents is the table stream's consumer (the second of the two readers a stream shard
+// supports, next to SendWorker). First it applies the counts of the batch's email writes
+// (counts: dynamo.Store.ApplyCounts, exactly once per record whatever the retries; the shard id
+// comes with the mapping's tumbling window). Then the webhooks: each email item a write changed names
 // the history entries it added (dynamo.NewEventsAttribute), and each write to a contact,
 // domain or campaign item is a change (dynamo.DecodeChange, hooks.ChangeEvent); for a team
 // with webhooks those become calls (one per webhook and entry, however often a record is delivered), whose first
 // attempt is made at once. A call that fails is due again (WebhookRetries); a batch fails only
 // when its calls could not be written, and is then retried by the event source mapping.
-func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+func WebhookEvents(h *hooks.Service, st store.Store, counts func(ctx context.Context, shardID string, records []dynamo.StreamRecord) error, log *slog.Logger) func(context.Context, events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 	log = orDiscard(log)
-	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	// The response must carry a state (the mapping's tumbling window gives each invocation its
+	// shard id); the function keeps none.
+	ok := events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}}}
+	return func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+		if counts != nil && len(ev.Records) > 0 {
+			if ev.ShardID == "" {
+				err := errors.New("stream batch without a shard id: the event source mapping needs its tumbling window")
+				log.ErrorContext(ctx, "counts not applied", "requestId", requestID(ctx), "err", err.Error())
+				return events.DynamoDBTimeWindowEventResponse{}, err
+			}
+			recs := make([]dynamo.StreamRecord, 0, len(ev.Records))
+			for _, rec := range ev.Records {
+				recs = append(recs, dynamo.StreamRecord{Seq: rec.Change.SequenceNumber,
+					Old: attrValues(rec.Change.OldImage), New: attrValues(rec.Change.NewImage)})
+			}
+			if err := counts(ctx, ev.ShardID, recs); err != nil {
+				log.ErrorContext(ctx, "counts not applied", "requestId", requestID(ctx), "err", err.Error())
+				return events.DynamoDBTimeWindowEventResponse{}, err
+			}
+		}
 		var entries []hooks.Entries
 		var changes []hooks.Event
 		for _, rec := range ev.Records {
@@ -543,12 +566,12 @@ func WebhookEvents(h *hooks.Service, st store.Store, log *slog.Logger) func(cont
 		calls, err := h.PublishEntries(ctx, st, entries, changes...)
 		if err != nil {
 			log.ErrorContext(ctx, "webhook calls not written", "requestId", requestID(ctx), "err", err.Error())
-			return events.DynamoDBEventResponse{}, err
+			return events.DynamoDBTimeWindowEventResponse{}, err
 		}
 		n := h.AttemptCalls(ctx, calls)
 		log.InfoContext(ctx, "webhook events", "requestId", requestID(ctx), "records", len(ev.Records),
 			"entries", len(entries), "changes", len(changes), "calls", len(calls), "attempted", n)
-		return events.DynamoDBEventResponse{}, nil
+		return ok, nil
 	}
 }
 

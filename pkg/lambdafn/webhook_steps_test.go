@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -123,9 +124,17 @@ var webhookSteps = []step{
 	// The stream record of the email's last write (the last SES event recorded): its new
 	// history entry reaches the webhook.
 	{function: lambdafn.WebhookEventsFunction, prepare: webhookStreamRecord, after: func(e *env, out []byte) {
-		var resp events.DynamoDBEventResponse
-		if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
-			e.t.Fatalf("response %s", out)
+		var resp events.DynamoDBTimeWindowEventResponse
+		if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 || resp.State == nil {
+			e.t.Fatalf("response %s (a tumbling window's response must carry a state)", out)
+		}
+		// The counts: the shard's marker moved past the batch.
+		var sample events.DynamoDBTimeWindowEvent
+		_ = json.Unmarshal(readSample(e.t, lambdafn.WebhookEventsFunction), &sample)
+		marker := e.fixture.item(e, "COUNTS#"+sample.ShardID, "COUNTS")
+		last := sample.Records[len(sample.Records)-1].Change.SequenceNumber
+		if seq, _ := marker["seq"].(*types.AttributeValueMemberS); seq == nil || !strings.HasSuffix(seq.Value, last) {
+			e.t.Errorf("count marker of the sample's shard %v, want it at %s", marker, last)
 		}
 		r := receiver(e.t)
 		_, env := r.last(e, e.webhookSecret)
@@ -200,11 +209,19 @@ var webhookSteps = []step{
 // webhookStreamRecord points the sample's first record at the email SendEmail sent, with its
 // item's image, and its second at the domain, as a write that turned click tracking on.
 func webhookStreamRecord(e *env, raw []byte) []byte {
-	var ev events.DynamoDBEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || len(ev.Records) != 2 {
-		e.t.Fatalf("the webhook events sample: %v", err)
+	var ev events.DynamoDBTimeWindowEvent
+	if err := json.Unmarshal(raw, &ev); err != nil || len(ev.Records) != 2 || ev.ShardID == "" {
+		e.t.Fatalf("the webhook events sample (two records and a shard id): %v", err)
 	}
-	image := streamImage(e.t, e.fixture.emailItem(e, e.emailID))
+	emailItem := e.fixture.emailItem(e, e.emailID)
+	image := streamImage(e.t, emailItem)
+	// The write before it had counted one kind less: the record counts that kind.
+	counted, _ := emailItem["Counted"].(*types.AttributeValueMemberL)
+	if counted == nil || len(counted.Value) == 0 {
+		e.t.Fatal("the email item has counted nothing")
+	}
+	before := maps.Clone(emailItem)
+	before["Counted"] = &types.AttributeValueMemberL{Value: counted.Value[:len(counted.Value)-1]}
 	if _, ok := image["nev"]; !ok {
 		e.t.Fatal("the email item names no new history entry (nev)")
 	}
@@ -224,6 +241,7 @@ func webhookStreamRecord(e *env, raw []byte) []byte {
 		ev.Records[i].Change.Keys = map[string]events.DynamoDBAttributeValue{"PK": image["PK"], "SK": image["SK"]}
 		ev.Records[i].Change.NewImage = image
 	}
+	ev.Records[0].Change.OldImage = streamImage(e.t, before)
 	ev.Records[1].Change.OldImage = old
 	b, err := json.Marshal(ev)
 	if err != nil {

@@ -205,7 +205,7 @@ func (w *Wiring) Handler() lambda.Handler {
 			return s.Domains.RefreshAll(ctx, w.Store)
 		}, w.Log))
 	case WebhookEventsFunction:
-		return lambda.NewHandler(WebhookEvents(s.Webhooks, w.Store, w.Log))
+		return lambda.NewHandler(WebhookEvents(s.Webhooks, w.Store, w.Store.ApplyCounts, w.Log))
 	case WebhookRetriesFunction:
 		return lambda.NewHandler(Periodic("webhook retries", func(ctx context.Context) (int, error) {
 			return s.Webhooks.RunDue(ctx, 500)

@@ -184,7 +184,8 @@ type Email struct {
 	ContactID  string
 	// Counted lists the counter kinds (Count*) this email has already counted. When an
 	// UpdateEmail adds kinds to it (or CreateEmails writes an email with kinds in it) the store
-	// increments, in the same atomic write, the campaign's counters for exactly the new kinds
+	// increments, exactly once (within the write, or from its change stream: see CreateEmails),
+	// the campaign's counters for exactly the new kinds
 	// (a campaign email) and the day's analytics counters of its team and domain for the new
 	// AnalyticsKinds (any email): each kind counts at most once per email, i.e. per recipient.
 	Counted []string
@@ -566,10 +567,16 @@ type Templates interface {
 
 // Emails is the emails, their events and the work indexes.
 type Emails interface {
-	// CreateEmails writes each email that does not exist yet together with its first events and
-	// the list counters (and, for a campaign email, the campaign's counters of its Counted
-	// kinds, e.g. total), atomically per email. An email whose id already exists is left untouched
-	// (that is how a retried request after a crash stays exactly-once) and is not counted again.
+	// CreateEmails writes each email that does not exist yet together with its first events,
+	// atomically per email, and counts it (the list counts and, for a campaign email, the
+	// campaign's counters of its Counted kinds, e.g. total). An email whose id already exists is
+	// left untouched (that is how a retried request after a crash stays exactly-once) and is not
+	// counted again.
+	//
+	// Counts. Every count (list counts, campaign counters, DailyStats, ScheduledCount) moves
+	// exactly once per email and kind. An adapter may move them within the write (bbolt) or
+	// after it, from a change stream of its writes (DynamoDB: about a second later); such an
+	// adapter has a Settle(ctx) method that returns once every earlier write is counted.
 	CreateEmails(ctx context.Context, emails []Email, firstEvents []Event) error
 	GetEmail(ctx context.Context, id string) (Email, error)
 	// GetEmailDetail returns the email and its events sorted by CreatedAt then ID.
@@ -603,7 +610,7 @@ type Emails interface {
 	DailyStats(ctx context.Context, teamID, domainID int64, from, to string) ([]DayStats, error)
 	// ScheduledCount is the number of the team's emails in SCHEDULED: CreateEmails counts an
 	// email it writes SCHEDULED, and UpdateEmail uncounts it when it leaves SCHEDULED (or counts
-	// it when it enters), atomically with the email. Emails written SCHEDULED before the count
+	// it when it enters), exactly once (see CreateEmails on counts). Emails written SCHEDULED before the count
 	// existed are not in it; it is never below 0.
 	ScheduledCount(ctx context.Context, teamID int64) (int64, error)
 	// HeldEmails lists ids of the campaign's held emails (QUEUED with Held), oldest first, at

@@ -1,8 +1,11 @@
 package dynamo
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -18,23 +21,88 @@ import (
 // Campaigns: the campaign item under the team (listed newest first through GSI1) and its
 // counters item apart (see keys.go), which only the email transactions change, by ADD.
 
+// campaignItem is the campaign record. Its HTML and Content (editor JSON) are kept gzip'd
+// (HTMLGz, ContentGz) when they are longer than compressAbove: every step of a campaign
+// rewrites the item and its list index entry, and each write is billed by the item's size.
+// An item written before holds them as they are.
 type campaignItem struct {
 	keys
 	store.Campaign
-	Version int64
+	Version   int64
+	HTMLGz    []byte `dynamodbav:"htmlZ,omitempty"`
+	ContentGz []byte `dynamodbav:"contentZ,omitempty"`
 }
 
 const attrCounters = "Counters"
 
+// compressAbove is the length from which a campaign's HTML or Content is stored gzip'd.
+const compressAbove = 256
+
 func campaignAttrs(c store.Campaign, version int64) (map[string]types.AttributeValue, error) {
 	it := campaignItem{keys: campaignKey(c.TeamID, c.ID).keys(), Campaign: c, Version: version}
 	it.GSI1PK, it.GSI1SK = campaignIndexKey(c.TeamID), emailSort(c.CreatedAt, c.ID)
+	var err error
+	if len(c.HTML) > compressAbove {
+		if it.HTMLGz, err = gzipBytes([]byte(c.HTML)); err != nil {
+			return nil, err
+		}
+		it.HTML = ""
+	}
+	if len(c.Content) > compressAbove {
+		if it.ContentGz, err = gzipBytes([]byte(c.Content)); err != nil {
+			return nil, err
+		}
+		it.Content = ""
+	}
 	m, err := marshal(it)
 	if err != nil {
 		return nil, err
 	}
 	delete(m, attrCounters)
 	return m, nil
+}
+
+// decodeCampaign unmarshals a campaign item, its HTML and Content inflated.
+func decodeCampaign(m map[string]types.AttributeValue) (campaignItem, error) {
+	var it campaignItem
+	if err := unmarshal(m, &it); err != nil {
+		return it, err
+	}
+	if it.HTMLGz != nil {
+		b, err := gunzipBytes(it.HTMLGz)
+		if err != nil {
+			return it, fmt.Errorf("dynamo: campaign %s html: %w", it.ID, err)
+		}
+		it.HTML, it.HTMLGz = string(b), nil
+	}
+	if it.ContentGz != nil {
+		b, err := gunzipBytes(it.ContentGz)
+		if err != nil {
+			return it, fmt.Errorf("dynamo: campaign %s content: %w", it.ID, err)
+		}
+		it.Content, it.ContentGz = string(b), nil
+	}
+	return it, nil
+}
+
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func gunzipBytes(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
 }
 
 // decodeCounters sums a campaign's counters items (its shards): every number attribute is a
@@ -93,8 +161,8 @@ func (st *Store) getCampaign(ctx context.Context, teamID int64, id string) (camp
 	if got[ck] == nil {
 		return campaignItem{}, store.ErrNotFound
 	}
-	var it campaignItem
-	if err := unmarshal(got[ck], &it); err != nil {
+	it, err := decodeCampaign(got[ck])
+	if err != nil {
 		return campaignItem{}, err
 	}
 	it.Counters, err = countersOf(got, teamID, id)
@@ -117,8 +185,8 @@ func (st *Store) GetCampaignState(ctx context.Context, teamID int64, id string) 
 	if out.Item == nil {
 		return store.Campaign{}, store.ErrNotFound
 	}
-	var it campaignItem
-	if err := unmarshal(out.Item, &it); err != nil {
+	it, err := decodeCampaign(out.Item)
+	if err != nil {
 		return store.Campaign{}, err
 	}
 	it.Counters = nil
@@ -180,8 +248,8 @@ func (st *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campai
 			return nil, 0, err
 		}
 		for _, m := range items[min(offset, len(items)):] {
-			var it campaignItem
-			if err := unmarshal(m, &it); err != nil {
+			it, err := decodeCampaign(m)
+			if err != nil {
 				return nil, 0, err
 			}
 			page = append(page, it.Campaign)
@@ -192,8 +260,8 @@ func (st *Store) ListCampaigns(ctx context.Context, teamID int64, f store.Campai
 			return nil, 0, err
 		}
 		for _, m := range items {
-			var it campaignItem
-			if err := unmarshal(m, &it); err != nil {
+			it, err := decodeCampaign(m)
+			if err != nil {
 				return nil, 0, err
 			}
 			if !campaignFilter(f).match(it.Campaign) {

@@ -41,8 +41,7 @@ func DecodeChange(keys, before, after map[string]types.AttributeValue) (c store.
 		}
 	case strings.HasPrefix(sk.Value, campaignPrefix) && !strings.Contains(pk.Value[len("TEAM#"):], "#"):
 		read = func(m map[string]types.AttributeValue, r *store.Record) error {
-			var it campaignItem
-			err := unmarshal(m, &it)
+			it, err := decodeCampaign(m)
 			it.Counters = nil
 			r.Campaign = &it.Campaign
 			return err

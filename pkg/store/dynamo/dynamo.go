@@ -33,6 +33,7 @@ type Store struct {
 	now       func() time.Time
 	attempts  int           // of an optimistic update: maxUpdateAttempts (tests lower it)
 	retention time.Duration // how long an email is kept; 0: for ever
+	stream    *streamReader // set by ReadStream: the store applies its stream's counts itself
 }
 
 // SetRetention makes emails, their content and their events expire retention after the email
@@ -150,6 +151,8 @@ type keys struct {
 	GSI3SK string `dynamodbav:"GSI3SK,omitempty"`
 	GSI4PK string `dynamodbav:"GSI4PK,omitempty"`
 	GSI4SK string `dynamodbav:"GSI4SK,omitempty"`
+	GSI5PK string `dynamodbav:"GSI5PK,omitempty"`
+	GSI5SK string `dynamodbav:"GSI5SK,omitempty"`
 }
 
 func (k key) keys() keys { return keys{PK: k.PK, SK: k.SK} }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/mailroom/mailroom/pkg/awstest"
@@ -91,7 +92,24 @@ func newStore(t *testing.T, observe ...func(params any)) (*dynamo.Store, *calls)
 		t.Fatalf("EnsureTable: %v", err)
 	}
 	c.reset()
-	return dynamo.New(client, name), c
+	st := dynamo.New(client, name)
+	st.ReadStream(newStreamsClient(t))
+	return st, c
+}
+
+// newStreamsClient returns a client of moto's DynamoDB streams, its calls serialized with the
+// table's (motoMu).
+func newStreamsClient(t *testing.T) *dynamodbstreams.Client {
+	return dynamodbstreams.NewFromConfig(awstest.Shared(t).Config(t), func(o *dynamodbstreams.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("serialize",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					motoMu.Lock()
+					defer motoMu.Unlock()
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+	})
 }
 
 func TestContract(t *testing.T) {
@@ -230,6 +248,9 @@ func TestListEmailsAcrossDays(t *testing.T) {
 		{name: "domain with range", start: at(1, 0), end: at(3, 9), domains: []int64{2}, offset: 2, limit: 100},
 		{name: "no limit", start: at(12, 5), offset: 1},
 	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := want(tc.start, tc.end, tc.domains...)
@@ -272,8 +293,11 @@ func TestLargeContentChunks(t *testing.T) {
 	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.reset(); got["BatchWriteItem"] == 0 || got["TransactWriteItems"] != 1 {
-		t.Errorf("calls = %v, want chunk batch writes then one transaction", got)
+	if got := c.reset(); got["BatchWriteItem"] == 0 || got["PutItem"] != 1 || got["TransactWriteItems"] != 0 {
+		t.Errorf("calls = %v, want chunk batch writes then one conditional put", got)
+	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
 	}
 	same := func(what string, got store.Email) {
 		t.Helper()
@@ -328,7 +352,7 @@ func TestLargeContentChunks(t *testing.T) {
 // TestTableInput pins the table shape that template.yaml must declare.
 func TestTableInput(t *testing.T) {
 	in := dynamo.TableInput("t")
-	if len(in.GlobalSecondaryIndexes) != 4 || in.StreamSpecification == nil || !*in.StreamSpecification.StreamEnabled {
+	if len(in.GlobalSecondaryIndexes) != 5 || in.StreamSpecification == nil || !*in.StreamSpecification.StreamEnabled {
 		t.Fatalf("unexpected table input: %+v", in)
 	}
 	for i, g := range in.GlobalSecondaryIndexes {
@@ -336,6 +360,70 @@ func TestTableInput(t *testing.T) {
 		if *g.IndexName != name || *g.KeySchema[0].AttributeName != name+"PK" || *g.KeySchema[1].AttributeName != name+"SK" {
 			t.Errorf("index %d = %s %s %s", i, *g.IndexName, *g.KeySchema[0].AttributeName, *g.KeySchema[1].AttributeName)
 		}
+		want := types.ProjectionTypeAll
+		if name == dynamo.IndexGSI5 { // the work index: keys only
+			want = types.ProjectionTypeKeysOnly
+		}
+		if g.Projection.ProjectionType != want {
+			t.Errorf("index %s projects %s, want %s", name, g.Projection.ProjectionType, want)
+		}
+	}
+}
+
+// TestEnsureTableAddsTheWorkIndex: a table made before the keys-only work index gains it, and
+// an email waiting in the former work index (GSI4) is still found until its next write moves
+// it over.
+func TestEnsureTableAddsTheWorkIndex(t *testing.T) {
+	client, _ := newClient(t)
+	ctx := t.Context()
+	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
+	in := dynamo.TableInput(name)
+	in.GlobalSecondaryIndexes = in.GlobalSecondaryIndexes[:4]
+	in.AttributeDefinitions = in.AttributeDefinitions[:len(in.AttributeDefinitions)-2]
+	if _, err := client.CreateTable(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamo.EnsureTable(ctx, client, name); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range desc.Table.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) == dynamo.IndexGSI5 && g.Projection.ProjectionType == types.ProjectionTypeKeysOnly {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("indexes after EnsureTable: %+v, want GSI5 keys only", desc.Table.GlobalSecondaryIndexes)
+	}
+	s := dynamo.New(client, name)
+	old, queued := email(25, 1, "wi-old", time.Now().UTC().Add(-time.Hour)), email(25, 1, "wi-new", time.Now().UTC())
+	if err := s.CreateEmails(ctx, []store.Email{old, queued}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// wi-old as the former version wrote it: in GSI4.
+	key := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "EMAIL#wi-old"}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}}
+	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(name), Key: key,
+		UpdateExpression:    aws.String("SET GSI4PK = GSI5PK, GSI4SK = GSI5SK REMOVE GSI5PK, GSI5SK"),
+		ConditionExpression: aws.String("attribute_exists(GSI5PK)"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.PendingEmails(ctx, 10)
+	if err != nil || !slices.Equal(ids, []string{"wi-old", "wi-new"}) {
+		t.Fatalf("PendingEmails = %v, %v; want both, oldest first", ids, err)
+	}
+	if _, err := s.UpdateEmail(ctx, "wi-old", func(e *store.Email) ([]store.Event, error) {
+		e.Status = store.StatusSent
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.PendingEmails(ctx, 10); err != nil || !slices.Equal(ids, []string{"wi-new"}) {
+		t.Fatalf("PendingEmails after the old one is sent = %v, %v; want wi-new alone", ids, err)
 	}
 }
 
@@ -425,6 +513,10 @@ func TestListsEmailsOfBothLayouts(t *testing.T) {
 		item[k] = entry.Item[k]
 	}
 	delete(item, "listed")
+	if err := s.Settle(ctx); err != nil { // the create counted, as the former layout did in its write
+		t.Fatal(err)
+	}
+	delete(item, "sc")
 	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: item}); err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +666,7 @@ func TestTeamDayKeysAreSharded(t *testing.T) {
 	if err := s.CreateEmails(ctx, all, nil); err != nil {
 		t.Fatal(err)
 	}
-	parts, counters := map[string]bool{}, map[string]bool{}
+	parts := map[string]bool{}
 	for _, e := range all {
 		got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
 			"PK": &types.AttributeValueMemberS{Value: "EMAIL#" + e.ID}, "SK": &types.AttributeValueMemberS{Value: "LIST"}}})
@@ -584,19 +676,8 @@ func TestTeamDayKeysAreSharded(t *testing.T) {
 		parts[got.Item["GSI1PK"].(*types.AttributeValueMemberS).Value] = true
 		parts[got.Item["GSI2PK"].(*types.AttributeValueMemberS).Value] = true
 	}
-	for sh := range dynamo.WorkShards {
-		out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(s.Table()),
-			KeyConditionExpression:    aws.String("PK = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("TEAM#9#COUNT#%02d", sh)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Items) > 0 {
-			counters[fmt.Sprint(sh)] = true
-		}
-	}
-	if len(parts) < 2*8 || len(counters) < 8 {
-		t.Errorf("64 emails of a day in %d list partitions and %d counter shards, want them spread over at least 8 of each", len(parts)/2, len(counters))
+	if len(parts) < 2*8 {
+		t.Errorf("64 emails of a day in %d list partitions, want them spread over at least 8", len(parts)/2)
 	}
 
 	// One more email as the former layout wrote it: its list entry in the day's single
@@ -605,7 +686,22 @@ func TestTeamDayKeysAreSharded(t *testing.T) {
 	if err := s.CreateEmails(ctx, []store.Email{old}, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
 	d := base.Format("2006-01-02")
+	// The shard the stream counted the day in (each reader of a stream shard counts in one).
+	counted := -1
+	for sh := range dynamo.WorkShards {
+		got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("TEAM#9#COUNT#%02d", sh)}, "SK": &types.AttributeValueMemberS{Value: "DAY#" + d}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Item != nil {
+			counted = sh
+		}
+	}
 	entry := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "EMAIL#" + old.ID}, "SK": &types.AttributeValueMemberS{Value: "LIST"}}
 	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()), Key: entry,
 		UpdateExpression: aws.String("SET GSI1PK = :g1, GSI2PK = :g2"),
@@ -619,7 +715,7 @@ func TestTeamDayKeysAreSharded(t *testing.T) {
 		pk, expr string
 		vals     map[string]types.AttributeValue
 	}{
-		{fmt.Sprintf("TEAM#9#COUNT#%02d", dynamo.WorkShard(old.ID)), "ADD n :n, d1 :n", minus},
+		{fmt.Sprintf("TEAM#9#COUNT#%02d", counted), "ADD n :n, d1 :n", minus},
 		{"TEAM#9#COUNT", "ADD n :n", one},
 		{"TEAM#9#DOM#1#COUNT", "ADD n :n", one},
 	}
@@ -650,5 +746,222 @@ func TestTeamDayKeysAreSharded(t *testing.T) {
 		if f.Offset == 0 && list[0].ID != all[63].ID {
 			t.Errorf("ListEmails(%+v) starts with %s, want the newest %s", f, list[0].ID, all[63].ID)
 		}
+	}
+}
+
+// streamRecords reads every record of the store's table stream so far, in order (moto has one
+// shard).
+func streamRecords(t *testing.T, s *dynamo.Store) (string, []dynamo.StreamRecord) {
+	t.Helper()
+	ctx := t.Context()
+	client, _ := newClient(t)
+	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.Table())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := newStreamsClient(t)
+	arn := desc.Table.LatestStreamArn
+	ds, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
+	if err != nil || len(ds.StreamDescription.Shards) != 1 {
+		t.Fatalf("DescribeStream: %v, %v", ds, err)
+	}
+	shard := ds.StreamDescription.Shards[0].ShardId
+	it, err := streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: shard, ShardIteratorType: "TRIM_HORIZON"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dynamo.StreamRecord
+	for iter := it.ShardIterator; iter != nil; {
+		page, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) == 0 {
+			break
+		}
+		for _, r := range page.Records {
+			out = append(out, dynamo.StreamRecord{Seq: aws.ToString(r.Dynamodb.SequenceNumber),
+				Old: dynamo.FromStream(r.Dynamodb.OldImage), New: dynamo.FromStream(r.Dynamodb.NewImage)})
+		}
+		iter = page.NextShardIterator
+	}
+	return aws.ToString(shard), out
+}
+
+// TestApplyCountsExactlyOnce hands the counts of a stream's records to ApplyCounts the ways
+// Lambda and several readers can: a batch retried whole, batches that overlap, a later batch
+// first, and readers of the same shard at the same time. Each email and kind counts once.
+func TestApplyCountsExactlyOnce(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	const team, n = 21, 12
+	if err := s.CreateCampaign(ctx, store.Campaign{ID: "camp", TeamID: team, Status: store.CampaignRunning, CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	var emails []store.Email
+	for i := range n {
+		e := email(team, 1+int64(i%2), fmt.Sprintf("ac-%02d", i), time.Now().UTC())
+		e.CampaignID, e.Counted = "camp", []string{store.CountTotal}
+		if i < 3 {
+			at := time.Now().Add(time.Hour).UTC()
+			e.Status, e.ScheduledAt = store.StatusScheduled, &at
+		}
+		emails = append(emails, e)
+	}
+	if err := s.CreateEmails(ctx, emails, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range emails[3:] {
+		for _, kind := range []string{store.CountSent, store.CountDelivered} {
+			if _, err := s.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+				e.Counted = append(e.Counted, kind)
+				return []store.Event{{ID: kind, Status: strings.ToUpper(kind), CreatedAt: time.Now().UTC()}}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// One scheduled email leaves SCHEDULED: the cap's count goes down.
+	if _, err := s.UpdateEmail(ctx, emails[0].ID, func(e *store.Email) ([]store.Event, error) {
+		e.Status = store.StatusQueued
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	shard, recs := streamRecords(t, s)
+	if len(recs) < n+2*(n-3)+1 {
+		t.Fatalf("%d stream records, want at least %d", len(recs), n+2*(n-3)+1)
+	}
+	half := len(recs) / 2
+	apply := func(rs []dynamo.StreamRecord) {
+		t.Helper()
+		if err := s.ApplyCounts(ctx, shard, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(recs[:half])
+	apply(recs[:half])           // retried whole
+	apply(recs[half/2 : half+3]) // overlapping, going further
+	var wg sync.WaitGroup
+	for range 4 { // several readers of the shard at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.ApplyCounts(ctx, shard, recs); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	apply(recs) // and everything again
+	got, err := s.GetCampaign(ctx, team, "camp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Counters[store.CountTotal] != n || got.Counters[store.CountSent] != n-3 || got.Counters[store.CountDelivered] != n-3 {
+		t.Errorf("campaign counters %v; want total %d, sent and delivered %d", got.Counters, n, n-3)
+	}
+	if _, count, err := s.ListEmails(ctx, store.EmailFilter{TeamID: team, Limit: 1}); err != nil || count != n {
+		t.Errorf("list count %d, %v; want %d", count, err, n)
+	}
+	if _, count, err := s.ListEmails(ctx, store.EmailFilter{TeamID: team, DomainIDs: []int64{2}, Limit: 1}); err != nil || count != n/2 {
+		t.Errorf("domain 2 list count %d, %v; want %d", count, err, n/2)
+	}
+	if sc, err := s.ScheduledCount(ctx, team); err != nil || sc != 2 {
+		t.Errorf("ScheduledCount %d, %v; want 2", sc, err)
+	}
+	d := time.Now().UTC().Format("2006-01-02")
+	days, err := s.DailyStats(ctx, team, 0, d, d)
+	if err != nil || len(days) != 1 || days[0].Counts[store.CountSent] != n-3 || days[0].Counts[store.CountDelivered] != n-3 {
+		t.Errorf("DailyStats %v, %v; want sent and delivered %d", days, err, n-3)
+	}
+}
+
+// TestApplyCountsSkipsFormerLayout: an email item written without the stream-counted mark
+// (by a version that counted in its writes) counts nothing from the stream, and a later write by
+// this version counts only the kinds it adds.
+func TestApplyCountsSkipsFormerLayout(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	const team = 22
+	e := email(team, 1, "fl-1", time.Now().UTC())
+	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "EMAIL#fl-1"}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}}
+	// As the former version would: Counted += sent in the write (its counters in the same
+	// transaction, not modelled here), and no mark.
+	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()), Key: key,
+		UpdateExpression:          aws.String("SET Counted = :c REMOVE sc"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: store.CountSent}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		e.Counted = append(e.Counted, store.CountDelivered)
+		return []store.Event{{ID: "d", Status: "DELIVERED", CreatedAt: time.Now().UTC()}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := time.Now().UTC().Format("2006-01-02")
+	days, err := s.DailyStats(ctx, team, 0, d, d)
+	if err != nil || len(days) != 1 || days[0].Counts[store.CountSent] != 0 || days[0].Counts[store.CountDelivered] != 1 {
+		t.Errorf("DailyStats %v, %v; want delivered 1 and sent not counted again", days, err)
+	}
+	if _, count, err := s.ListEmails(ctx, store.EmailFilter{TeamID: team, Limit: 1}); err != nil || count != 1 {
+		t.Errorf("list count %d, %v; want 1", count, err)
+	}
+}
+
+// TestSentEventDataNotStoredTwice: a SENT event's data, the provider's message id, is not kept
+// in the item a second time (MessageID holds it), and reads give it back whole.
+func TestSentEventDataNotStoredTwice(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	e := email(23, 1, "sd-1", time.Now().UTC())
+	if err := s.CreateEmails(ctx, []store.Email{e}, []store.Event{{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: e.CreatedAt}}); err != nil {
+		t.Fatal(err)
+	}
+	const msg = "0100019a-5d2c-7e8f-9a0b-c1d2e3f4a5b6-000000"
+	data := []byte(`{"messageId":"` + msg + `"}`)
+	other := []byte(`{"messageId":"someone-else"}`)
+	if _, err := s.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		e.Status, e.MessageID = store.StatusSent, msg
+		return []store.Event{{ID: "1-SENT", Status: store.StatusSent, CreatedAt: time.Now().UTC(), Data: data},
+			{ID: "2-SENT", Status: store.StatusSent, CreatedAt: time.Now().UTC(), Data: other}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#" + e.ID}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ev, _ := got.Item["ev"].(*types.AttributeValueMemberL)
+	if ev == nil || len(ev.Value) != 3 {
+		t.Fatalf("inline history %v, want 3 entries", got.Item["ev"])
+	}
+	for _, entry := range ev.Value {
+		if d, ok := entry.(*types.AttributeValueMemberM).Value["d"].(*types.AttributeValueMemberB); ok {
+			n += strings.Count(string(d.Value), msg)
+		}
+	}
+	if n != 0 {
+		t.Errorf("the message id is in the inline history %d times, want 0 (the item's MessageID has it)", n)
+	}
+	_, events, err := s.GetEmailDetail(ctx, e.ID)
+	if err != nil || len(events) != 3 {
+		t.Fatalf("GetEmailDetail: %d events, %v", len(events), err)
+	}
+	if string(events[1].Data) != string(data) || string(events[2].Data) != string(other) {
+		t.Errorf("SENT data read back %s and %s, want %s and %s", events[1].Data, events[2].Data, data, other)
 	}
 }

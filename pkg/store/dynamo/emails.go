@@ -33,28 +33,23 @@ import (
 // email written before this layout may still carry its content inline (contentGz).
 const contentChunkSize = 350 << 10
 
-// smallContent is the largest content item CreateEmails writes inside the email's transaction
-// rather than before it.
-const smallContent = 1024
-
-// AWS limits of one TransactWriteItems: 100 actions and 4 MB. The size budget leaves room for
-// the estimate's inaccuracy.
-const (
-	maxTransactActions = 100
-	maxTransactBytes   = 3 << 20
-)
+// maxTransactActions is AWS's limit of actions in one TransactWriteItems.
+const maxTransactActions = 100
 
 // emailItem is the email record. Its Content attribute is replaced by contentGz (inline) or
 // contentRef/contentChunks (chunked).
 type emailItem struct {
 	keys
 	store.Email
-	ContentGz     []byte `dynamodbav:"contentGz,omitempty"`
-	ContentRef    string `dynamodbav:"contentRef,omitempty"`
-	ContentChunks int    `dynamodbav:"contentChunks,omitempty"`
+	ContentGz  []byte `dynamodbav:"contentGz,omitempty"`
+	ContentRef string `dynamodbav:"contentRef,omitempty"`
+	// ContentChunks is not stored when it is 1 (the usual case: every write of the item is
+	// billed by its size); decodeItem restores it.
+	ContentChunks int `dynamodbav:"contentChunks,omitempty"`
 	// Listed: the email's list index keys are on its list entry (listKey), not on this item.
-	// Emails written before list entries carry the keys themselves.
-	Listed bool `dynamodbav:"listed,omitempty"`
+	// Emails written before list entries carry the keys themselves: decodeItem sets Listed
+	// from their absence (an item may still hold the "listed" attribute written before).
+	Listed bool `dynamodbav:"-"`
 	// Events is the email's history kept inside the item (nil for an email written before:
 	// its events are items of its partition). A status change and its event are then one
 	// single-item write. Once the inline history reaches inlineEventBytes, later events are
@@ -75,20 +70,38 @@ const NewEventsAttribute = "nev"
 const inlineEventBytes = 1024
 
 // inlineEvent is one store.Event inside the email item, with short attribute names (the
-// names are billed too) and the time in integer nanoseconds.
+// names are billed too) and the time in integer nanoseconds. A SENT event whose data is the
+// provider's message id keeps none (SentData): the item holds that id already.
 type inlineEvent struct {
-	ID     string `dynamodbav:"i"`
-	Status string `dynamodbav:"s"`
-	At     int64  `dynamodbav:"t"`
-	Data   []byte `dynamodbav:"d,omitempty"`
+	ID       string `dynamodbav:"i"`
+	Status   string `dynamodbav:"s"`
+	At       int64  `dynamodbav:"t"`
+	Data     []byte `dynamodbav:"d,omitempty"`
+	SentData bool   `dynamodbav:"m,omitempty"`
 }
 
-func toInline(ev store.Event) inlineEvent {
-	return inlineEvent{ID: ev.ID, Status: ev.Status, At: ev.CreatedAt.UnixNano(), Data: ev.Data}
+// sentData is a SENT event's data as the sender records it: {"messageId": <id>}.
+func sentData(messageID string) []byte {
+	b, _ := json.Marshal(map[string]string{"messageId": messageID})
+	return b
 }
 
-func (ie inlineEvent) event(emailID string) store.Event {
-	return store.Event{ID: ie.ID, EmailID: emailID, Status: ie.Status, CreatedAt: time.Unix(0, ie.At).UTC(), Data: ie.Data}
+// toInline makes ev an inline event of an email whose provider message id is messageID.
+func toInline(ev store.Event, messageID string) inlineEvent {
+	ie := inlineEvent{ID: ev.ID, Status: ev.Status, At: ev.CreatedAt.UnixNano(), Data: ev.Data}
+	if ev.Status == store.StatusSent && messageID != "" && bytes.Equal(ev.Data, sentData(messageID)) {
+		ie.Data, ie.SentData = nil, true
+	}
+	return ie
+}
+
+// event is ie as a store.Event of the email e.
+func (ie inlineEvent) event(e store.Email) store.Event {
+	data := ie.Data
+	if ie.SentData {
+		data = sentData(e.MessageID)
+	}
+	return store.Event{ID: ie.ID, EmailID: e.ID, Status: ie.Status, CreatedAt: time.Unix(0, ie.At).UTC(), Data: data}
 }
 
 func inlineSize(evs []inlineEvent) int {
@@ -148,7 +161,7 @@ func encodeContent(emailID string, c store.Content, ttl int64) (content, error) 
 	}
 	gz := buf.Bytes()
 	sum := sha256.Sum256(gz)
-	out := content{ref: hex.EncodeToString(sum[:8])}
+	out := content{ref: hex.EncodeToString(sum[:4])} // tells apart the versions of one email's content
 	for i := 0; len(gz) > 0; i++ {
 		part := gz[:min(contentChunkSize, len(gz))]
 		gz = gz[len(part):]
@@ -197,7 +210,7 @@ func pending(status string) bool {
 }
 
 // emailAttrs builds the email item: the index attributes follow from the email's state, so a
-// Put of the new state also moves it in and out of the sparse indexes (GSI3, GSI4).
+// Put of the new state also moves it in and out of the sparse indexes (GSI3, GSI5).
 //
 // Attributes with zero values are left out (every write is billed by the item's size). The
 // message-id index (GSI3) is kept only for emails written before the inline history: every
@@ -215,15 +228,20 @@ func (st *Store) emailAttrs(e store.Email, c content, old emailItem) (map[string
 	if e.MessageID != "" && old.Events == nil {
 		it.GSI3PK, it.GSI3SK = messageIDIndexKey(e.MessageID), e.ID
 	}
+	// The work index (GSI5, keys only: a write that keeps the key writes nothing to it). An
+	// email written before it, in GSI4, moves to it with its next write.
 	switch {
 	case e.Status == store.StatusQueued && e.Held && e.CampaignID != "":
-		it.GSI4PK, it.GSI4SK = heldIndexKey(e.TeamID, e.CampaignID), sortKey
+		it.GSI5PK, it.GSI5SK = heldIndexKey(e.TeamID, e.CampaignID), sortKey
 	case pending(e.Status):
-		it.GSI4PK, it.GSI4SK = pendingIndexKey(workShard(e.ID)), sortKey
+		it.GSI5PK, it.GSI5SK = pendingIndexKey(workShard(e.ID)), sortKey
 	case e.Status == store.StatusScheduled && e.ScheduledAt != nil:
-		it.GSI4PK, it.GSI4SK = scheduledIndexKey(workShard(e.ID)), emailSort(*e.ScheduledAt, e.ID)
+		it.GSI5PK, it.GSI5SK = scheduledIndexKey(workShard(e.ID)), emailSort(*e.ScheduledAt, e.ID)
 	}
 	it.ContentGz, it.ContentRef, it.ContentChunks = c.inline, c.ref, len(c.chunks)
+	if it.ContentRef != "" && it.ContentChunks == 1 {
+		it.ContentChunks = 0 // the default (decodeItem)
+	}
 	m, err := marshal(it)
 	if err != nil {
 		return nil, err
@@ -243,6 +261,7 @@ func (st *Store) emailAttrs(e store.Email, c content, old emailItem) (map[string
 	if ttl := st.expiry(e); ttl > 0 {
 		m[TTLAttribute] = avN(ttl)
 	}
+	m[streamCountedAttribute] = &types.AttributeValueMemberBOOL{Value: true}
 	return m, nil
 }
 
@@ -313,120 +332,11 @@ func avSize(v types.AttributeValue) int {
 	}
 }
 
-// pendingEmail is one email ready to be written by CreateEmails.
-type pendingEmail struct {
-	email  store.Email
-	puts   []map[string]types.AttributeValue // the email item first, then small content
-	size   int
-	chunks []map[string]types.AttributeValue
-}
-
-// counter is one number attribute of a counter item.
-type counter struct {
-	k    key
-	attr string
-}
-
-// counters lists what creating the email increments: its team's and its domain's counts of
-// the day (two attributes of one day counter item, in the email's shard) and, for a campaign
-// email, the campaign's counters of its Counted kinds.
-func (p pendingEmail) counters() []counter {
-	d := day(p.email.CreatedAt)
-	k := dayCounterKey(p.email.TeamID, d, workShard(p.email.ID))
-	out := []counter{{k, "n"}, {k, domainCountAttr(p.email.DomainID)}}
-	if p.email.ScheduleCounted {
-		out = append(out, counter{scheduledCounterKey(p.email.TeamID, workShard(p.email.ID)), "n"})
-	}
-	if p.email.CampaignID != "" {
-		ck := campaignCountersKey(p.email.TeamID, p.email.CampaignID, campaignCounterShard(p.email.ID))
-		for _, kind := range newKinds(nil, p.email.Counted) {
-			out = append(out, counter{ck, kind})
-		}
-	}
-	return append(out, statsCounters(p.email, newKinds(nil, p.email.Counted), p.email.CreatedAt)...)
-}
-
-// statsCounters are the analytics counters of the email's newly counted kinds, on the day of at.
-func statsCounters(e store.Email, kinds []string, at time.Time) []counter {
-	if at.IsZero() {
-		at = time.Now()
-	}
-	k := statsKey(e.TeamID, day(at), workShard(e.ID))
-	var out []counter
-	for _, kind := range kinds {
-		if slices.Contains(store.AnalyticsKinds, kind) {
-			out = append(out, counter{k, statsAttr(kind, 0)}, counter{k, statsAttr(kind, e.DomainID)})
-		}
-	}
-	return out
-}
-
-// counterKeys lists the distinct counter items of counters (one Update action each).
-func (p pendingEmail) counterKeys() []key {
-	var out []key
-	for _, c := range p.counters() {
-		if !slices.Contains(out, c.k) {
-			out = append(out, c.k)
-		}
-	}
-	return out
-}
-
-// newKinds returns the distinct kinds of now that were not in before, in order.
-func newKinds(before, now []string) []string {
-	var out []string
-	for _, k := range now {
-		if !slices.Contains(before, k) && !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// counterUpdates builds one Update per counter item, ADDing each attribute's count.
-func (st *Store) counterUpdates(counts map[counter]int64, order []counter) []types.TransactWriteItem {
-	var (
-		keys  []key
-		attrs = map[key][]string{}
-	)
-	for _, c := range order {
-		if len(attrs[c.k]) == 0 {
-			keys = append(keys, c.k)
-		}
-		attrs[c.k] = append(attrs[c.k], c.attr)
-	}
-	out := make([]types.TransactWriteItem, 0, len(keys))
-	for _, k := range keys {
-		var expr strings.Builder
-		names, values := map[string]string{}, map[string]types.AttributeValue{}
-		for i, a := range attrs[k] {
-			if i == 0 {
-				expr.WriteString("ADD ")
-			} else {
-				expr.WriteString(", ")
-			}
-			fmt.Fprintf(&expr, "#c%d :c%d", i, i)
-			names[fmt.Sprintf("#c%d", i)] = a
-			values[fmt.Sprintf(":c%d", i)] = avN(counts[counter{k, a}])
-		}
-		out = append(out, types.TransactWriteItem{Update: &types.Update{
-			TableName:                 aws.String(st.table),
-			Key:                       k.av(),
-			UpdateExpression:          aws.String(expr.String()),
-			ExpressionAttributeNames:  names,
-			ExpressionAttributeValues: values,
-		}})
-	}
-	return out
-}
-
-// CreateEmails writes each email's content and list entry (BatchWriteItem), then the email
-// with its first events inside, its list counters and, for a campaign email, an ADD of its
-// Counted kinds (each once) to the campaign's counters item, in one transaction per chunk of
-// emails. Emails of one chunk share
-// the counter updates: one Update per counter item, ADDing the chunk's sum. An email that exists
-// already fails its attribute_not_exists condition; the cancelled transaction is retried
-// without it, so it is neither overwritten nor counted twice.
+// CreateEmails writes each email's content and list entry (BatchWriteItem), then each email
+// item, with its first events inside, by a PutItem conditioned on its not existing (several at
+// a time). An email that exists already fails its condition and is left as it is: a retried
+// request neither overwrites nor counts it twice. No counter is written here: the counts follow
+// from the email items through the table's stream (ApplyCounts).
 func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error {
 	events := map[string][]store.Event{}
 	seen := map[string]bool{}
@@ -437,8 +347,14 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		seen[ev.EmailID+"\x00"+ev.ID] = true
 		events[ev.EmailID] = append(events[ev.EmailID], ev)
 	}
-	var all []pendingEmail
-	created := map[string]bool{}
+	var (
+		items []map[string]types.AttributeValue
+		// The list entries and the content are written once, before the emails: an entry
+		// whose email does not exist (yet) is not listed (emailsFromIndex), an email item
+		// never points at content that is not there yet, and a retry rewrites the same items.
+		before  []types.WriteRequest
+		created = map[string]bool{}
+	)
 	for _, e := range emails {
 		if created[e.ID] {
 			continue
@@ -450,11 +366,9 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			return err
 		}
 		first := []inlineEvent{}
-		for _, ev := range events[e.ID] {
-			first = append(first, toInline(ev))
-		}
 		var added []string
 		for _, ev := range events[e.ID] {
+			first = append(first, toInline(ev, e.MessageID))
 			added = append(added, ev.ID)
 		}
 		m, err := st.emailAttrs(e, c, emailItem{Listed: true, Events: first, NewEvents: added})
@@ -465,131 +379,28 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		if err != nil {
 			return err
 		}
-		// The list entry is written once, with the content, before the email: an entry whose
-		// email does not exist (yet) is not listed (emailsFromIndex), and a retry rewrites
-		// the same entry.
-		p := pendingEmail{email: e, puts: []map[string]types.AttributeValue{m}, size: itemSize(m), chunks: append(c.chunks, lm)}
-		if len(c.chunks) == 1 && itemSize(c.chunks[0]) <= smallContent {
-			// Small content rides in the email's transaction: one call instead of two.
-			p.puts = append(p.puts, c.chunks[0])
-			p.size += itemSize(c.chunks[0])
-			p.chunks = []map[string]types.AttributeValue{lm}
+		for _, chunk := range append(c.chunks, lm) {
+			before = append(before, types.WriteRequest{PutRequest: &types.PutRequest{Item: chunk}})
 		}
-		if len(p.counterKeys()) > maxTransactActions-2 || p.size > maxTransactBytes {
-			return fmt.Errorf("dynamo: email %s does not fit one transaction", e.ID)
-		}
-		all = append(all, p)
+		items = append(items, m)
 	}
-	// Chunks first: an email item must never point at chunks that are not there yet.
-	for _, p := range all {
-		if err := st.writeChunks(ctx, p.chunks); err != nil {
-			return err
-		}
+	if err := st.batchWrite(ctx, before); err != nil {
+		return err
 	}
-	for len(all) > 0 {
-		var (
-			batch    []pendingEmail
-			actions  int
-			size     int
-			counters = map[key]bool{}
-		)
-		for len(all) > 0 {
-			p := all[0]
-			extra := 0
-			ks := p.counterKeys()
-			for _, k := range ks {
-				if !counters[k] {
-					extra++
-				}
-			}
-			if len(batch) > 0 && (actions+len(p.puts)+extra > maxTransactActions || size+p.size > maxTransactBytes) {
-				break
-			}
-			for _, k := range ks {
-				counters[k] = true
-			}
-			actions += len(p.puts) + extra
-			size += p.size
-			batch = append(batch, p)
-			all = all[1:]
+	return each(ctx, len(items), func(ctx context.Context, i int) error {
+		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(st.table), Item: items[i], ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		})
+		if err != nil && !conditionFailed(err) {
+			return fmt.Errorf("dynamo: create email: %w", err)
 		}
-		if err := st.createBatch(ctx, batch); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // maxConflictAttempts bounds the retries of transactions cancelled by concurrent transactions
-// on the same items (hot day counters).
+// on the same items.
 const maxConflictAttempts = 50
-
-// createBatch writes one transaction's worth of emails, dropping the ones that exist.
-func (st *Store) createBatch(ctx context.Context, batch []pendingEmail) error {
-	for attempt := 0; len(batch) > 0; attempt++ {
-		if attempt >= maxConflictAttempts {
-			return &LostRaceError{Item: "email batch", Attempts: attempt}
-		}
-		var (
-			actions []types.TransactWriteItem
-			owner   []int // batch index of each action's email, -1 for counters
-			counts  = map[counter]int64{}
-			order   []counter
-		)
-		for i, p := range batch {
-			for j, m := range p.puts {
-				put := &types.Put{TableName: aws.String(st.table), Item: m}
-				if j == 0 {
-					put.ConditionExpression = aws.String("attribute_not_exists(PK)")
-				}
-				actions = append(actions, types.TransactWriteItem{Put: put})
-				owner = append(owner, i)
-			}
-			for _, c := range p.counters() {
-				if counts[c] == 0 {
-					order = append(order, c)
-				}
-				counts[c]++
-			}
-		}
-		for _, u := range st.counterUpdates(counts, order) {
-			actions = append(actions, u)
-			owner = append(owner, -1)
-		}
-		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
-		if err == nil {
-			return nil
-		}
-		reasons, ok := cancelReasons(err)
-		if !ok {
-			return fmt.Errorf("dynamo: create emails: %w", err)
-		}
-		exists := map[int]bool{}
-		for i, r := range reasons {
-			if i < len(owner) && owner[i] >= 0 && reasonIsCondition(r) {
-				exists[owner[i]] = true
-			}
-		}
-		if len(exists) == 0 {
-			// Cancelled for another reason (a conflicting concurrent transaction): try again.
-			if !retryableCancel(reasons) {
-				return fmt.Errorf("dynamo: create emails: %w", err)
-			}
-			if err := backoff(ctx, attempt); err != nil {
-				return err
-			}
-			continue
-		}
-		kept := batch[:0:0]
-		for i, p := range batch {
-			if !exists[i] {
-				kept = append(kept, p)
-			}
-		}
-		batch = kept
-	}
-	return nil
-}
 
 // retryableCancel reports a transaction cancelled only by conflicts or throttling.
 func retryableCancel(reasons []types.CancellationReason) bool {
@@ -634,7 +445,8 @@ func decodeEmail(items []map[string]types.AttributeValue) (emailItem, error) {
 		sk := skOf(m)
 		switch {
 		case sk == "EMAIL":
-			if err := unmarshal(m, &it); err != nil {
+			var err error
+			if it, err = decodeItem(m); err != nil {
 				return it, err
 			}
 			found = true
@@ -666,6 +478,19 @@ func decodeEmail(items []map[string]types.AttributeValue) (emailItem, error) {
 		return it, err
 	}
 	it.Content = c
+	return it, nil
+}
+
+// decodeItem unmarshals an email item, with what its writes leave out restored.
+func decodeItem(m map[string]types.AttributeValue) (emailItem, error) {
+	var it emailItem
+	if err := unmarshal(m, &it); err != nil {
+		return it, err
+	}
+	if it.ContentRef != "" && it.ContentChunks == 0 {
+		it.ContentChunks = 1
+	}
+	it.Listed = it.GSI1PK == ""
 	return it, nil
 }
 
@@ -708,7 +533,8 @@ func (st *Store) emailsFromIndex(ctx context.Context, ms []map[string]types.Attr
 	heads := make([]emailItem, len(ms))
 	var ks []key
 	for i, m := range ms {
-		if err := unmarshal(m, &heads[i]); err != nil {
+		var err error
+		if heads[i], err = decodeItem(m); err != nil {
 			return nil, err
 		}
 		if heads[i].ContentChunks > 1 {
@@ -786,7 +612,7 @@ func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []
 	}
 	var events []store.Event
 	for _, ie := range it.Events {
-		events = append(events, ie.event(id))
+		events = append(events, ie.event(it.Email))
 	}
 	for _, m := range items {
 		if !strings.HasPrefix(skOf(m), eventPrefix) {
@@ -827,7 +653,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			return store.Email{}, err
 		}
 		e.ID, e.Version = id, old.Version+1
-		schedDelta := scheduleDelta(old.Email, &e)
+		scheduleCounted(old.Email, &e)
 		c := content{inline: old.ContentGz, ref: old.ContentRef}
 		c.chunks = make([]map[string]types.AttributeValue, old.ContentChunks) // only counted
 		if !reflect.DeepEqual(e.Content, old.Content) {
@@ -856,7 +682,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 			ids[ev.ID] = true
 			ev.EmailID = id
-			ie := toInline(ev)
+			ie := toInline(ev, e.MessageID)
 			if old.Events != nil && !cur.Overflow && inlineSize(cur.Events)+inlineSize([]inlineEvent{ie}) <= inlineEventBytes {
 				cur.Events = append(slices.Clip(cur.Events), ie)
 				continue
@@ -879,23 +705,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 			}
 		}
 		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
-		counts, order := map[counter]int64{}, []counter(nil)
-		added := newKinds(old.Counted, e.Counted)
-		if e.CampaignID != "" {
-			for _, kind := range added {
-				c := counter{campaignCountersKey(e.TeamID, e.CampaignID, campaignCounterShard(id)), kind}
-				counts[c], order = 1, append(order, c)
-			}
-		}
-		for _, c := range statsCounters(e, added, e.UpdatedAt) {
-			counts[c], order = 1, append(order, c)
-		}
-		if schedDelta != 0 {
-			c := counter{scheduledCounterKey(e.TeamID, workShard(id)), "n"}
-			counts[c], order = schedDelta, append(order, c)
-		}
-		counted := st.counterUpdates(counts, order)
-		if len(itemEvents) == 0 && len(counted) == 0 {
+		if len(itemEvents) == 0 {
 			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
 			})
@@ -920,7 +730,6 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 				TableName: aws.String(st.table), Item: em, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			}})
 		}
-		actions = append(actions, counted...) // after the events: reasons 1..len(events) are theirs
 		_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if reasons, ok := cancelReasons(err); ok {
 			for i, r := range reasons {
@@ -940,19 +749,17 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 	})
 }
 
-// scheduleDelta is what an update changes in its team's ScheduledCount, and sets
-// ScheduleCounted to match: -1 for a counted email leaving SCHEDULED, +1 for one entering it.
-func scheduleDelta(old store.Email, e *store.Email) int64 {
+// scheduleCounted sets e.ScheduleCounted, whether the email counts in its team's
+// ScheduledCount (the stream applies the change): an email leaving SCHEDULED stops counting,
+// one entering it starts.
+func scheduleCounted(old store.Email, e *store.Email) {
 	e.ScheduleCounted = old.ScheduleCounted
 	switch {
 	case old.ScheduleCounted && e.Status != store.StatusScheduled:
 		e.ScheduleCounted = false
-		return -1
 	case !old.ScheduleCounted && old.Status != store.StatusScheduled && e.Status == store.StatusScheduled:
 		e.ScheduleCounted = true
-		return 1
 	}
-	return 0
 }
 
 // ScheduledCount sums the team's scheduled counter shards (eventually consistent reads).
@@ -1029,36 +836,25 @@ func (st *Store) FindEmailByMessageID(ctx context.Context, messageID string) (st
 	return list[0], nil
 }
 
-// PendingEmails reads every pending shard of GSI4, projecting ids and sort keys, and merges
-// them oldest first.
+// PendingEmails reads every pending shard of the work index, ids and sort keys only, and
+// merges them oldest first.
 func (st *Store) PendingEmails(ctx context.Context, limit int) ([]string, error) {
-	return st.workIDsAcrossShards(ctx, limit, func(shard int) *dynamodb.QueryInput {
-		return &dynamodb.QueryInput{
-			KeyConditionExpression:    aws.String("GSI4PK = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pendingIndexKey(shard))},
-		}
+	return st.workIDsAcrossShards(ctx, limit, func(shard int) workQuery {
+		return workQuery{pk: pendingIndexKey(shard)}
 	})
 }
 
-// OverdueScheduled reads every scheduled shard of GSI4 up to before (each is sorted by
-// scheduledAt) and merges them earliest first.
+// OverdueScheduled reads every scheduled shard of the work index up to before (each is
+// sorted by scheduledAt) and merges them earliest first.
 func (st *Store) OverdueScheduled(ctx context.Context, before time.Time, limit int) ([]string, error) {
-	return st.workIDsAcrossShards(ctx, limit, func(shard int) *dynamodb.QueryInput {
-		return &dynamodb.QueryInput{
-			KeyConditionExpression: aws.String("GSI4PK = :pk AND GSI4SK < :before"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk": avS(scheduledIndexKey(shard)), ":before": avS(before.UTC().Format(sortTime)),
-			},
-		}
+	return st.workIDsAcrossShards(ctx, limit, func(shard int) workQuery {
+		return workQuery{pk: scheduledIndexKey(shard), before: before.UTC().Format(sortTime)}
 	})
 }
 
-// HeldEmails reads the campaign's held partition of GSI4.
+// HeldEmails reads the campaign's held partition of the work index.
 func (st *Store) HeldEmails(ctx context.Context, teamID int64, campaignID string, limit int) ([]string, error) {
-	refs, err := st.workIDs(ctx, &dynamodb.QueryInput{
-		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(heldIndexKey(teamID, campaignID))},
-	}, limit)
+	refs, err := st.workIDs(ctx, workQuery{pk: heldIndexKey(teamID, campaignID)}, limit)
 	ids := make([]string, len(refs))
 	for i, r := range refs {
 		ids[i] = r.id
@@ -1068,10 +864,10 @@ func (st *Store) HeldEmails(ctx context.Context, teamID int64, campaignID string
 
 // workIDsAcrossShards queries each of the WorkShards partitions (at most limit ids each) and
 // returns the limit first ids by sort key.
-func (st *Store) workIDsAcrossShards(ctx context.Context, limit int, in func(shard int) *dynamodb.QueryInput) ([]string, error) {
+func (st *Store) workIDsAcrossShards(ctx context.Context, limit int, q func(shard int) workQuery) ([]string, error) {
 	var all []workRef
 	for shard := legacyShard; shard < WorkShards; shard++ {
-		refs, err := st.workIDs(ctx, in(shard), limit)
+		refs, err := st.workIDs(ctx, q(shard), limit)
 		if err != nil {
 			return nil, err
 		}
@@ -1088,28 +884,61 @@ func (st *Store) workIDsAcrossShards(ctx context.Context, limit int, in func(sha
 	return ids, nil
 }
 
-// workRef is one entry of GSI4: the email id and its sort key.
+// workQuery is a partition of the work index, and the sort key its entries must be below
+// ("": any).
+type workQuery struct{ pk, before string }
+
+// workRef is one entry of the work index: the email id and its sort key.
 type workRef struct{ id, sort string }
 
-// workIDs runs a query of GSI4 (the work index) for email ids and sort keys, at most limit.
-func (st *Store) workIDs(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]workRef, error) {
-	in.IndexName = aws.String(IndexGSI4)
-	in.ProjectionExpression = aws.String("#id, #sk")
-	in.ExpressionAttributeNames = map[string]string{"#id": "ID", "#sk": AttrGSI4SK}
-	if limit > 0 {
-		in.Limit = aws.Int32(int32(min(limit, 1000)))
-	}
-	items, err := st.query(ctx, in, max(limit, 0))
-	if err != nil {
-		return nil, err
-	}
-	refs := make([]workRef, 0, len(items))
-	for _, m := range items {
-		id, _ := m["ID"].(*types.AttributeValueMemberS)
-		sk, _ := m[AttrGSI4SK].(*types.AttributeValueMemberS)
-		if id != nil && sk != nil {
-			refs = append(refs, workRef{id.Value, sk.Value})
+// workIndexes are the work index (GSI5, keys only) and the one emails written before it used
+// (GSI4), read as long as such an email may still wait there.
+var workIndexes = [][3]string{{IndexGSI5, AttrGSI5PK, AttrGSI5SK}, {IndexGSI4, AttrGSI4PK, AttrGSI4SK}}
+
+// workIDs reads one partition of the work index (both of them) for email ids and sort keys,
+// the limit first by sort key.
+func (st *Store) workIDs(ctx context.Context, q workQuery, limit int) ([]workRef, error) {
+	var refs []workRef
+	for _, ix := range workIndexes {
+		in := &dynamodb.QueryInput{
+			IndexName:                 aws.String(ix[0]),
+			KeyConditionExpression:    aws.String("#pk = :pk"),
+			ExpressionAttributeNames:  map[string]string{"#pk": ix[1], "#sk": ix[2]},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(q.pk)},
 		}
+		if q.before != "" {
+			in.KeyConditionExpression = aws.String("#pk = :pk AND #sk < :before")
+			in.ExpressionAttributeValues[":before"] = avS(q.before)
+		}
+		if ix[0] == IndexGSI5 {
+			in.ProjectionExpression = aws.String("PK, #sk")
+		} else {
+			in.ProjectionExpression = aws.String("#id, #sk")
+			in.ExpressionAttributeNames["#id"] = "ID"
+		}
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(min(limit, 1000)))
+		}
+		items, err := st.query(ctx, in, max(limit, 0))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range items {
+			sk, _ := m[ix[2]].(*types.AttributeValueMemberS)
+			id := ""
+			if v, ok := m["ID"].(*types.AttributeValueMemberS); ok {
+				id = v.Value
+			} else if v, ok := m[AttrPK].(*types.AttributeValueMemberS); ok {
+				id = strings.TrimPrefix(v.Value, emailKey("").PK)
+			}
+			if id != "" && sk != nil {
+				refs = append(refs, workRef{id, sk.Value})
+			}
+		}
+	}
+	slices.SortFunc(refs, func(a, b workRef) int { return cmp.Compare(a.sort, b.sort) })
+	if limit > 0 && len(refs) > limit {
+		refs = refs[:limit]
 	}
 	return refs, nil
 }

@@ -95,8 +95,9 @@ func (r listRange) keyCondition(s emailStream, d string, shard int) (string, map
 // ListEmails never reads an email it does not return and never Scans:
 //
 //   - count: per stream, one Query of the day counters within the range in each counter shard;
-//     the (at most two) boundary days the range covers partially are counted exactly with
-//     Select=COUNT in each list shard;
+//     the (at most two) boundary days the range covers partially, and today (and yesterday
+//     for the first minutes of a day) unless it holds exactCountBelow emails or more, are
+//     counted exactly with Select=COUNT in each list shard;
 //   - page: days are walked newest first; a day whose emails all fall before Offset is skipped
 //     by its count alone; the day(s) holding the page are read newest first, Limit-bounded, one
 //     Query per stream and shard (concurrently), and the results are merged by (createdAt, id)
@@ -265,10 +266,22 @@ func (st *Store) dayCounts(ctx context.Context, s emailStream, r listRange) (map
 			days[d] += c
 		}
 	}
+	// Exactly, with Select=COUNT: the days the range covers partially, and the recent days
+	// whose latest emails the stream may not have counted yet (ApplyCounts trails the writes by
+	// a second or so), unless they hold so many emails that counting them would cost more
+	// than the lag is worth.
+	exact := map[string]bool{}
 	for d := range days {
-		if !r.partial(d) {
-			continue
+		if r.partial(d) {
+			exact[d] = true
 		}
+	}
+	for _, d := range []string{day(st.now()), day(st.now().Add(-countLag))} {
+		if d >= r.firstDay() && d <= r.lastDay() && days[d] < exactCountBelow {
+			exact[d] = true
+		}
+	}
+	for d := range exact {
 		var counts []*dynamodb.QueryInput
 		for _, shard := range listShards() {
 			cond, vals := r.keyCondition(s, d, shard)
@@ -282,7 +295,17 @@ func (st *Store) dayCounts(ctx context.Context, s emailStream, r listRange) (map
 		if err != nil {
 			return nil, err
 		}
-		days[d] = n
+		if n > 0 || days[d] > 0 {
+			days[d] = n
+		}
 	}
 	return days, nil
 }
+
+// countLag bounds how far the stream's counts trail the writes (beyond it the function's
+// iterator age alarm fires), and exactCountBelow is the size of a day up to which ListEmails
+// counts a recent day's emails exactly rather than trust its counters.
+const (
+	countLag        = 5 * time.Minute
+	exactCountBelow = 10000
+)

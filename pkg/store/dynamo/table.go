@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,27 +26,33 @@ const (
 	AttrGSI3SK = "GSI3SK"
 	AttrGSI4PK = "GSI4PK"
 	AttrGSI4SK = "GSI4SK"
+	AttrGSI5PK = "GSI5PK"
+	AttrGSI5SK = "GSI5SK"
 
 	// TTLAttribute holds an epoch-seconds expiry (idempotency records). DynamoDB deletes expired
 	// items lazily, so reads still check expiry themselves.
 	TTLAttribute = "ttl"
 )
 
-// Index names. Every index projects ALL attributes, so a Query on an index returns whole items
-// and never needs a follow-up read.
+// Index names. GSI1..GSI4 project ALL attributes, so a Query on them returns whole items and
+// never needs a follow-up read; GSI5 projects the keys only.
 //
 //   - GSI1: team-wide lists: emails by team and day, API keys by team, suppressions by team,
 //     campaigns by team (newest first), and all teams (admin).
 //   - GSI2: emails by team, domain and day; suppressions by team and reason.
 //   - GSI3: emails by provider message id (sparse: only sent emails).
-//   - GSI4: the work index (sparse: the attributes are removed when the email leaves those
-//     states): emails waiting for the sender, QUEUED or SENDING, oldest first; and SCHEDULED
-//     emails by their scheduledAt.
+//   - GSI4: webhook calls due (sparse); and the work index of emails written before GSI5.
+//   - GSI5: the work index (sparse: the attributes are removed when the email leaves those
+//     states): emails waiting for the sender, QUEUED or SENDING, oldest first; SCHEDULED
+//     emails by their scheduledAt; a paused campaign's held emails. Keys only: what reads it
+//     needs is the email id (in PK) and the sort key, and an email's status writes that keep
+//     its work key (QUEUED to SENDING, a retry) then write nothing to the index.
 const (
 	IndexGSI1 = "GSI1"
 	IndexGSI2 = "GSI2"
 	IndexGSI3 = "GSI3"
 	IndexGSI4 = "GSI4"
+	IndexGSI5 = "GSI5"
 )
 
 // indexKeys lists each index with its partition and sort key attributes, in declaration order.
@@ -55,11 +62,16 @@ func indexKeys() [][3]string {
 		{IndexGSI2, AttrGSI2PK, AttrGSI2SK},
 		{IndexGSI3, AttrGSI3PK, AttrGSI3SK},
 		{IndexGSI4, AttrGSI4PK, AttrGSI4SK},
+		{IndexGSI5, AttrGSI5PK, AttrGSI5SK},
 	}
 }
 
-// TableInput is the declarative definition of the table: string keys PK/SK, four global
-// secondary indexes GSI1..GSI4 (string keys <name>PK/<name>SK, projection ALL), on-demand
+// KeysOnly lists the indexes that project the keys only.
+var KeysOnly = []string{IndexGSI5}
+
+// TableInput is the declarative definition of the table: string keys PK/SK, five global
+// secondary indexes GSI1..GSI5 (string keys <name>PK/<name>SK; projection ALL, KEYS_ONLY for
+// KeysOnly), on-demand
 // billing and a stream with new and old images (the sender reacts to QUEUED emails through it).
 // TTL cannot be part of CreateTable; EnsureTable enables it on TTLAttribute.
 func TableInput(name string) *dynamodb.CreateTableInput {
@@ -79,7 +91,7 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(ix[1]), KeyType: types.KeyTypeHash},
 				{AttributeName: aws.String(ix[2]), KeyType: types.KeyTypeRange},
 			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: &types.Projection{ProjectionType: projection(ix[0])},
 		})
 	}
 	return &dynamodb.CreateTableInput{
@@ -98,12 +110,72 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 	}
 }
 
+// addIndexes creates the indexes of TableInput that table lacks, waiting for each.
+func addIndexes(ctx context.Context, client *dynamodb.Client, name string, table *types.TableDescription) error {
+	have := map[string]bool{}
+	for _, g := range table.GlobalSecondaryIndexes {
+		have[aws.ToString(g.IndexName)] = true
+	}
+	want := TableInput(name)
+	for _, g := range want.GlobalSecondaryIndexes {
+		if have[aws.ToString(g.IndexName)] {
+			continue
+		}
+		var attrs []types.AttributeDefinition
+		for _, k := range g.KeySchema {
+			attrs = append(attrs, types.AttributeDefinition{AttributeName: k.AttributeName, AttributeType: types.ScalarAttributeTypeS})
+		}
+		_, err := client.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName: aws.String(name), AttributeDefinitions: attrs,
+			GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
+				IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection}}},
+		})
+		if err != nil {
+			return fmt.Errorf("add index %s to %s: %w", aws.ToString(g.IndexName), name, err)
+		}
+		for {
+			d, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+			if err != nil {
+				return fmt.Errorf("describe table %s: %w", name, err)
+			}
+			active := false
+			for _, x := range d.Table.GlobalSecondaryIndexes {
+				if aws.ToString(x.IndexName) == aws.ToString(g.IndexName) && x.IndexStatus == types.IndexStatusActive {
+					active = true
+				}
+			}
+			if active {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+func projection(index string) types.ProjectionType {
+	if slices.Contains(KeysOnly, index) {
+		return types.ProjectionTypeKeysOnly
+	}
+	return types.ProjectionTypeAll
+}
+
 // EnsureTable creates the table when it does not exist, waits until it is ACTIVE and enables
 // TTL on TTLAttribute. An existing table is left as it is apart from TTL, which is enabled if
-// it is not already (so a table created by hand still expires idempotency records).
+// it is not already (so a table created by hand still expires idempotency records), and the
+// indexes a later version added, which are created (one at a time, as DynamoDB requires).
 func EnsureTable(ctx context.Context, client *dynamodb.Client, name string) error {
-	_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	var notFound *types.ResourceNotFoundException
+	if err == nil {
+		if err := addIndexes(ctx, client, name, desc.Table); err != nil {
+			return err
+		}
+	}
 	switch {
 	case errors.As(err, &notFound):
 		_, err = client.CreateTable(ctx, TableInput(name))

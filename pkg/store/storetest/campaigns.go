@@ -40,6 +40,7 @@ func createCampaign(t *testing.T, s store.Store, c store.Campaign) store.Campaig
 
 func getCampaign(t *testing.T, s store.Store, teamID int64, id string) store.Campaign {
 	t.Helper()
+	settle(t, s)
 	c, err := s.GetCampaign(t.Context(), teamID, id)
 	noErr(t, "GetCampaign", err)
 	return c
@@ -282,6 +283,7 @@ func testCampaignCounters(t *testing.T, s store.Store) {
 	wantCounters(t, s, "after refused updates", team, camp.ID, want)
 
 	// UpdateCampaign keeps the counters, whatever fn does to them.
+	settle(t, s)
 	updated, err := s.UpdateCampaign(ctx, team, camp.ID, func(c *store.Campaign) error {
 		if c.Counters[store.CountSent] != 2 {
 			return fmt.Errorf("fn sees counters %v", c.Counters)

@@ -66,6 +66,7 @@ func testEmails(t *testing.T, s store.Store) {
 
 func listAll(t *testing.T, s store.Store, f store.EmailFilter) ([]store.Email, int) {
 	t.Helper()
+	settle(t, s)
 	list, count, err := s.ListEmails(t.Context(), f)
 	noErr(t, "ListEmails", err)
 	return list, count
@@ -598,6 +599,7 @@ func testScheduledCount(t *testing.T, s store.Store) {
 	team, other := newTeam(t, s), newTeam(t, s)
 	count := func(team int64) int64 {
 		t.Helper()
+		settle(t, s)
 		n, err := s.ScheduledCount(ctx, team)
 		noErr(t, "ScheduledCount", err)
 		return n
@@ -672,6 +674,7 @@ func testScheduledCountConcurrent(t *testing.T, s store.Store) {
 	}) {
 		noErr(t, "UpdateEmail", err)
 	}
+	settle(t, s)
 	n, err := s.ScheduledCount(ctx, team)
 	noErr(t, "ScheduledCount", err)
 	if want := int64(workers - (workers+1)/2); n != want {
@@ -716,6 +719,7 @@ func testDailyStats(t *testing.T, s store.Store) {
 	count(x, d1, store.CountSent)
 	stats := func(team, domain int64, from, to string) map[string]map[string]int64 {
 		t.Helper()
+		settle(t, s)
 		days, err := s.DailyStats(ctx, team, domain, from, to)
 		noErr(t, "DailyStats", err)
 		out := map[string]map[string]int64{}

@@ -47,6 +47,7 @@ func testRetention(t *testing.T, s store.Store) {
 		if _, err := s.GetEmail(ctx, scheduled.ID); err != nil {
 			t.Errorf("%s: the email scheduled 10 days ago: %v", when, err)
 		}
+		settle(t, s)
 		list, n, err := s.ListEmails(ctx, store.EmailFilter{TeamID: team, Limit: 10})
 		noErr(t, "ListEmails", err)
 		if n != 1 || len(list) != 1 || list[0].ID != recent.ID {

@@ -12,6 +12,7 @@
 package storetest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -34,6 +35,21 @@ type Options struct {
 	// WithAttempts returns the store limited to n attempts per optimistic update (sharing its
 	// data): the contention case needs it, and every adapter must provide it.
 	WithAttempts func(s store.Store, n int) store.Store
+}
+
+// Settler is a store whose counts (list counts, ScheduledCount, DailyStats, campaign
+// counters) trail its writes, applied from a change stream: Settle returns once every write
+// made before it is counted. The suite settles before it reads a count; a store without
+// Settle counts within its writes.
+type Settler interface {
+	Settle(ctx context.Context) error
+}
+
+func settle(t *testing.T, s store.Store) {
+	t.Helper()
+	if x, ok := s.(Settler); ok {
+		noErr(t, "Settle", x.Settle(t.Context()))
+	}
 }
 
 // contract is one case of the suite.
