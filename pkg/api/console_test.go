@@ -180,6 +180,8 @@ func TestConsole(t *testing.T) {
 	// Domains with their records; campaigns with their counters.
 	if code, body := get(t, c, srv.URL+"/console/domains"); code != 200 || !strings.Contains(body, "example.com") || !strings.Contains(body, "_domainkey") {
 		t.Errorf("domains = %d:\n%.400s", code, body)
+	} else if !strings.Contains(body, `data-copy="v=spf1 include:amazonses.com ~all"`) || strings.Count(body, `class="copy"`) < 8 {
+		t.Errorf("domains: no copy button for each record's name and value:\n%.2000s", body)
 	}
 	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`)
 	var cp campaignOut

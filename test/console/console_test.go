@@ -202,6 +202,31 @@ func TestConsoleInABrowser(t *testing.T) {
 		shot("5-analytics")); err != nil {
 		t.Fatalf("analytics: %v", err)
 	}
+	// A domain's DNS records, each name and value with a button that copies it.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/domains"), chromedp.WaitVisible(chromedp.CSS(`button.copy`))); err != nil {
+		t.Fatalf("domains: %v", err)
+	}
+	same, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => {
+		const b = document.querySelector("button.copy");
+		return b.dataset.copy !== "" && b.dataset.copy === b.previousElementSibling.textContent;
+	})()`))
+	if err != nil || !same {
+		t.Fatalf("the first copy button does not copy the record's name shown next to it (%v)", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`button.copy`))); err != nil {
+		t.Fatal(err)
+	}
+	// The clipboard (where the browser grants it), or else the text selected for Ctrl-C.
+	copied, err := chromedp.Run(bctx, chromedp.Poll[bool](`(() => {
+		const b = document.querySelector("button.copy");
+		return b.textContent === "Copied" || (b.textContent.startsWith("Selected") && window.getSelection().toString() === b.dataset.copy);
+	})()`, chromedp.WithPollingTimeout(5*time.Second)))
+	if err != nil || !copied {
+		t.Errorf("the copy button did nothing: %v", err)
+	}
+	if err := chromedp.Do(bctx, shot("6-domains")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)
 	}

@@ -16,3 +16,22 @@ document.querySelectorAll("[data-live]").forEach((el) => {
     }
   });
 });
+
+// Copy buttons (a domain's DNS records): the clipboard where the browser allows it, otherwise
+// the text is selected for the user's own Ctrl-C. Without JavaScript the text is plain.
+document.addEventListener("click", async (ev) => {
+  const button = ev.target.closest("button[data-copy]");
+  if (!button) return;
+  try {
+    await navigator.clipboard.writeText(button.dataset.copy);
+    button.textContent = "Copied";
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(button.previousElementSibling);
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    button.textContent = "Selected: press Ctrl-C";
+  }
+  setTimeout(() => { button.textContent = "Copy"; }, 2000);
+});
