@@ -238,7 +238,7 @@ func newWorld(b *testing.B) *world {
 var scenarios = []scenario{
 	{
 		name: "single sends, with an Idempotency-Key", emails: 10, api: 1,
-		lambda: map[Function]float64{APIFunction: 1, SendWorker: 1 / StreamBatch, SESEvents: EventsPerEmail},
+		lambda: map[Function]float64{APIFunction: 1, SendWorker: 1 / StreamBatch, SESEvents: EventsPerEmail, StreamEvents: StreamRecords / dynamo.StreamBatch},
 		send: func(b *testing.B, w *world) []string {
 			var ids []string
 			for i := range 10 {
@@ -253,7 +253,7 @@ var scenarios = []scenario{
 	},
 	{
 		name: "one email of a batch of 100", emails: 100, api: 1.0 / 100,
-		lambda: map[Function]float64{APIFunction: 1.0 / 100, SendWorker: 1 / StreamBatch, SESEvents: EventsPerEmail},
+		lambda: map[Function]float64{APIFunction: 1.0 / 100, SendWorker: 1 / StreamBatch, SESEvents: EventsPerEmail, StreamEvents: StreamRecords / dynamo.StreamBatch},
 		send: func(b *testing.B, w *world) []string {
 			var batch []map[string]any
 			for i := range 100 {
@@ -272,7 +272,7 @@ var scenarios = []scenario{
 	},
 	{
 		name: "a campaign recipient (50 contacts)", emails: 50, api: 1.0 / 50,
-		lambda: map[Function]float64{APIFunction: 1.0 / 50, CampaignBatch: 1 / CampaignStep, SendWorker: 1 / StreamBatch, SESEvents: EventsPerEmail},
+		lambda: map[Function]float64{APIFunction: 1.0 / 50, CampaignBatch: 1 / CampaignStep, SendWorker: 1 / StreamBatch, SESEvents: EventsPerEmail, StreamEvents: StreamRecords / dynamo.StreamBatch},
 		send: func(b *testing.B, w *world) []string {
 			ctx := context.Background()
 			bookID := "cbcost"
@@ -361,7 +361,7 @@ func BenchmarkEmailCost(b *testing.B) {
 
 func describe() string {
 	var parts []string
-	for _, f := range []Function{APIFunction, SendWorker, SESEvents, CampaignBatch} {
+	for _, f := range []Function{APIFunction, SendWorker, SESEvents, CampaignBatch, StreamEvents} {
 		parts = append(parts, fmt.Sprintf("%s %g MB × %g s", f.Name, f.MemoryMB, f.Seconds))
 	}
 	return strings.Join(parts, ", ")
