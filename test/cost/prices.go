@@ -41,15 +41,15 @@ type Function struct {
 
 // The functions an email's life invokes.
 var (
-	APIFunction    = Function{"an API function", 256, 0.050}
-	SendWorker     = Function{"SendWorker (a batch of 10 records)", 256, 0.400}
-	SESEvents      = Function{"SESEvents (one event)", 256, 0.030}
-	CampaignBatch  = Function{"CampaignBatch (one step of 500)", 1024, 3.0}
+	APIFunction   = Function{"an API function", 256, 0.050}
+	SendWorker    = Function{"SendWorker (a batch of 10 records)", 256, 0.400}
+	SESEvents     = Function{"SESEvents (one event)", 256, 0.030}
+	CampaignBatch = Function{"CampaignBatch (one step of 500)", 1024, 3.0}
 	// The stream's second reader applies the counts (and makes webhook calls, none here).
 	StreamEvents = Function{"WebhookEvents (a batch of 100 stream records)", 256, 0.200}
 	// Stream records of an email (its item's writes: created, SENDING, SENT, DELIVERED,
 	// OPENED), in WebhookEvents batches of dynamo.StreamBatch.
-	StreamRecords = 5.0
+	StreamRecords  = 5.0
 	StreamBatch    = 10.0 // the event source mapping's BatchSize: records per SendWorker invocation
 	CampaignStep   = 500.0
 	EventsPerEmail = 3.0 // Send, Delivery, Open: each one SESEvents invocation
