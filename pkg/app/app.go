@@ -321,7 +321,8 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	ds := dynamo.New(db, a.Config.TableName)
 	ds.SetRetention(a.Config.Retention)
 	// The counts follow the table's stream: on AWS the WebhookEvents function applies them; a
-	// process of its own (the local server on this backend, Start) reads the stream itself.
+	// process of its own (the local server on this backend, Start, unless STREAM_COUNTS=off)
+	// reads the stream itself, and tests settle through it.
 	ds.ReadStream(dynamodbstreams.NewFromConfig(awsCfg))
 	a.Store = ds
 	a.regions = []string{awsCfg.Region}
@@ -432,7 +433,7 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			a.webhookLoop(loopCtx, st)
 		}()
 	}
-	if ds, ok := a.Store.(*dynamo.Store); ok {
+	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
 		a.loops.Add(1)
 		go func() {
 			defer a.loops.Done()

@@ -33,10 +33,13 @@ type Config struct {
 	// Retention is RETENTION_DAYS (90): how long emails, their content and their events are
 	// kept; 0 keeps them for ever.
 	Retention       time.Duration
-	BootstrapAPIKey string        // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
-	Workers         int           // WORKERS (4): local delivery goroutines
-	AuthCacheTTL    time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
-	LogLevel        slog.Level    // LOG_LEVEL (info)
+	BootstrapAPIKey string // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
+	Workers         int    // WORKERS (4): local delivery goroutines
+	// StreamCounts is STREAM_COUNTS (on): a local server on the AWS backend applies the counts
+	// from the table's stream itself (off: a deployed stack's WebhookEvents function does).
+	StreamCounts bool
+	AuthCacheTTL time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
+	LogLevel     slog.Level    // LOG_LEVEL (info)
 	// CreateTable makes the server create the DynamoDB table when missing (local server only).
 	CreateTable bool
 
@@ -91,6 +94,7 @@ var Vars = []Var{
 	{Name: "TABLE_NAME", Default: "mailroom", Meaning: "DynamoDB table (BACKEND=aws)"},
 	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
 	{Name: "WORKERS", Default: "4", Meaning: "local delivery goroutines (1 or more)"},
+	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server applies the counts from the table's stream itself; off against a deployed stack, whose function does (a stream shard takes two readers)"},
 	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
 	{Name: "API_RATE_LIMIT", Meaning: "API requests per second of a team without its own limit (unset or 0: none)"},
@@ -136,6 +140,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.Port > 65535 {
 		return c, fmt.Errorf("PORT: %d is not a port (0 to 65535)", c.Port)
+	}
+	switch v := or(getenv("STREAM_COUNTS"), "on"); v {
+	case "on", "off":
+		c.StreamCounts = v == "on"
+	default:
+		return c, fmt.Errorf("STREAM_COUNTS: %q is neither on nor off", v)
 	}
 	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil || c.Workers < 1 {
 		return c, fmt.Errorf("WORKERS: want 1 or more delivery goroutines (emails would wait in QUEUED for ever)")

@@ -1227,3 +1227,19 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		t.Error("get-template links bbolt, the outbox, SES v2 or the date rules")
 	}
 }
+
+// TestEmailWritersFollowTheStreamFunction: on an upgrade, every function that writes email
+// items is updated only after the stream function, so that no item marked for counting from
+// the stream reaches the former code, which would pass over it uncounted.
+func TestEmailWritersFollowTheStreamFunction(t *testing.T) {
+	notWriters := map[string]bool{"WebhookEventsFunction": true, "AuthorizerFunction": true,
+		"WebhookRetriesFunction": true, "DomainCheckFunction": true}
+	for id, fn := range resources(t, loadTemplate(t), "AWS::Serverless::Function") {
+		if notWriters[id] {
+			continue
+		}
+		if dep := fn["DependsOn"]; dep != "WebhookEventsFunction" {
+			t.Errorf("%s DependsOn %v, want WebhookEventsFunction", id, dep)
+		}
+	}
+}

@@ -517,7 +517,7 @@ func stringAttr(m map[string]events.DynamoDBAttributeValue, name string) (string
 // with webhooks those become calls (one per webhook and entry, however often a record is delivered), whose first
 // attempt is made at once. A call that fails is due again (WebhookRetries); a batch fails only
 // when its calls could not be written, and is then retried by the event source mapping.
-func WebhookEvents(h *hooks.Service, st store.Store, counts func(ctx context.Context, shardID string, records []dynamo.StreamRecord) error, log *slog.Logger) func(context.Context, events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+func WebhookEvents(h *hooks.Service, st store.Store, counts func(ctx context.Context, shardID string, records []dynamo.StreamRecord) (skipped []string, err error), log *slog.Logger) func(context.Context, events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 	log = orDiscard(log)
 	// The response must carry a state (the mapping's tumbling window gives each invocation its
 	// shard id); the function keeps none.
@@ -534,7 +534,11 @@ func WebhookEvents(h *hooks.Service, st store.Store, counts func(ctx context.Con
 				recs = append(recs, dynamo.StreamRecord{Seq: rec.Change.SequenceNumber,
 					Old: attrValues(rec.Change.OldImage), New: attrValues(rec.Change.NewImage)})
 			}
-			if err := counts(ctx, ev.ShardID, recs); err != nil {
+			skipped, err := counts(ctx, ev.ShardID, recs)
+			if len(skipped) > 0 {
+				log.WarnContext(ctx, "stream records not counted: not decodable", "requestId", requestID(ctx), "sequenceNumbers", skipped)
+			}
+			if err != nil {
 				log.ErrorContext(ctx, "counts not applied", "requestId", requestID(ctx), "err", err.Error())
 				return events.DynamoDBTimeWindowEventResponse{}, err
 			}

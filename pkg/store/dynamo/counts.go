@@ -161,19 +161,32 @@ func counterShard(streamShard string) int {
 // maxCountActions leaves room for the marker in a transaction of 100 actions.
 const maxCountActions = maxTransactActions - 1
 
-// ApplyCounts applies the counts of a stream shard's records, in order, exactly once (see the
-// comment at the top of this file). records must be in the shard's order; any prefix of them
-// may have been applied before, by this or by another reader.
-func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []StreamRecord) error {
+// ApplyCounts applies the counts of a stream shard's records exactly once (see the comment at
+// the top of this file): any of them may have been applied before, by this or by another
+// reader. They are applied in the shard's order (a redelivery may hand them over in another).
+// A record that cannot be decoded counts nothing and is passed over, so that it cannot hold
+// up its shard: skipped lists their sequence numbers, for the caller to log.
+func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []StreamRecord) (skipped []string, err error) {
 	shard := counterShard(shardID)
 	mk := countMarkerKey(shardID)
+	records = slices.Clone(records)
+	slices.SortStableFunc(records, func(a, b StreamRecord) int { return strings.Compare(padSeq(a.Seq), padSeq(b.Seq)) })
+	var kept []StreamRecord
+	for _, r := range records {
+		if err := countsOf(r, shard, map[counter]int64{}, new([]counter)); err != nil {
+			skipped = append(skipped, r.Seq)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	records = kept
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxConflictAttempts {
-			return &LostRaceError{Item: "count marker " + shardID, Attempts: attempt}
+			return skipped, &LostRaceError{Item: "count marker " + shardID, Attempts: attempt}
 		}
 		m, err := st.get(ctx, mk, true)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+			return skipped, err
 		}
 		last := ""
 		if v, ok := m["seq"].(*types.AttributeValueMemberS); ok {
@@ -187,13 +200,13 @@ func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []Stre
 		}
 		done, err := st.applyCountsFrom(ctx, mk, last, shard, rest)
 		if err != nil {
-			return err
+			return skipped, err
 		}
 		if done {
-			return nil
+			return skipped, nil
 		}
 		if err := backoff(ctx, attempt); err != nil {
-			return err
+			return skipped, err
 		}
 	}
 }
@@ -210,7 +223,7 @@ func (st *Store) applyCountsFrom(ctx context.Context, mk key, last string, shard
 			if err := countsOf(records[n], shard, c2, &o2); err != nil {
 				return false, fmt.Errorf("dynamo: count stream record %s: %w", records[n].Seq, err)
 			}
-			if distinctKeys(o2) > maxCountActions && n > 0 {
+			if !fitsTransaction(o2) && n > 0 {
 				break
 			}
 			counts, order = c2, o2
@@ -256,15 +269,23 @@ func cloneCounts(counts map[counter]int64, order []counter) (map[counter]int64, 
 	return c, slices.Clone(order)
 }
 
-func distinctKeys(order []counter) int {
-	var ks []key
+// fitsTransaction reports whether the counter updates of order fit one transaction: at most
+// maxCountActions items, and at most maxCounterAttrs attributes of one item (an update
+// expression is limited to 4 KB).
+func fitsTransaction(order []counter) bool {
+	attrs := map[key]int{}
 	for _, c := range order {
-		if !slices.Contains(ks, c.k) {
-			ks = append(ks, c.k)
+		attrs[c.k]++
+		if attrs[c.k] > maxCounterAttrs {
+			return false
 		}
 	}
-	return len(ks)
+	return len(attrs) <= maxCountActions
 }
+
+// maxCounterAttrs keeps a counter update's expression ("ADD #c0 :c0, #c1 :c1, …") well
+// under DynamoDB's 4 KB.
+const maxCounterAttrs = 100
 
 // counter is one number attribute of a counter item.
 type counter struct {

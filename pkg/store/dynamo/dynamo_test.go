@@ -835,25 +835,35 @@ func TestApplyCountsExactlyOnce(t *testing.T) {
 	half := len(recs) / 2
 	apply := func(rs []dynamo.StreamRecord) {
 		t.Helper()
-		if err := s.ApplyCounts(ctx, shard, rs); err != nil {
-			t.Fatal(err)
+		if skipped, err := s.ApplyCounts(ctx, shard, rs); err != nil || len(skipped) > 0 {
+			t.Fatal(skipped, err)
 		}
 	}
 	apply(recs[:half])
 	apply(recs[:half])           // retried whole
 	apply(recs[half/2 : half+3]) // overlapping, going further
+	backwards := slices.Clone(recs[half : half+6])
+	slices.Reverse(backwards)
+	apply(backwards) // a redelivery out of order
 	var wg sync.WaitGroup
 	for range 4 { // several readers of the shard at once
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.ApplyCounts(ctx, shard, recs); err != nil {
+			if _, err := s.ApplyCounts(ctx, shard, recs); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
 	apply(recs) // and everything again
+	// A record that cannot be decoded is passed over, named, and holds nothing up.
+	poison := dynamo.StreamRecord{Seq: recs[len(recs)-1].Seq + "0", New: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "EMAIL#ac-bad"}, "SK": &types.AttributeValueMemberS{Value: "EMAIL"},
+		"sc": &types.AttributeValueMemberBOOL{Value: true}, "TeamID": &types.AttributeValueMemberS{Value: "not a number"}}}
+	if skipped, err := s.ApplyCounts(ctx, shard, append(slices.Clone(recs), poison)); err != nil || !slices.Equal(skipped, []string{poison.Seq}) {
+		t.Errorf("ApplyCounts with an undecodable record: skipped %v, %v; want it alone skipped", skipped, err)
+	}
 	got, err := s.GetCampaign(ctx, team, "camp")
 	if err != nil {
 		t.Fatal(err)

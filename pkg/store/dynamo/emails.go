@@ -630,11 +630,12 @@ func (st *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []
 	return it.Email, events, nil
 }
 
-// UpdateEmail writes the new state with the condition Version = the version read, together with
-// the events (each conditioned on not existing) and, for a campaign email whose Counted gained
-// kinds, an ADD of exactly those kinds to the campaign's counters item, in one transaction (a
-// lone conditional PutItem when there is neither). A lost race re-reads and
-// calls fn again; an existing event is store.ErrDuplicateEvent and nothing is written.
+// UpdateEmail writes the new state with the condition Version = the version read: one
+// conditional PutItem, the events inside the item; only events past the inline history are
+// items of their own, written with it in one transaction (each conditioned on not existing).
+// The counts the change makes (Counted, ScheduleCounted) follow from the item through the
+// stream (ApplyCounts). A lost race re-reads and calls fn again; an existing event is
+// store.ErrDuplicateEvent and nothing is written.
 func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
 	return optimistic(ctx, st, "email "+id, func() (store.Email, error) {
 		items, err := st.emailQuery(ctx, id, false)

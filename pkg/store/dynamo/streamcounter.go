@@ -22,10 +22,24 @@ import (
 type streamReader struct {
 	client *dynamodbstreams.Client
 
-	mu    sync.Mutex
-	arn   string
-	shard map[string]*shardPos
+	mu      sync.Mutex
+	arn     string
+	shard   map[string]*shardPos
+	skipped []string // records not decodable, for RunStream to log
 }
+
+// takeSkipped returns the records passed over since the last call.
+func (r *streamReader) takeSkipped() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.skipped
+	r.skipped = nil
+	return s
+}
+
+// maxPages bounds the pages one drain reads of a shard, so that a shard written without
+// pause does not keep it (and the reader's lock) for ever.
+const maxPages = 20
 
 // StreamBatch is the most records ApplyCounts is handed at once: the batch size of the
 // WebhookEvents function's event source mapping (template.yaml; a test compares them).
@@ -45,14 +59,19 @@ func (st *Store) ReadStream(client *dynamodbstreams.Client) {
 }
 
 // Settle reads the table's stream to its current end and applies the counts of what it read,
-// so that every write made before the call is counted. Without ReadStream it does nothing (the
-// Counts function applies them).
+// so that every write made before the call (and already in the stream, which on DynamoDB is
+// a matter of milliseconds) is counted. Without ReadStream it does nothing (the WebhookEvents
+// function applies them).
 func (st *Store) Settle(ctx context.Context) error {
 	if st.stream == nil {
 		return nil
 	}
-	_, err := st.stream.drain(ctx, st)
-	return err
+	for {
+		n, err := st.stream.drain(ctx, st)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
 }
 
 // RunStream settles every interval until ctx ends, logging what it counted and any failure
@@ -70,6 +89,9 @@ func (st *Store) RunStream(ctx context.Context, every time.Duration, log *slog.L
 			log.WarnContext(ctx, "stream counts not applied; trying again", "err", err.Error())
 		case n > 0:
 			log.DebugContext(ctx, "stream counts applied", "records", n)
+		}
+		if skipped := st.stream.takeSkipped(); len(skipped) > 0 {
+			log.WarnContext(ctx, "stream records not counted: not decodable", "sequenceNumbers", skipped)
 		}
 		select {
 		case <-ctx.Done():
@@ -107,6 +129,15 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 			break
 		}
 	}
+	listed := map[string]bool{}
+	for _, sh := range shards {
+		listed[aws.ToString(sh.ShardId)] = true
+	}
+	for id := range r.shard {
+		if !listed[id] { // past the stream's retention
+			delete(r.shard, id)
+		}
+	}
 	total := 0
 	for _, sh := range shards {
 		id := aws.ToString(sh.ShardId)
@@ -115,13 +146,20 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 			pos = &shardPos{}
 			r.shard[id] = pos
 		}
-		for !pos.closed {
+		for pages := 0; !pos.closed && pages < maxPages; pages++ {
 			if pos.iter == nil {
 				in := &dynamodbstreams.GetShardIteratorInput{StreamArn: &r.arn, ShardId: sh.ShardId, ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
 				if pos.last != "" {
 					in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(pos.last)
 				}
 				it, err := r.client.GetShardIterator(ctx, in)
+				var trimmed *stypes.TrimmedDataAccessException
+				if errors.As(err, &trimmed) && pos.last != "" {
+					// The last record read is past the retention (the process slept a day):
+					// from the oldest there is (the markers skip what was counted).
+					pos.last = ""
+					continue
+				}
 				if err != nil {
 					return total, fmt.Errorf("dynamo: stream shard iterator: %w", err)
 				}
@@ -146,7 +184,9 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 			}
 			for len(recs) > 0 { // in batches of the function's size
 				n := min(len(recs), StreamBatch)
-				if err := st.ApplyCounts(ctx, id, recs[:n]); err != nil {
+				skipped, err := st.ApplyCounts(ctx, id, recs[:n])
+				r.skipped = append(r.skipped, skipped...)
+				if err != nil {
 					return total, err
 				}
 				pos.last = recs[n-1].Seq
