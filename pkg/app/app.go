@@ -5,8 +5,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -190,19 +187,10 @@ func (a *App) readKeyring(ctx context.Context) (campaign.Keyring, error) {
 
 // keyFile returns the text of DATA_DIR/unsubscribe.key, made with a random key on first use.
 func (a *App) keyFile() (string, error) {
-	path := filepath.Join(a.Config.DataDir, "unsubscribe.key")
-	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
-		return strings.TrimSpace(string(b)), nil
-	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	key := hex.EncodeToString(b[:])
 	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
 		return "", err
 	}
-	return key, os.WriteFile(path, []byte(key), 0o600)
+	return campaign.KeyringFile(filepath.Join(a.Config.DataDir, "unsubscribe.key"))
 }
 
 func (a *App) readSecret(ctx context.Context) (string, error) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -246,4 +247,20 @@ func (r *KeySource) key(ctx context.Context, id string) ([]byte, bool, error) {
 	}
 	k, ok := r.ring.Keys[id]
 	return k, ok, nil
+}
+
+// KeyringFile returns the keyring kept in the file at path, after making one random key there
+// when the file is missing or too short to hold a key (32 hex characters at least). The
+// local server keeps its keyring in DATA_DIR/unsubscribe.key, and the sam local set-up its own
+// under .sam-local, so that links signed in one run still work in the next.
+func KeyringFile(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	key := hex.EncodeToString(raw[:])
+	return key, os.WriteFile(path, []byte(key), 0o600)
 }

@@ -2,8 +2,6 @@ package deploy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/schedule/eventbridge"
@@ -188,16 +187,7 @@ func (l Local) UnsubscribeKey() (string, error) {
 	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
 		return "", err
 	}
-	file := filepath.Join(l.Dir, "unsubscribe.key")
-	if b, err := os.ReadFile(file); err == nil && len(b) >= 64 {
-		return strings.TrimSpace(string(b)), nil
-	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	key := hex.EncodeToString(b[:])
-	return key, os.WriteFile(file, []byte(key), 0o600)
+	return campaign.KeyringFile(filepath.Join(l.Dir, "unsubscribe.key"))
 }
 
 // WriteEnv writes the env file.
