@@ -195,9 +195,6 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: init %s: %w", path, err)
 	}
-	// A short batch window: enough to gather concurrent writers, too short for one caller to
-	// notice.
-	db.MaxBatchDelay = 2 * time.Millisecond
 	return &Store{db: db, attempts: maxRetries, slots: &slots{}, requests: &requests{}}, nil
 }
 
