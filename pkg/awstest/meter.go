@@ -50,6 +50,21 @@ type Units struct {
 	// ByKind is the write request units by operation and item kind (its sort key up to the
 	// first '#'), e.g. "put EMAIL", "tx-update COUNTERS", "index EMAIL".
 	ByKind map[string]int
+	// ReadByKind is the read request units by operation and item kind (of the key read, or of
+	// the first item a Query returned; a Query of an index is named by the index).
+	ReadByKind map[string]float64
+}
+
+func (m *Meter) read(op string, item map[string]types.AttributeValue, units float64) {
+	m.n.RRU += units
+	if m.n.ReadByKind == nil {
+		m.n.ReadByKind = map[string]float64{}
+	}
+	kind := str(item, "SK")
+	if i := strings.IndexByte(kind, '#'); i >= 0 {
+		kind = kind[:i]
+	}
+	m.n.ReadByKind[op+" "+kind] += units
 }
 
 func (m *Meter) add(op string, item map[string]types.AttributeValue, table, index int) {
@@ -231,25 +246,33 @@ func (m *Meter) Observe(params, result any) {
 		}
 	case *dynamodb.GetItemInput:
 		if out, ok := result.(*dynamodb.GetItemOutput); ok {
-			m.n.RRU += rru(m.Size(out.Item), aws.ToBool(in.ConsistentRead))
+			m.read("get", in.Key, rru(m.Size(out.Item), aws.ToBool(in.ConsistentRead)))
 		}
 	case *dynamodb.QueryInput:
 		if out, ok := result.(*dynamodb.QueryOutput); ok {
-			m.n.RRU += rru(m.sizes(out.Items), aws.ToBool(in.ConsistentRead))
+			var first map[string]types.AttributeValue
+			if len(out.Items) > 0 {
+				first = out.Items[0]
+			}
+			op := "query"
+			if in.IndexName != nil {
+				op = "query " + *in.IndexName
+			}
+			m.read(op, first, rru(m.sizes(out.Items), aws.ToBool(in.ConsistentRead)))
 		}
 	case *dynamodb.BatchGetItemInput:
 		if out, ok := result.(*dynamodb.BatchGetItemOutput); ok {
 			for table, items := range out.Responses {
 				consistent := in.RequestItems[table].ConsistentRead
 				for _, it := range items {
-					m.n.RRU += rru(m.Size(it), aws.ToBool(consistent))
+					m.read("batch-get", it, rru(m.Size(it), aws.ToBool(consistent)))
 				}
 			}
 		}
 	case *dynamodb.TransactGetItemsInput:
 		if out, ok := result.(*dynamodb.TransactGetItemsOutput); ok {
 			for _, r := range out.Responses {
-				m.n.RRU += 2 * rru(m.Size(r.Item), true)
+				m.read("tx-get", r.Item, 2*rru(m.Size(r.Item), true))
 			}
 		}
 	}

@@ -352,6 +352,9 @@ func BenchmarkEmailCost(b *testing.B) {
 			for _, k := range slices.Sorted(maps.Keys(u.ByKind)) {
 				fmt.Printf("    %-28s %6.2f WRU per email\n", k, float64(u.ByKind[k])/n)
 			}
+			for _, k := range slices.Sorted(maps.Keys(u.ReadByKind)) {
+				fmt.Printf("    %-28s %6.2f RRU per email\n", k, u.ReadByKind[k]/n)
+			}
 		}
 	}
 	fmt.Printf("Lambda per email: %s; API requests per email as listed; storage is one month of one email's items and index entries.\n", describe())
