@@ -69,8 +69,16 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 		in.Log.Warn("ignoring unknown SES event type", "eventType", ev.EventType)
 		return nil
 	}
-	e, err := in.find(ctx, ev)
-	if err != nil {
+	// Most events name their email (every send carries its id) and suppress no one: they go
+	// straight to the update, which reads the email anyway (one read, not two). A bounce or a
+	// complaint needs the email first, for its team's suppression list; and an id that names
+	// no email is looked up by the provider's message id below (an email sent before the tag).
+	var e store.Email
+	var err error
+	direct := false
+	if id := ev.EmailID(); id != "" && !suppresses(ev) {
+		e.ID, direct = id, true
+	} else if e, err = in.find(ctx, ev); err != nil {
 		return err
 	}
 	at := ev.Timestamp()
@@ -82,12 +90,43 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	if err := in.suppress(ctx, ev, e); err != nil {
 		return err
 	}
+	settled, teamID, err := in.record(ctx, ev, status, at, e.ID)
+	if errors.Is(err, store.ErrNotFound) && direct {
+		if e, err = in.find(ctx, ev); err != nil {
+			return err
+		}
+		settled, teamID, err = in.record(ctx, ev, status, at, e.ID)
+	}
+	switch {
+	case errors.Is(err, store.ErrDuplicateEvent), errors.Is(err, errAlreadyRecorded):
+		return nil
+	case err != nil:
+		return fmt.Errorf("record %s for %s: %w", status, e.ID, err)
+	}
+	in.Log.Info("email event", "emailId", e.ID, "teamId", teamID, "status", status, "settled", settled)
+	if settled {
+		metric.Add(ctx, in.Metrics, metric.EmailsSent, 1)
+	}
+	if name, ok := eventMetric[status]; ok {
+		metric.Add(ctx, in.Metrics, name, 1)
+	}
+	return nil
+}
+
+// suppresses reports an event that puts addresses on the suppression list.
+func suppresses(ev sesevent.Event) bool {
+	return ev.Bounce != nil && ev.Bounce.BounceType == "Permanent" || ev.Complaint != nil
+}
+
+// record writes the event into the email's history (UpdateEmail). settled reports that SES's
+// evidence made the email SENT; teamID is the email's team.
+func (in *Ingester) record(ctx context.Context, ev sesevent.Event, status string, at time.Time, id string) (settled bool, teamID int64, err error) {
 	detail := ev.Detail()
-	rec := store.Event{ID: eventID(ev.EventType, ev.Mail.MessageID, detail), EmailID: e.ID,
+	rec := store.Event{ID: eventID(ev.EventType, ev.Mail.MessageID, detail), EmailID: id,
 		Status: status, CreatedAt: at.UTC(), Data: detail}
-	settled := false
-	_, err = in.Store.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+	_, err = in.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
 		settled = false // this may run more than once
+		teamID = e.TeamID
 		if status == "SENT" && e.Status == store.StatusSent && e.LatestStatus != "" {
 			// The worker recorded SENT itself when SES accepted the message; SES's own Send
 			// event adds nothing but would double the history entry.
@@ -132,20 +171,7 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 		}
 		return events, nil
 	})
-	switch {
-	case errors.Is(err, store.ErrDuplicateEvent), errors.Is(err, errAlreadyRecorded):
-		return nil
-	case err != nil:
-		return fmt.Errorf("record %s for %s: %w", status, e.ID, err)
-	}
-	in.Log.Info("email event", "emailId", e.ID, "teamId", e.TeamID, "status", status, "settled", settled)
-	if settled {
-		metric.Add(ctx, in.Metrics, metric.EmailsSent, 1)
-	}
-	if name, ok := eventMetric[status]; ok {
-		metric.Add(ctx, in.Metrics, name, 1)
-	}
-	return nil
+	return settled, teamID, err
 }
 
 var errAlreadyRecorded = errors.New("already recorded")

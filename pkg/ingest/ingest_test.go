@@ -209,3 +209,62 @@ func TestSESEvidenceWins(t *testing.T) {
 		t.Errorf("SentEventID %q is not the worker's SENT event id", SentEventID)
 	}
 }
+
+// readCounter counts the store's email reads outside UpdateEmail.
+type readCounter struct {
+	store.Store
+	gets int
+}
+
+func (r *readCounter) GetEmail(ctx context.Context, id string) (store.Email, error) {
+	r.gets++
+	return r.Store.GetEmail(ctx, id)
+}
+
+// TestOneReadPerEvent: an event that names its email and suppresses no one goes straight to
+// the update (which reads the email itself); a bounce that suppresses reads the email first,
+// for its team; an id that names no email falls back to the provider's message id.
+func TestOneReadPerEvent(t *testing.T) {
+	in, st := newIngester(t)
+	rc := &readCounter{Store: st}
+	in.Store = rc
+	ctx := context.Background()
+	if err := in.Publish(ctx, sample(t, "delivery")); err != nil {
+		t.Fatal(err)
+	}
+	if rc.gets != 0 {
+		t.Errorf("a delivery read the email %d times before its update, want 0", rc.gets)
+	}
+	if err := in.Publish(ctx, sample(t, "bounce_permanent")); err != nil {
+		t.Fatal(err)
+	}
+	if rc.gets != 1 {
+		t.Errorf("a hard bounce read the email %d times before its update, want 1 (its team's list)", rc.gets)
+	}
+	if list, _, err := st.ListSuppressions(ctx, 1, "", 0, 10); err != nil || len(list) == 0 {
+		t.Errorf("the bounce suppressed nobody: %v, %v", list, err)
+	}
+	ev := sample(t, "open")
+	for i, h := range ev.Mail.Headers {
+		if strings.EqualFold(h.Name, sesevent.EmailIDHeader) {
+			ev.Mail.Headers[i].Value = "em-not-here" // found by the SES message id instead
+		}
+	}
+	if err := in.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(ctx, sampleEmailID); e.LatestStatus == "" {
+		t.Fatal("no status")
+	}
+	_, events, err := st.GetEmailDetail(ctx, sampleEmailID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := false
+	for _, e := range events {
+		opened = opened || e.Status == "OPENED"
+	}
+	if !opened {
+		t.Errorf("the open event naming another id was not recorded by its message id: %v", events)
+	}
+}
