@@ -35,6 +35,7 @@ type Meter struct {
 	KeysOnly []string
 
 	mu      sync.Mutex
+	off     bool // Unmetered
 	n       Units
 	indexed map[string][indexes]string // PK/SK -> GSI1..GSI5 keys as last put
 	known   map[string]int             // PK/SK -> size in KB as last put
@@ -104,6 +105,20 @@ func (m *Meter) Install(cfg *aws.Config) {
 				return out, md, err
 			}), middleware.After)
 	})
+}
+
+// Unmetered runs fn without metering its calls: what a benchmark reads to drive the system,
+// which the system itself would not.
+func (m *Meter) Unmetered(fn func()) {
+	m.mu.Lock()
+	m.off = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.off = false
+		m.mu.Unlock()
+	}()
+	fn()
 }
 
 // Reset returns the units so far and starts again from zero (index tracking is kept).
@@ -213,6 +228,9 @@ func (m *Meter) sizes(items []map[string]types.AttributeValue) int {
 func (m *Meter) Observe(params, result any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.off {
+		return
+	}
 	m.n.Calls++
 	switch in := params.(type) {
 	case *dynamodb.PutItemInput:
