@@ -56,16 +56,26 @@ type Units struct {
 	ReadByKind map[string]float64
 }
 
+// kindOf names an item's kind: its sort key up to the first '#', else its partition key's.
+func kindOf(item map[string]types.AttributeValue) string {
+	prefix := func(v string) string {
+		if i := strings.IndexByte(v, '#'); i >= 0 {
+			return v[:i]
+		}
+		return v
+	}
+	if kind := prefix(str(item, "SK")); kind != "" {
+		return kind
+	}
+	return prefix(str(item, "PK"))
+}
+
 func (m *Meter) read(op string, item map[string]types.AttributeValue, units float64) {
 	m.n.RRU += units
 	if m.n.ReadByKind == nil {
 		m.n.ReadByKind = map[string]float64{}
 	}
-	kind := str(item, "SK")
-	if i := strings.IndexByte(kind, '#'); i >= 0 {
-		kind = kind[:i]
-	}
-	m.n.ReadByKind[op+" "+kind] += units
+	m.n.ReadByKind[op+" "+kindOf(item)] += units
 }
 
 func (m *Meter) add(op string, item map[string]types.AttributeValue, table, index int) {
@@ -74,16 +84,7 @@ func (m *Meter) add(op string, item map[string]types.AttributeValue, table, inde
 	if m.n.ByKind == nil {
 		m.n.ByKind = map[string]int{}
 	}
-	kind := str(item, "SK")
-	if i := strings.IndexByte(kind, '#'); i >= 0 {
-		kind = kind[:i]
-	}
-	if kind == "" {
-		kind = str(item, "PK")
-		if i := strings.IndexByte(kind, '#'); i >= 0 {
-			kind = kind[:i]
-		}
-	}
+	kind := kindOf(item)
 	m.n.ByKind[op+" "+kind] += table
 	if index > 0 {
 		m.n.ByKind["index "+kind] += index
