@@ -171,15 +171,15 @@ func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []Stre
 	mk := countMarkerKey(shardID)
 	records = slices.Clone(records)
 	slices.SortStableFunc(records, func(a, b StreamRecord) int { return strings.Compare(padSeq(a.Seq), padSeq(b.Seq)) })
-	var kept []StreamRecord
+	var decoded []recordCounts
 	for _, r := range records {
-		if err := countsOf(r, shard, map[counter]int64{}, new([]counter)); err != nil {
+		rc := recordCounts{seq: padSeq(r.Seq), counts: map[counter]int64{}}
+		if err := countsOf(r, shard, rc.counts, &rc.order); err != nil {
 			skipped = append(skipped, r.Seq)
 			continue
 		}
-		kept = append(kept, r)
+		decoded = append(decoded, rc)
 	}
-	records = kept
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxConflictAttempts {
 			return skipped, &LostRaceError{Item: "count marker " + shardID, Attempts: attempt}
@@ -192,13 +192,13 @@ func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []Stre
 		if v, ok := m["seq"].(*types.AttributeValueMemberS); ok {
 			last = v.Value
 		}
-		var rest []StreamRecord
-		for _, r := range records {
-			if padSeq(r.Seq) > last {
+		var rest []recordCounts
+		for _, r := range decoded {
+			if r.seq > last {
 				rest = append(rest, r)
 			}
 		}
-		done, err := st.applyCountsFrom(ctx, mk, last, shard, rest)
+		done, err := st.applyCountsFrom(ctx, mk, last, rest)
 		if err != nil {
 			return skipped, err
 		}
@@ -214,22 +214,26 @@ func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []Stre
 // applyCountsFrom applies records (all after the marker's value last) in transactions of at
 // most maxCountActions counter items, each moving the marker from the value the previous one
 // set. done is false when the marker moved meanwhile (another reader): start again from it.
-func (st *Store) applyCountsFrom(ctx context.Context, mk key, last string, shard int, records []StreamRecord) (done bool, err error) {
+func (st *Store) applyCountsFrom(ctx context.Context, mk key, last string, records []recordCounts) (done bool, err error) {
 	for len(records) > 0 {
 		counts, order := map[counter]int64{}, []counter(nil)
 		n := 0
-		for n < len(records) {
-			c2, o2 := cloneCounts(counts, order)
-			if err := countsOf(records[n], shard, c2, &o2); err != nil {
-				return false, fmt.Errorf("dynamo: count stream record %s: %w", records[n].Seq, err)
+		for ; n < len(records); n++ {
+			merged := slices.Clone(order)
+			for _, c := range records[n].order {
+				if _, seen := counts[c]; !seen {
+					merged = append(merged, c)
+				}
 			}
-			if !fitsTransaction(o2) && n > 0 {
+			if !fitsTransaction(merged) && n > 0 {
 				break
 			}
-			counts, order = c2, o2
-			n++
+			for c, v := range records[n].counts {
+				counts[c] += v
+			}
+			order = merged
 		}
-		next := padSeq(records[n-1].Seq)
+		next := records[n-1].seq
 		records = records[n:]
 		if len(order) == 0 {
 			continue // nothing to count: the marker stays (later records are above it anyway)
@@ -261,12 +265,11 @@ func (st *Store) applyCountsFrom(ctx context.Context, mk key, last string, shard
 	return true, nil
 }
 
-func cloneCounts(counts map[counter]int64, order []counter) (map[counter]int64, []counter) {
-	c := make(map[counter]int64, len(counts))
-	for k, v := range counts {
-		c[k] = v
-	}
-	return c, slices.Clone(order)
+// recordCounts is what one stream record counts, and its padded sequence number.
+type recordCounts struct {
+	seq    string
+	counts map[counter]int64
+	order  []counter // counts' keys, in the order first touched
 }
 
 // fitsTransaction reports whether the counter updates of order fit one transaction: at most
