@@ -25,7 +25,10 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.46.6
+require (
+	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.46.6
+	golang.org/x/sys v0.29.0
+)
 
 require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.26 // indirect
@@ -42,6 +45,5 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.51.8 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-	golang.org/x/sys v0.29.0 // indirect
 	golang.org/x/text v0.29.0 // indirect
 )

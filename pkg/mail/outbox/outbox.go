@@ -84,9 +84,16 @@ type Outbox struct {
 	sends    sync.WaitGroup  // the sends under way
 	gen      int             // the journal file's generation: compaction replaces the file
 	unsynced map[string]job  // sends whose journal record may not be on disk yet
+	appended uint64          // "sent" records appended to the journal so far
 	ctx      context.Context // the publishing goroutine's; cancelled when Close gives up
 	cancel   context.CancelFunc
 	stopped  chan struct{}
+
+	// flush is held by the send whose sync covers the records appended before it started
+	// (group commit): the sends queued behind it find their record covered and return.
+	flush   sync.Mutex
+	flushed uint64   // records known durable (flush)
+	dirFile *os.File // the outbox directory, for syncfs
 }
 
 var _ mailport.Mailer = (*Outbox)(nil)
@@ -135,6 +142,13 @@ func New(dir string, sink Sink, opts ...Option) (*Outbox, error) {
 		cancel()
 		return nil, err
 	}
+	d, err := os.Open(dir)
+	if err != nil {
+		cancel()
+		o.journal.Close()
+		return nil, fmt.Errorf("outbox: open %s: %w", dir, err)
+	}
+	o.dirFile = d
 	go o.run()
 	return o, nil
 }
@@ -381,7 +395,8 @@ func (o *Outbox) Path(emailID string) string {
 }
 
 // Send writes m.Raw to <dir>/<EmailID>.eml (atomically: a reader never sees half a message,
-// and synced), journals its events and queues them. Send is idempotent per email id while
+// and durably: the file and its journal record are synced before Send returns), journals its
+// events and queues them. Send is idempotent per email id while
 // the message's events are not all published: a second send (a worker that took over after a
 // crash) returns the same message id and writes nothing, so the message is delivered once. A
 // send after that replaces the file.
@@ -406,31 +421,12 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 		return messageID, nil
 	}
 
-	tmp, err := os.CreateTemp(o.dir, "."+m.EmailID+"-*.tmp")
-	if err != nil {
-		return "", fmt.Errorf("outbox: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if _, err := tmp.Write(m.Raw); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("outbox: write: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("outbox: sync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("outbox: close: %w", err)
-	}
-	// Cancellation before the rename leaves nothing behind, as if Send had not been called.
-	if err := ctx.Err(); err != nil {
+	if err := o.writeFile(ctx, m); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp.Name(), o.Path(m.EmailID)); err != nil {
-		return "", fmt.Errorf("outbox: rename: %w", err)
-	}
 
-	if messageID, err = newMessageID(); err != nil {
+	messageID, err := newMessageID()
+	if err != nil {
 		return "", fmt.Errorf("outbox: %w", err)
 	}
 	now := time.Now()
@@ -450,9 +446,10 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	}
 	o.inflight[m.EmailID] = messageID
 	o.unsynced[m.EmailID] = j
-	f, gen := o.journal, o.gen
+	o.appended++
+	f, gen, seq := o.journal, o.gen, o.appended
 	o.mu.Unlock()
-	err = o.syncJournal(f, gen)
+	err = o.syncJournal(f, gen, seq)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.unsynced, m.EmailID)
@@ -465,14 +462,60 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	return messageID, nil
 }
 
-// syncJournal makes the journal durable up to what was appended before the call (gen names
-// the journal file then). It runs outside o.mu, so that concurrent sends sync together: the
-// kernel commits one sync for all of them. A journal compacted meanwhile was rewritten and
-// synced whole, with every record appended before, so a sync of its former file that fails
+// writeFile writes m.Raw to its .eml file atomically (a temporary file renamed into place),
+// synced by itself only where syncFiles cannot cover it.
+func (o *Outbox) writeFile(ctx context.Context, m mailport.Outgoing) error {
+	tmp, err := os.CreateTemp(o.dir, "."+m.EmailID+"-*.tmp")
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	fail := func(what string, err error) error {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("outbox: %s: %w", what, err)
+	}
+	if _, err := tmp.Write(m.Raw); err != nil {
+		return fail("write", err)
+	}
+	if syncEachFile {
+		if err := tmp.Sync(); err != nil {
+			return fail("sync", err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("outbox: close: %w", err)
+	}
+	// Cancellation before the rename leaves nothing behind, as if Send had not been called.
+	if err := ctx.Err(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), o.Path(m.EmailID)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("outbox: rename: %w", err)
+	}
+	return nil
+}
+
+// syncJournal makes the journal record numbered seq durable, with the message file written
+// before it (gen names the journal file then). It runs outside o.mu and commits in groups: one
+// send syncs for every record appended before its sync started, while the sends behind it wait
+// on o.flush and then find their record covered. A journal compacted meanwhile was rewritten
+// and synced whole, with every record appended before, so a sync of its former file that fails
 // because it was closed has nothing left to do.
-func (o *Outbox) syncJournal(f *os.File, gen int) error {
-	err := f.Sync()
+func (o *Outbox) syncJournal(f *os.File, gen int, seq uint64) error {
+	o.flush.Lock()
+	defer o.flush.Unlock()
+	if o.flushed >= seq {
+		return nil
+	}
+	o.mu.Lock()
+	upTo := o.appended
+	o.mu.Unlock()
+	err := syncFiles(o.dirFile, f)
 	if err == nil {
+		o.flushed = upTo
 		return nil
 	}
 	o.mu.Lock()
@@ -508,6 +551,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 	if o.journal != nil {
 		o.journal.Close()
 		o.journal = nil
+		o.dirFile.Close()
 	}
 	if n := len(o.pending); n > 0 {
 		o.log.Warn("outbox closing: events kept for the next start", "messages", n)
@@ -517,7 +561,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 
 // publishers is how many messages have their events published at once: the sink records each
 // event in its own write, so one publisher would bound delivery by one write's latency.
-const publishers = 8
+const publishers = 32
 
 func (o *Outbox) run() {
 	defer close(o.stopped)

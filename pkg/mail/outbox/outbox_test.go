@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -417,5 +418,68 @@ func TestJournalAfterCrash(t *testing.T) {
 	}
 	if !strings.Contains(got[0][0], `"timestamp":"2026-11-24T12:00:00Z"`) {
 		t.Errorf("the events do not happen at the journaled time: %s", got[0][0])
+	}
+}
+
+// TestConcurrentSendsAreJournaled: sends from many goroutines commit their files and journal
+// records in groups (one sync covers the records appended before it); every send returns only
+// once a sync covered its record, and an outbox stopped before publishing anything leaves every
+// message to the next one.
+func TestConcurrentSendsAreJournaled(t *testing.T) {
+	dir := t.TempDir()
+	o, err := New(dir, &recorder{}, WithLogger(quiet()), WithDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const senders, each = 32, 8
+	outs := make([]mail.Outgoing, senders*each)
+	for n := range outs {
+		outs[n] = build(t, fmt.Sprintf("em-%03d", n), []string{"success@simulator.amazonses.com"}, nil)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*each)
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := o.Send(context.Background(), outs[g*each+i]); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	appended := o.appended
+	o.mu.Unlock()
+	o.flush.Lock()
+	flushed := o.flushed
+	o.flush.Unlock()
+	if appended != senders*each || flushed != appended {
+		t.Errorf("%d records appended, %d covered by a sync; want %d and all", appended, flushed, senders*each)
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = o.Close(stopped) // gives up at once: every message stays in the journal
+
+	next := &recorder{}
+	o2, err := New(dir, next, WithLogger(quiet()), WithDelay(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, e := range next.snapshot() {
+		ids[e.EmailID()] = true
+	}
+	if len(ids) != senders*each {
+		t.Errorf("the next outbox published events for %d messages, want %d", len(ids), senders*each)
 	}
 }
