@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -105,6 +106,23 @@ func putIndexes(tx *bbolt.Tx, entries []indexEntry) error {
 		}
 	}
 	return nil
+}
+
+// changedIndexes compares a record's index entries before and after a change: gone are the
+// entries to delete, added those to put; an entry in both, value included, is in neither.
+func changedIndexes(before, after []indexEntry) (gone, added []indexEntry) {
+	same := func(a, b indexEntry) bool { return bytes.Equal(a.bucket, b.bucket) && bytes.Equal(a.key, b.key) }
+	for _, b := range before {
+		if !slices.ContainsFunc(after, func(a indexEntry) bool { return same(a, b) }) {
+			gone = append(gone, b)
+		}
+	}
+	for _, a := range after {
+		if !slices.ContainsFunc(before, func(b indexEntry) bool { return same(a, b) && bytes.Equal(a.value, b.value) }) {
+			added = append(added, a)
+		}
+	}
+	return gone, added
 }
 
 func deleteIndexes(tx *bbolt.Tx, entries []indexEntry) error {
@@ -356,13 +374,28 @@ func prefixEnd(prefix []byte) []byte {
 // (those in the new Counted and not in the old one) are added to the campaign's counters in the
 // same transaction as the email, so a lost race or an aborted write counts nothing.
 func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
+	// The snapshot keeps the record's stored bytes: the write compares them instead of
+	// decoding the record again, and the new record is encoded before the write transaction,
+	// which every writer shares, so that the transaction only checks and puts.
+	type snapshot struct {
+		e   store.Email
+		raw []byte // the emails bucket's value, without the content
+	}
 	type emailChange struct {
-		new    store.Email
-		events []store.Event
+		new       store.Email
+		events    []store.Event
+		raw       []byte // new encoded, without the content
+		content   []byte // the content encoded, nil when it did not change
+		scheduled int64  // what the change adds to the team's scheduled count
 	}
 	c, err := optimistic(ctx, s, "email "+id,
-		func(tx *bbolt.Tx) (store.Email, error) { return s.readEmail(tx, id) },
-		func(old store.Email) (emailChange, error) {
+		func(tx *bbolt.Tx) (snapshot, error) {
+			raw := tx.Bucket(bucketEmails).Get([]byte(id))
+			e, err := s.readEmail(tx, id)
+			return snapshot{e, bytes.Clone(raw)}, err
+		},
+		func(snap snapshot) (emailChange, error) {
+			old := snap.e
 			e := cloneEmail(old)
 			events, err := fn(&e)
 			if err != nil {
@@ -371,15 +404,29 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 			e.ID = id
 			e.Version = old.Version + 1
 			e.ScheduleCounted = old.ScheduleCounted
-			return emailChange{e, events}, nil
-		},
-		func(tx *bbolt.Tx, old store.Email, c *emailChange) (bool, error) {
-			cur, err := get[store.Email](tx.Bucket(bucketEmails), []byte(id))
-			if err != nil {
-				return false, err
+			c := emailChange{new: e, events: events}
+			switch { // the write proceeds only on this very snapshot, so this holds then
+			case old.ScheduleCounted && e.Status != store.StatusScheduled:
+				c.new.ScheduleCounted, c.scheduled = false, -1
+			case !old.ScheduleCounted && old.Status != store.StatusScheduled && e.Status == store.StatusScheduled:
+				c.new.ScheduleCounted, c.scheduled = true, 1
 			}
-			if cur.Version != old.Version {
-				return true, nil
+			record := c.new
+			record.Content = store.Content{}
+			if c.raw, err = json.Marshal(record); err != nil {
+				return emailChange{}, fmt.Errorf("bolt: encode: %w", err)
+			}
+			if !reflect.DeepEqual(c.new.Content, old.Content) {
+				if c.content, err = json.Marshal(c.new.Content); err != nil {
+					return emailChange{}, fmt.Errorf("bolt: encode: %w", err)
+				}
+			}
+			return c, nil
+		},
+		func(tx *bbolt.Tx, snap snapshot, c *emailChange) (bool, error) {
+			old := snap.e
+			if !bytes.Equal(tx.Bucket(bucketEmails).Get([]byte(id)), snap.raw) {
+				return true, nil // changed since the snapshot
 			}
 			evs := tx.Bucket(bucketEvents)
 			batch := make(map[string]bool, len(c.events))
@@ -389,25 +436,24 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 				}
 				batch[ev.ID] = true
 			}
-			if err := deleteIndexes(tx, emailIndexes(old)); err != nil {
+			gone, added := changedIndexes(emailIndexes(old), emailIndexes(c.new))
+			if err := deleteIndexes(tx, gone); err != nil {
 				return false, err
 			}
-			switch {
-			case old.ScheduleCounted && c.new.Status != store.StatusScheduled:
-				c.new.ScheduleCounted = false
-				if err := addScheduled(tx, old.TeamID, -1); err != nil {
-					return false, err
-				}
-			case !old.ScheduleCounted && old.Status != store.StatusScheduled && c.new.Status == store.StatusScheduled:
-				c.new.ScheduleCounted = true
-				if err := addScheduled(tx, old.TeamID, 1); err != nil {
+			if c.scheduled != 0 {
+				if err := addScheduled(tx, old.TeamID, c.scheduled); err != nil {
 					return false, err
 				}
 			}
-			if err := writeEmail(tx, c.new); err != nil {
-				return false, err
+			if err := tx.Bucket(bucketEmails).Put([]byte(id), c.raw); err != nil {
+				return false, fmt.Errorf("bolt: put: %w", err)
 			}
-			if err := putIndexes(tx, emailIndexes(c.new)); err != nil {
+			if c.content != nil {
+				if err := tx.Bucket(bucketContent).Put([]byte(id), c.content); err != nil {
+					return false, fmt.Errorf("bolt: put: %w", err)
+				}
+			}
+			if err := putIndexes(tx, added); err != nil {
 				return false, err
 			}
 			if err := countKinds(tx, c.new.TeamID, c.new.CampaignID, newKinds(old.Counted, c.new.Counted)); err != nil {
