@@ -55,7 +55,10 @@ type Worker struct {
 	ReplyReference func(ref store.Email) string
 }
 
-var errSkip = errors.New("not claimable")
+var (
+	errSkip    = errors.New("not claimable")
+	errSettled = errors.New("already settled by the provider's events")
+)
 
 // Deliver sends one email if it is still QUEUED (or its SENDING lease has expired); any other
 // state means someone else has it or it is done, and Deliver returns nil. An error means the
@@ -425,6 +428,9 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 	var err error
 	for n := 1; n <= 5; n++ {
 		_, err = w.Store.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			if messageID != "" && e.MessageID == messageID {
+				return nil, errSettled
+			}
 			if !ours(e, claimedAt) {
 				return nil, errSkip
 			}
@@ -438,6 +444,12 @@ func (w *Worker) finish(ctx context.Context, id string, claimedAt time.Time, sta
 			e.MessageID = messageID
 			return []store.Event{{ID: "1-" + status, EmailID: id, Status: status, CreatedAt: now, Data: raw}}, nil
 		})
+		if errors.Is(err, errSettled) {
+			// The provider's events (the outbox's, when the store is busy) came first and
+			// recorded the send with the same message id: nothing is left to record.
+			w.log().Debug("outcome already recorded from the provider's events", "emailId", id, "status", status)
+			return nil
+		}
 		if errors.Is(err, errSkip) {
 			w.log().Warn("claim lost before the outcome was recorded", "emailId", id, "status", status)
 			return nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/housekeeping"
+	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 )
@@ -573,5 +576,44 @@ func TestPacingFailureHoldsTheEmailBriefly(t *testing.T) {
 	e, _ := st.GetEmail(context.Background(), ids[0])
 	if e.Status != store.StatusQueued || e.NotBefore == nil || !e.NotBefore.Equal(clock.Add(PacingRetry)) || m.sent[ids[0]] != 0 {
 		t.Errorf("email %s held until %v, sent %d; want QUEUED until %v", e.Status, e.NotBefore, m.sent[ids[0]], clock.Add(PacingRetry))
+	}
+}
+
+// TestEventsBeforeTheOutcome: the provider's Delivery event for a message can reach the store
+// before the worker records SENT (the local outbox publishes after a short delay, and a busy
+// store takes longer). The ingester then records SENT and DELIVERED itself; the worker's own
+// outcome finds the send recorded with its message id, adds nothing and warns about nothing.
+func TestEventsBeforeTheOutcome(t *testing.T) {
+	var logs strings.Builder
+	w, st, ids := setup(t, nil, 1)
+	w.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	in := &ingest.Ingester{Store: st, Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	const messageID = "0100019a-events-first"
+	w.Mailer = mailerFunc(func(ctx context.Context, o mail.Outgoing) (string, error) {
+		now := time.Now().UTC()
+		ev := sesevent.Event{EventType: sesevent.TypeDelivery,
+			Mail:     sesevent.Mail{Timestamp: now, MessageID: messageID, Source: o.From, Destination: o.Recipients, Tags: map[string][]string{}},
+			Delivery: &sesevent.Delivery{Timestamp: now, Recipients: o.Recipients, SMTPResponse: "250 ok"}}
+		ev.Mail.Headers = []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: o.EmailID}}
+		return messageID, in.Publish(ctx, ev)
+	})
+	if err := w.Deliver(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, evs, err := st.GetEmailDetail(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, ev := range evs {
+		statuses = append(statuses, ev.Status)
+	}
+	if e.Status != store.StatusSent || e.LatestStatus != "DELIVERED" || e.MessageID != messageID ||
+		!slices.Equal(statuses, []string{"QUEUED", "SENT", "DELIVERED"}) {
+		t.Errorf("email %s/%s %q, history %v; want SENT/DELIVERED with the message id, QUEUED SENT DELIVERED",
+			e.Status, e.LatestStatus, e.MessageID, statuses)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a warning for a send the events had recorded:\n%s", logs.String())
 	}
 }
