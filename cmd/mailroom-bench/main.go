@@ -24,7 +24,7 @@ func main() {
 	flag.DurationVar(&o.CampaignTimeout, "campaign-timeout", 10*time.Minute, "hard limit for the whole campaign phase")
 	flag.DurationVar(&o.DeliveryWait, "delivery-wait", 120*time.Second, "how long to wait for delivery after the fan-out")
 	flag.IntVar(&o.ImportClients, "import-c", 4, "concurrent bulk import requests")
-	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles of the campaign phase to `prefix`.{import,fanout,delivery}.pprof")
+	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles to `prefix`.{send,import,fanout,delivery}.pprof")
 	flag.Parse()
 	o.Figures = &bench.Figures{}
 	defer func() { bench.PrintTargets(*o.Figures) }()

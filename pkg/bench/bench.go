@@ -141,7 +141,9 @@ func Run(o Options) error {
 	if _, _, err := waitDelivered(ctx, srv); err != nil {
 		return fmt.Errorf("warm-up delivery: %w", err)
 	}
+	stopProfile := profile(o.CPUProfile, "send")
 	mr := load(ctx, mailroom, o.Requests, o.Clients)
+	stopProfile()
 	backlog, _ := pending(ctx, srv)
 	drained, left, derr := waitDelivered(ctx, srv)
 
