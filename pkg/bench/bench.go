@@ -10,7 +10,7 @@
 // until it is SENT (every email written: the fan-out), bounded by -campaign-timeout; delivery to
 // the outbox is reported, waited for at most -delivery-wait after the fan-out.
 //
-// Flags (cmd/mailroom-bench): go run ./cmd/mailroom-bench [-c 16] [-n 5000] [-warmup 500] [-duration 60s] [-workers 4]
+// Flags (cmd/mailroom-bench): go run ./cmd/mailroom-bench [-c 16] [-n 5000] [-warmup 500] [-duration 60s] [-workers 8]
 //
 //	[-http=true] [-campaign 100000] [-campaign-batch 10000] [-campaign-timeout 10m]
 //	[-delivery-wait 120s] [-import-c 4] [-cpuprofile prefix]

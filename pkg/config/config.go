@@ -34,7 +34,7 @@ type Config struct {
 	// kept; 0 keeps them for ever.
 	Retention       time.Duration
 	BootstrapAPIKey string // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
-	Workers         int    // WORKERS (4): local delivery goroutines
+	Workers         int    // WORKERS (8): local delivery goroutines
 	// StreamCounts is STREAM_COUNTS (on): a local server on the AWS backend applies the counts
 	// from the table's stream itself (off: a deployed stack's WebhookEvents function does).
 	StreamCounts bool
@@ -93,7 +93,7 @@ var Vars = []Var{
 	{Name: "BACKEND", Default: "embedded", Meaning: "embedded, or aws (DynamoDB, SES v2)"},
 	{Name: "TABLE_NAME", Default: "mailroom", Meaning: "DynamoDB table (BACKEND=aws)"},
 	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
-	{Name: "WORKERS", Default: "4", Meaning: "local delivery goroutines (1 or more)"},
+	{Name: "WORKERS", Default: "8", Meaning: "local delivery goroutines (1 or more)"},
 	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server applies the counts from the table's stream itself; off against a deployed stack, whose function does (a stream shard takes two readers)"},
 	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
@@ -147,7 +147,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("STREAM_COUNTS: %q is neither on nor off", v)
 	}
-	if c.Workers, err = intEnv(getenv, "WORKERS", 4); err != nil || c.Workers < 1 {
+	if c.Workers, err = intEnv(getenv, "WORKERS", 8); err != nil || c.Workers < 1 {
 		return c, fmt.Errorf("WORKERS: want 1 or more delivery goroutines (emails would wait in QUEUED for ever)")
 	}
 	if c.PublicURL != "" {
