@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/mail"
 	"net/textproto"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mailport "github.com/mailroom/mailroom/pkg/mail"
@@ -92,8 +94,10 @@ type Outbox struct {
 	// flush is held by the send whose sync covers the records appended before it started
 	// (group commit): the sends queued behind it find their record covered and return.
 	flush   sync.Mutex
-	flushed uint64   // records known durable (flush)
-	dirFile *os.File // the outbox directory, for syncfs
+	flushed uint64      // records known durable (flush)
+	failed  error       // a failed syncfs (flush): every send fails after it
+	broken  atomic.Bool // failed is set
+	dirFile *os.File    // the outbox directory, for syncfs
 }
 
 var _ mailport.Mailer = (*Outbox)(nil)
@@ -407,6 +411,12 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	if !validEmailID(m.EmailID) {
 		return "", fmt.Errorf("outbox: email id %q is not usable as a file name: %w", m.EmailID, mailport.ErrRejected)
 	}
+	if o.broken.Load() {
+		o.flush.Lock()
+		err := o.failed
+		o.flush.Unlock()
+		return "", fmt.Errorf("outbox: %w", err)
+	}
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
@@ -438,7 +448,14 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 	}
 	if id, ok := o.inflight[m.EmailID]; ok {
 		o.mu.Unlock()
-		return id, nil // a concurrent send of the same email won
+		// A concurrent send of the same email won, but this one's file replaced its file:
+		// make that one durable too.
+		if !syncEachFile {
+			if err := o.syncJournal(nil, 0, math.MaxUint64); err != nil {
+				return "", fmt.Errorf("outbox: sync: %w", err)
+			}
+		}
+		return id, nil
 	}
 	if err := o.appendJournal(recordOf(j), false); err != nil {
 		o.mu.Unlock()
@@ -498,17 +515,27 @@ func (o *Outbox) writeFile(ctx context.Context, m mailport.Outgoing) error {
 	return nil
 }
 
+// syncFiles makes what Send wrote durable (sync_linux.go, sync_other.go); tests replace it.
+var syncFiles = syncFS
+
 // syncJournal makes the journal record numbered seq durable, with the message file written
 // before it (gen names the journal file then). It runs outside o.mu and commits in groups: one
 // send syncs for every record appended before its sync started, while the sends behind it wait
-// on o.flush and then find their record covered. A journal compacted meanwhile was rewritten
-// and synced whole, with every record appended before, so a sync of its former file that fails
-// because it was closed has nothing left to do.
+// on o.flush and then find their record covered.
+//
+// A failed syncfs breaks the outbox until the next start: syncfs reports a write-back error
+// once, for the whole file system, so no later sync could tell which messages it lost. Where
+// the journal file is synced on its own (and each message file by Send), a journal compacted
+// meanwhile was rewritten and synced whole, with every record appended before, so a sync of
+// its former file that fails because it was closed has nothing left to do.
 func (o *Outbox) syncJournal(f *os.File, gen int, seq uint64) error {
 	o.flush.Lock()
 	defer o.flush.Unlock()
 	if o.flushed >= seq {
 		return nil
+	}
+	if err := o.failed; err != nil {
+		return err
 	}
 	o.mu.Lock()
 	upTo := o.appended
@@ -518,12 +545,19 @@ func (o *Outbox) syncJournal(f *os.File, gen int, seq uint64) error {
 		o.flushed = upTo
 		return nil
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.gen != gen {
-		return nil
+	if syncEachFile {
+		o.mu.Lock()
+		compacted := o.gen != gen
+		o.mu.Unlock()
+		if compacted {
+			return nil
+		}
+		return err
 	}
-	return err
+	o.failed = fmt.Errorf("the disk failed a sync; sends fail until the next start: %w", err)
+	o.broken.Store(true)
+	o.log.Error("outbox: the disk failed a sync; sends fail until the next start", "err", err)
+	return o.failed
 }
 
 // Close publishes the events still pending and stops the goroutine. When ctx ends first it

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -481,5 +482,65 @@ func TestConcurrentSendsAreJournaled(t *testing.T) {
 	}
 	if len(ids) != senders*each {
 		t.Errorf("the next outbox published events for %d messages, want %d", len(ids), senders*each)
+	}
+}
+
+// TestAFailedSyncFailsEverySendAfterIt: a syncfs reports a write-back error once for the whole
+// file system, so after one fails no later success covers the messages written before it: the
+// sends waiting on that sync and every send after it fail, and nothing new is queued.
+func TestAFailedSyncFailsEverySendAfterIt(t *testing.T) {
+	if syncEachFile {
+		t.Skip("each file is synced on its own here: its error is its own")
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	real := syncFiles
+	syncFiles = func(dir, journal *os.File) error {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release // the other sends queue behind this sync
+			return errors.New("EIO")
+		}
+		return real(dir, journal) // a later sync would succeed: it must not count
+	}
+	t.Cleanup(func() { syncFiles = real })
+
+	sink := &recorder{}
+	o, err := New(t.TempDir(), sink, WithLogger(quiet()), WithDelay(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sends = 8
+	outs := make([]mail.Outgoing, sends+1)
+	for n := range outs {
+		outs[n] = build(t, fmt.Sprintf("em-fail-%d", n), []string{"success@simulator.amazonses.com"}, nil)
+	}
+	errs := make(chan error, sends)
+	go func() {
+		_, err := o.Send(context.Background(), outs[0])
+		errs <- err
+	}()
+	<-entered
+	for n := 1; n < sends; n++ {
+		go func() {
+			_, err := o.Send(context.Background(), outs[n])
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // the others append and wait on the sync
+	close(release)
+	for range sends {
+		if err := <-errs; err == nil {
+			t.Error("a send returned success after the sync covering it failed")
+		}
+	}
+	if _, err := o.Send(context.Background(), outs[sends]); err == nil {
+		t.Error("a send after the failed sync succeeded")
+	}
+	if err := o.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.snapshot()); n != 0 {
+		t.Errorf("%d events published for sends that failed", n)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // the journal durable together, so a group of concurrent sends costs one flush.
 const syncEachFile = false
 
-// syncFiles makes what Send wrote durable: every message file and the journal.
-func syncFiles(dir, _ *os.File) error {
+// syncFS makes what Send wrote durable: every message file and the journal.
+func syncFS(dir, _ *os.File) error {
 	return unix.Syncfs(int(dir.Fd()))
 }

@@ -8,7 +8,7 @@ import "os"
 // syncFiles syncs the journal.
 const syncEachFile = true
 
-// syncFiles makes what Send wrote durable: the journal (each message file was synced by Send).
-func syncFiles(_, journal *os.File) error {
+// syncFS makes what Send wrote durable: the journal (each message file was synced by Send).
+func syncFS(_, journal *os.File) error {
 	return journal.Sync()
 }
