@@ -401,3 +401,36 @@ func TestFeedChanges(t *testing.T) {
 		t.Fatalf("feed\n%v\nwant\n%v", got, want)
 	}
 }
+
+// TestUpdateEmailContent: an update writes the content only when it changed, and a change
+// made through the content's pointers counts as one.
+func TestUpdateEmailContent(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	html, now := "<p>first</p>", time.Now().UTC()
+	e := store.Email{ID: "em-content", TeamID: 1, DomainID: 1, From: "a@example.com", To: []string{"b@example.org"},
+		Subject: "s", Content: store.Content{HTML: &html}, Status: store.StatusQueued, LatestStatus: "QUEUED",
+		CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		*e.Content.HTML = "<p>second</p>"
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateEmail(ctx, e.ID, func(e *store.Email) ([]store.Event, error) {
+		e.Status = store.StatusSending // the content unchanged
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetEmail(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Content.HTML == nil || *got.Content.HTML != "<p>second</p>" || got.Status != store.StatusSending {
+		t.Errorf("after the updates: html %v, status %s; want the second html, SENDING", got.Content.HTML, got.Status)
+	}
+}

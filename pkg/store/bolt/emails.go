@@ -487,6 +487,14 @@ func cloneEmail(e store.Email) store.Email {
 	c.Counted = append([]string(nil), e.Counted...)
 	c.Content.Headers = append([]store.Header(nil), e.Content.Headers...)
 	c.Content.Attachments = append([]store.Attachment(nil), e.Content.Attachments...)
+	if e.Content.HTML != nil { // fn may write through the pointers: the snapshot keeps its own
+		html := *e.Content.HTML
+		c.Content.HTML = &html
+	}
+	if e.Content.Text != nil {
+		text := *e.Content.Text
+		c.Content.Text = &text
+	}
 	return c
 }
 
