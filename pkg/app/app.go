@@ -48,6 +48,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/streamhooks"
 )
 
 // App is a wired Mailroom: adapters plus services.
@@ -422,18 +423,49 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 		}()
 	}
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
-		a.loops.Add(1)
+		// What the WebhookEvents and WebhookRetries functions do on AWS: the counts, then
+		// the webhook calls of what the stream brings, and the calls due again.
+		ds.AfterCounts(func(ctx context.Context, recs []dynamo.StreamRecord) error {
+			r, err := streamhooks.Publish(ctx, a.Services.Webhooks, ds, recs)
+			for _, u := range r.Undecoded {
+				a.Log.WarnContext(ctx, "stream record not decoded", "eventId", u.ID, "err", u.Err.Error())
+			}
+			if r.Calls > 0 {
+				a.Log.DebugContext(ctx, "webhook events", "records", len(recs), "calls", r.Calls, "attempted", r.Attempted)
+			}
+			return err
+		})
+		a.loops.Add(2)
 		go func() {
 			defer a.loops.Done()
 			ds.RunStream(loopCtx, streamPace, a.Log)
+		}()
+		go func() {
+			defer a.loops.Done()
+			t := time.NewTicker(webhookRetryPace)
+			defer t.Stop()
+			for {
+				select {
+				case <-loopCtx.Done():
+					return
+				case <-t.C:
+					if _, err := a.Services.Webhooks.RunDue(loopCtx, 100); err != nil && loopCtx.Err() == nil {
+						a.Log.Warn("webhook calls due not attempted; trying again", "err", err)
+					}
+				}
+			}
 		}()
 	}
 	return nil
 }
 
-// streamPace is how often the local server on the AWS backend applies the counts of its
-// table's stream.
+// streamPace is how often the local server on the AWS backend reads its table's stream (the
+// counts, then the webhook calls).
 const streamPace = time.Second
+
+// webhookRetryPace is how often the local server on the AWS backend attempts the webhook calls
+// due again (the WebhookRetries function runs every minute on AWS).
+const webhookRetryPace = 5 * time.Second
 
 // webhookPace is how often the local server looks for webhook work: new history entries in
 // the store's feed, and calls due again.

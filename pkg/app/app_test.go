@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ var tables atomic.Int64
 // awsApp is the app on the AWS adapters against moto: a fresh table, a team with a key and the
 // domain example.com, served by httptest. local runs delivery in process; without it nothing
 // but the request path touches the table (as in Lambda, where the stream feeds the worker).
-func awsApp(t *testing.T, local bool) (*app.App, *httptest.Server, *awstest.Calls, string) {
+func awsApp(t *testing.T, local bool, configure ...func(*config.Config)) (*app.App, *httptest.Server, *awstest.Calls, string) {
 	t.Helper()
 	ctx := context.Background()
 	awsCfg := awstest.Shared(t).Config(t)
@@ -35,6 +37,9 @@ func awsApp(t *testing.T, local bool) (*app.App, *httptest.Server, *awstest.Call
 	calls.Install(&awsCfg)
 	cfg := config.Config{TableName: fmt.Sprintf("mailroom-app-%d", tables.Add(1)), CreateTable: true, DataDir: t.TempDir(),
 		Workers: 2, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	for _, c := range configure {
+		c(&cfg)
+	}
 	a, err := app.NewWithAWS(ctx, cfg, awsCfg, app.Options{Local: local})
 	if err != nil {
 		t.Fatal(err)
@@ -143,5 +148,50 @@ func TestAWSBackendDelivers(t *testing.T) {
 			t.Fatalf("email never SENT: %s", b)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAWSBackendWebhooks: the local server on the AWS backend reads its table's stream for the
+// webhooks too (STREAM_COUNTS), as the WebhookEvents function does on AWS: a contact created
+// and an email sent reach a registered webhook.
+func TestAWSBackendWebhooks(t *testing.T) {
+	a, srv, _, key := awsApp(t, true, func(c *config.Config) { c.StreamCounts = true })
+	var mu sync.Mutex
+	var got []string
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("X-UseSend-Event"))
+		mu.Unlock()
+	}))
+	defer rcv.Close()
+	if code, b := call(t, srv, key, "POST", "/api/v1/webhooks", `{"url":"`+rcv.URL+`","eventTypes":["contact.created","email.sent"]}`, nil); code != 200 {
+		t.Fatalf("create webhook: %d %s", code, b)
+	}
+	if err := a.Start(context.Background(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var book struct{ ID string }
+	code, b := call(t, srv, key, "POST", "/api/v1/contactBooks", `{"name":"hooks"}`, nil)
+	if code != 200 || json.Unmarshal(b, &book) != nil || book.ID == "" {
+		t.Fatalf("create book: %d %s", code, b)
+	}
+	if code, b := call(t, srv, key, "POST", "/api/v1/contactBooks/"+book.ID+"/contacts", `{"email":"ann@example.org"}`, nil); code != 200 {
+		t.Fatalf("create contact: %d %s", code, b)
+	}
+	if code, b := call(t, srv, key, "POST", "/api/v1/emails", `{"to":"someone@example.org","from":"hello@example.com","subject":"s","text":"t"}`, nil); code != 200 {
+		t.Fatalf("send: %d %s", code, b)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		types := slices.Clone(got)
+		mu.Unlock()
+		if slices.Contains(types, "contact.created") && slices.Contains(types, "email.sent") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("webhook calls received: %v; want contact.created and email.sent", types)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

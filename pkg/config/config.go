@@ -35,8 +35,9 @@ type Config struct {
 	Retention       time.Duration
 	BootstrapAPIKey string // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
 	Workers         int    // WORKERS (8): local delivery goroutines
-	// StreamCounts is STREAM_COUNTS (on): a local server on the AWS backend applies the counts
-	// from the table's stream itself (off: a deployed stack's WebhookEvents function does).
+	// StreamCounts is STREAM_COUNTS (on): a local server on the AWS backend reads the table's
+	// stream itself for the counts and the webhook calls, and attempts the calls due again
+	// (off: a deployed stack's WebhookEvents and WebhookRetries functions do).
 	StreamCounts bool
 	AuthCacheTTL time.Duration // AUTH_CACHE_TTL (60s): how long a key stays cached
 	LogLevel     slog.Level    // LOG_LEVEL (info)
@@ -94,7 +95,7 @@ var Vars = []Var{
 	{Name: "TABLE_NAME", Default: "mailroom", Meaning: "DynamoDB table (BACKEND=aws)"},
 	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
 	{Name: "WORKERS", Default: "8", Meaning: "local delivery goroutines (1 or more)"},
-	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server applies the counts from the table's stream itself; off against a deployed stack, whose function does (a stream shard takes two readers)"},
+	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server reads the table's stream itself for the counts and the webhook calls; off against a deployed stack, whose functions do (a stream shard takes two readers)"},
 	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
 	{Name: "API_RATE_LIMIT", Meaning: "API requests per second of a team without its own limit (unset or 0: none)"},

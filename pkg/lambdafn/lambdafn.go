@@ -12,7 +12,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/streamhooks"
 )
 
 // The functions that are not HTTP routes.
@@ -483,29 +483,14 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 // EmailID returns the id of the email a stream record is about, when it is the insert or
 // modification of an email item.
 func EmailID(rec events.DynamoDBEventRecord) (string, bool) {
-	if rec.EventName == string(events.DynamoDBOperationTypeRemove) {
-		return "", false
-	}
-	pk, ok := stringAttr(rec.Change.Keys, "PK")
-	if !ok {
-		return "", false
-	}
-	if sk, ok := stringAttr(rec.Change.Keys, "SK"); !ok || sk != "EMAIL" {
-		return "", false
-	}
-	id, ok := strings.CutPrefix(pk, "EMAIL#")
-	if !ok || id == "" {
-		return "", false
-	}
-	return id, true
+	return streamhooks.EmailID(streamRecord(rec))
 }
 
-func stringAttr(m map[string]events.DynamoDBAttributeValue, name string) (string, bool) {
-	v, ok := m[name]
-	if !ok || v.DataType() != events.DataTypeString {
-		return "", false
-	}
-	return v.String(), true
+// streamRecord is rec as the store and streamhooks read it.
+func streamRecord(rec events.DynamoDBEventRecord) dynamo.StreamRecord {
+	return dynamo.StreamRecord{Seq: rec.Change.SequenceNumber, ID: rec.EventID,
+		Keys: attrValues(rec.Change.Keys), Old: attrValues(rec.Change.OldImage), New: attrValues(rec.Change.NewImage),
+		Remove: rec.EventName == string(events.DynamoDBOperationTypeRemove), At: rec.Change.ApproximateCreationDateTime.Time}
 }
 
 // WebhookEvents is the table stream's consumer (the second of the two readers a stream shard
@@ -523,16 +508,15 @@ func WebhookEvents(h *hooks.Service, st store.Store, counts func(ctx context.Con
 	// shard id); the function keeps none.
 	ok := events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}}}
 	return func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
-		if counts != nil && len(ev.Records) > 0 {
+		recs := make([]dynamo.StreamRecord, 0, len(ev.Records))
+		for _, rec := range ev.Records {
+			recs = append(recs, streamRecord(rec))
+		}
+		if counts != nil && len(recs) > 0 {
 			if ev.ShardID == "" {
 				err := errors.New("stream batch without a shard id: the event source mapping needs its tumbling window")
 				log.ErrorContext(ctx, "counts not applied", "requestId", requestID(ctx), "err", err.Error())
 				return events.DynamoDBTimeWindowEventResponse{}, err
-			}
-			recs := make([]dynamo.StreamRecord, 0, len(ev.Records))
-			for _, rec := range ev.Records {
-				recs = append(recs, dynamo.StreamRecord{Seq: rec.Change.SequenceNumber,
-					Old: attrValues(rec.Change.OldImage), New: attrValues(rec.Change.NewImage)})
 			}
 			skipped, err := counts(ctx, ev.ShardID, recs)
 			if len(skipped) > 0 {
@@ -543,38 +527,16 @@ func WebhookEvents(h *hooks.Service, st store.Store, counts func(ctx context.Con
 				return events.DynamoDBTimeWindowEventResponse{}, err
 			}
 		}
-		var entries []hooks.Entries
-		var changes []hooks.Event
-		for _, rec := range ev.Records {
-			if c, ok, err := dynamo.DecodeChange(attrValues(rec.Change.Keys), attrValues(rec.Change.OldImage), attrValues(rec.Change.NewImage)); err != nil {
-				log.WarnContext(ctx, "stream record not decoded", "requestId", requestID(ctx), "eventId", rec.EventID, "err", err.Error())
-				continue
-			} else if ok {
-				c.At = rec.Change.ApproximateCreationDateTime.Time
-				if e, ok := hooks.ChangeEvent(c, "stream/"+rec.EventID); ok {
-					changes = append(changes, e)
-				}
-				continue
-			}
-			id, ok := EmailID(rec)
-			added := newEvents(rec)
-			if !ok || len(added) == 0 {
-				continue
-			}
-			team, err := strconv.ParseInt(rec.Change.NewImage["TeamID"].Number(), 10, 64)
-			if err != nil {
-				continue
-			}
-			entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added})
+		r, err := streamhooks.Publish(ctx, h, st, recs)
+		for _, u := range r.Undecoded {
+			log.WarnContext(ctx, "stream record not decoded", "requestId", requestID(ctx), "eventId", u.ID, "err", u.Err.Error())
 		}
-		calls, err := h.PublishEntries(ctx, st, entries, changes...)
 		if err != nil {
 			log.ErrorContext(ctx, "webhook calls not written", "requestId", requestID(ctx), "err", err.Error())
 			return events.DynamoDBTimeWindowEventResponse{}, err
 		}
-		n := h.AttemptCalls(ctx, calls)
 		log.InfoContext(ctx, "webhook events", "requestId", requestID(ctx), "records", len(ev.Records),
-			"entries", len(entries), "changes", len(changes), "calls", len(calls), "attempted", n)
+			"entries", r.Entries, "changes", r.Changes, "calls", r.Calls, "attempted", r.Attempted)
 		return ok, nil
 	}
 }
@@ -618,19 +580,4 @@ func attrValue(v events.DynamoDBAttributeValue) types.AttributeValue {
 		return &types.AttributeValueMemberM{Value: attrValues(v.Map())}
 	}
 	return &types.AttributeValueMemberNULL{Value: true}
-}
-
-// newEvents lists the history entries a stream record's write added.
-func newEvents(rec events.DynamoDBEventRecord) []string {
-	v, ok := rec.Change.NewImage[dynamo.NewEventsAttribute]
-	if !ok || v.DataType() != events.DataTypeList {
-		return nil
-	}
-	var out []string
-	for _, item := range v.List() {
-		if item.DataType() == events.DataTypeString {
-			out = append(out, item.String())
-		}
-	}
-	return out
 }

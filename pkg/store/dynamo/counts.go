@@ -47,6 +47,11 @@ const streamCountedAttribute = "sc"
 type StreamRecord struct {
 	Seq      string
 	Old, New map[string]types.AttributeValue
+	// What the webhooks need besides (pkg/streamhooks); the counts read none of it.
+	ID     string                          // the stream record's event id
+	Keys   map[string]types.AttributeValue // the item's key
+	Remove bool                            // a delete (TTL's included)
+	At     time.Time                       // when the write was made (approximately)
 }
 
 // countMarkerKey is a stream shard's marker: the last record whose counts were applied.

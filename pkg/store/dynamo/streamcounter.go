@@ -26,6 +26,7 @@ type streamReader struct {
 	arn     string
 	shard   map[string]*shardPos
 	skipped []string // records not decodable, for RunStream to log
+	after   func(context.Context, []StreamRecord) error
 }
 
 // takeSkipped returns the records passed over since the last call.
@@ -56,6 +57,18 @@ type shardPos struct {
 // through client.
 func (st *Store) ReadStream(client *dynamodbstreams.Client) {
 	st.stream = &streamReader{client: client, shard: map[string]*shardPos{}}
+}
+
+// AfterCounts hands every batch of records read, once its counts are applied, to fn (the local
+// server's webhooks, pkg/streamhooks, as the WebhookEvents function does on AWS). When fn
+// fails, the batch is read again at the next drain: its counts are not applied twice, and fn
+// must make the same work of the same records.
+func (st *Store) AfterCounts(fn func(context.Context, []StreamRecord) error) {
+	if st.stream != nil {
+		st.stream.mu.Lock()
+		st.stream.after = fn
+		st.stream.mu.Unlock()
+	}
 }
 
 // Settle reads the table's stream to its current end and applies the counts of what it read,
@@ -179,8 +192,9 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 				if rec.Dynamodb == nil {
 					continue
 				}
-				recs = append(recs, StreamRecord{Seq: aws.ToString(rec.Dynamodb.SequenceNumber),
-					Old: fromStream(rec.Dynamodb.OldImage), New: fromStream(rec.Dynamodb.NewImage)})
+				recs = append(recs, StreamRecord{Seq: aws.ToString(rec.Dynamodb.SequenceNumber), ID: aws.ToString(rec.EventID),
+					Keys: fromStream(rec.Dynamodb.Keys), Old: fromStream(rec.Dynamodb.OldImage), New: fromStream(rec.Dynamodb.NewImage),
+					Remove: rec.EventName == stypes.OperationTypeRemove, At: aws.ToTime(rec.Dynamodb.ApproximateCreationDateTime)})
 			}
 			for len(recs) > 0 { // in batches of the function's size
 				n := min(len(recs), StreamBatch)
@@ -188,6 +202,12 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 				r.skipped = append(r.skipped, skipped...)
 				if err != nil {
 					return total, err
+				}
+				if r.after != nil {
+					if err := r.after(ctx, recs[:n]); err != nil {
+						pos.iter = nil // from after the last batch done, next time
+						return total, err
+					}
 				}
 				pos.last = recs[n-1].Seq
 				total += n
