@@ -401,20 +401,9 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 	}
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop = stop
-	a.loops.Add(1)
-	go func() {
-		defer a.loops.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-loopCtx.Done():
-				return
-			case <-t.C:
-				_ = a.Periodic(loopCtx) // logged part by part; the next tick retries
-			}
-		}
-	}()
+	a.every(loopCtx, interval, func(ctx context.Context) {
+		_ = a.Periodic(ctx) // logged part by part; the next tick retries
+	})
 	if st, ok := a.Store.(*bolt.Store); ok {
 		a.loops.Add(1)
 		go func() {
@@ -435,28 +424,36 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			}
 			return err
 		})
-		a.loops.Add(2)
+		a.loops.Add(1)
 		go func() {
 			defer a.loops.Done()
 			ds.RunStream(loopCtx, streamPace, a.Log)
 		}()
-		go func() {
-			defer a.loops.Done()
-			t := time.NewTicker(webhookRetryPace)
-			defer t.Stop()
-			for {
-				select {
-				case <-loopCtx.Done():
-					return
-				case <-t.C:
-					if _, err := a.Services.Webhooks.RunDue(loopCtx, 100); err != nil && loopCtx.Err() == nil {
-						a.Log.Warn("webhook calls due not attempted; trying again", "err", err)
-					}
-				}
+		a.every(loopCtx, webhookRetryPace, func(ctx context.Context) {
+			if _, err := a.Services.Webhooks.RunDue(ctx, 100); err != nil && ctx.Err() == nil {
+				a.Log.Warn("webhook calls due not attempted; trying again", "err", err)
 			}
-		}()
+		})
 	}
 	return nil
+}
+
+// every runs fn every interval, from one interval on, until ctx ends; Close waits for it.
+func (a *App) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	a.loops.Add(1)
+	go func() {
+		defer a.loops.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	}()
 }
 
 // streamPace is how often the local server on the AWS backend reads its table's stream (the
