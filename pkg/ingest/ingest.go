@@ -76,7 +76,8 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	var e store.Email
 	var err error
 	direct := false
-	if id := ev.EmailID(); id != "" && !suppresses(ev) {
+	id := ev.EmailID()
+	if reason, _ := suppression(ev); reason == "" && id != "" {
 		e.ID, direct = id, true
 	} else if e, err = in.find(ctx, ev); err != nil {
 		return err
@@ -113,9 +114,22 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	return nil
 }
 
-// suppresses reports an event that puts addresses on the suppression list.
-func suppresses(ev sesevent.Event) bool {
-	return ev.Bounce != nil && ev.Bounce.BounceType == "Permanent" || ev.Complaint != nil
+// suppression is what an event puts on the suppression list: a hard bounce's recipients, or a
+// complaint's; reason is "" for any other event.
+func suppression(ev sesevent.Event) (reason string, addrs []string) {
+	switch {
+	case ev.Bounce != nil && ev.Bounce.BounceType == "Permanent":
+		for _, r := range ev.Bounce.BouncedRecipients {
+			addrs = append(addrs, r.EmailAddress)
+		}
+		return store.ReasonHardBounce, addrs
+	case ev.Complaint != nil:
+		for _, r := range ev.Complaint.ComplainedRecipients {
+			addrs = append(addrs, r.EmailAddress)
+		}
+		return store.ReasonComplaint, addrs
+	}
+	return "", nil
 }
 
 // record writes the event into the email's history (UpdateEmail). settled reports that SES's
@@ -214,22 +228,7 @@ func (in *Ingester) find(ctx context.Context, ev sesevent.Event) (store.Email, e
 
 // suppress puts the addresses of a hard bounce or a complaint on the team's list.
 func (in *Ingester) suppress(ctx context.Context, ev sesevent.Event, e store.Email) error {
-	var reason string
-	var addrs []string
-	switch {
-	case ev.Bounce != nil && ev.Bounce.BounceType == "Permanent":
-		reason = store.ReasonHardBounce
-		for _, r := range ev.Bounce.BouncedRecipients {
-			addrs = append(addrs, r.EmailAddress)
-		}
-	case ev.Complaint != nil:
-		reason = store.ReasonComplaint
-		for _, r := range ev.Complaint.ComplainedRecipients {
-			addrs = append(addrs, r.EmailAddress)
-		}
-	default:
-		return nil
-	}
+	reason, addrs := suppression(ev)
 	for _, a := range addrs {
 		s := store.Suppression{TeamID: e.TeamID, Email: strings.ToLower(email.AddressOnly(a)),
 			Reason: reason, EmailID: e.ID, CreatedAt: in.Now().UTC()}
