@@ -483,7 +483,9 @@ func SendWorker(w Deliverer, log *slog.Logger) func(context.Context, events.Dyna
 // EmailID returns the id of the email a stream record is about, when it is the insert or
 // modification of an email item.
 func EmailID(rec events.DynamoDBEventRecord) (string, bool) {
-	return streamhooks.EmailID(streamRecord(rec))
+	// The key alone: the send worker asks this of every record, and the images may be large.
+	return streamhooks.EmailID(dynamo.StreamRecord{Keys: attrValues(rec.Change.Keys),
+		Remove: rec.EventName == string(events.DynamoDBOperationTypeRemove)})
 }
 
 // streamRecord is rec as the store and streamhooks read it.
