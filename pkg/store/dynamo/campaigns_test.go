@@ -72,7 +72,7 @@ func TestCampaignWritesPerRecipient(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The counts, applied from the table's stream as the Counts function does.
+		// The counts, applied from the table's stream as the WebhookEvents function does.
 		if err := s.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -23,8 +23,8 @@ import (
 // items alone: an email counts in its day when it is created, and a kind counts when it is added
 // to the email's Counted. So the writes of an email carry no counter: a status change is one
 // small conditional PutItem, and the counts are applied from the table's stream, many emails to
-// one counter update (ApplyCounts, run by the Counts function on AWS and by a StreamCounter
-// wherever no Lambda reads the stream).
+// one counter update (ApplyCounts, run by the WebhookEvents function on AWS and by the store's
+// own stream reader wherever no Lambda reads the stream: ReadStream).
 //
 // Exactly once. Within a stream shard records arrive in order; ApplyCounts keeps, per shard, a
 // marker item holding the sequence number of the last record it counted, and moves it forward
@@ -341,22 +341,13 @@ func (st *Store) counterUpdates(counts map[counter]int64, order []counter) []typ
 	}
 	out := make([]types.TransactWriteItem, 0, len(keys))
 	for _, k := range keys {
-		var expr strings.Builder
-		names, values := map[string]string{}, map[string]types.AttributeValue{}
-		for i, a := range attrs[k] {
-			if i == 0 {
-				expr.WriteString("ADD ")
-			} else {
-				expr.WriteString(", ")
-			}
-			fmt.Fprintf(&expr, "#c%d :c%d", i, i)
-			names[fmt.Sprintf("#c%d", i)] = a
-			values[fmt.Sprintf(":c%d", i)] = avN(counts[counter{k, a}])
-		}
+		expr, names, values := clause("ADD", " ", "c", attrs[k], func(a string) types.AttributeValue {
+			return avN(counts[counter{k, a}])
+		})
 		out = append(out, types.TransactWriteItem{Update: &types.Update{
 			TableName:                 aws.String(st.table),
 			Key:                       k.av(),
-			UpdateExpression:          aws.String(expr.String()),
+			UpdateExpression:          aws.String(expr),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: values,
 		}})

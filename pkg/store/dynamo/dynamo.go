@@ -456,19 +456,25 @@ func setAll(m map[string]types.AttributeValue, skip ...string) (string, map[stri
 		}
 	}
 	slices.Sort(names)
+	return clause("SET", " = ", "a", names, func(n string) types.AttributeValue { return m[n] })
+}
+
+// clause builds one clause of an UpdateExpression, "<action> #<p>0<op>:<p>0, #<p>1<op>:<p>1,
+// …", for the attributes attrs, with their names and the values value gives them.
+func clause(action, op, p string, attrs []string, value func(string) types.AttributeValue) (string, map[string]string, map[string]types.AttributeValue) {
 	var b strings.Builder
-	an, av := map[string]string{}, map[string]types.AttributeValue{}
-	for i, n := range names {
+	names, values := make(map[string]string, len(attrs)), make(map[string]types.AttributeValue, len(attrs))
+	for i, a := range attrs {
 		if i == 0 {
-			b.WriteString("SET ")
+			b.WriteString(action + " ")
 		} else {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "#a%d = :a%d", i, i)
-		an[fmt.Sprintf("#a%d", i)] = n
-		av[fmt.Sprintf(":a%d", i)] = m[n]
+		fmt.Fprintf(&b, "#%s%d%s:%s%d", p, i, op, p, i)
+		names[fmt.Sprintf("#%s%d", p, i)] = a
+		values[fmt.Sprintf(":%s%d", p, i)] = value(a)
 	}
-	return b.String(), an, av
+	return b.String(), names, values
 }
 
 func (k keys) key() key { return key{k.PK, k.SK} }

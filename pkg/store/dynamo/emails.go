@@ -150,16 +150,15 @@ func encodeContent(emailID string, c store.Content, ttl int64) (content, error) 
 	// Stored for months and billed by the byte at every write: the best compression, and
 	// HTML left unescaped (the escapes of < > & compress worse).
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	enc := json.NewEncoder(zw)
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(c); err != nil {
 		return content{}, fmt.Errorf("dynamo: encode content: %w", err)
 	}
-	if err := zw.Close(); err != nil {
+	gz, err := gzipBytes(buf.Bytes())
+	if err != nil {
 		return content{}, fmt.Errorf("dynamo: compress content: %w", err)
 	}
-	gz := buf.Bytes()
 	sum := sha256.Sum256(gz)
 	out := content{ref: hex.EncodeToString(sum[:4])} // tells apart the versions of one email's content
 	for i := 0; len(gz) > 0; i++ {
@@ -174,16 +173,34 @@ func encodeContent(emailID string, c store.Content, ttl int64) (content, error) 
 	return out, nil
 }
 
+// gzipBytes compresses b at the best level: stored items are kept for months and billed by the
+// byte at every write (the email content, a campaign's HTML and editor content).
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func gunzipBytes(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
+
 func decodeContent(gz []byte) (store.Content, error) {
 	var c store.Content
 	if len(gz) == 0 {
 		return c, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return c, fmt.Errorf("dynamo: decompress content: %w", err)
-	}
-	raw, err := io.ReadAll(zr)
+	raw, err := gunzipBytes(gz)
 	if err != nil {
 		return c, fmt.Errorf("dynamo: decompress content: %w", err)
 	}

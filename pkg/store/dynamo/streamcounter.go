@@ -15,7 +15,7 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
 
-// streamReader reads the table's stream itself and applies its counts: what the Counts
+// streamReader reads the table's stream itself and applies its counts: what the WebhookEvents
 // function does on AWS, for a process where no Lambda function reads the stream (the local
 // server on the AWS backend, and tests against an emulator). It can run next to the function,
 // or next to another reader: ApplyCounts counts each record once whoever applies it.
