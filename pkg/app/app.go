@@ -86,6 +86,10 @@ type App struct {
 	secrets   *secretsmanager.Client
 
 	closers []func(context.Context) error
+	// closeStore runs after the closers, so that what they flush (the outbox's last events)
+	// is in the store when Close counts what is still queued.
+	closeStore func() error
+	queued     int
 }
 
 // Options choose how much of the app a process needs.
@@ -271,7 +275,7 @@ func (a *App) useEmbedded() error {
 	st.SetRetention(a.Config.Retention)
 	a.Store = st
 	a.Ingester.Store = st // before the outbox: it may publish events spooled at the last stop
-	a.closers = append(a.closers, func(context.Context) error { return st.Close() })
+	a.closeStore = st.Close
 	a.OutboxDir = filepath.Join(a.Config.DataDir, "outbox")
 	ob, err := outbox.New(a.OutboxDir, a.Ingester, outbox.WithLogger(a.Log))
 	if err != nil {
@@ -279,7 +283,7 @@ func (a *App) useEmbedded() error {
 	}
 	a.Mailer = ob
 	// Close the outbox before the store: it flushes its last events into it.
-	a.closers = append([]func(context.Context) error{ob.Close}, a.closers...)
+	a.closers = append(a.closers, ob.Close)
 	a.Identities = idlocal.New()
 	return nil
 }
@@ -552,7 +556,7 @@ func (a *App) fireLocal(ctx context.Context, payload []byte) error {
 }
 
 // Close stops background work and delivery (finishing what is in flight) and closes the
-// adapters.
+// adapters. Queued then tells how many emails it left waiting for delivery.
 func (a *App) Close(ctx context.Context) error {
 	if a.stop != nil {
 		a.stop()
@@ -576,5 +580,20 @@ func (a *App) Close(ctx context.Context) error {
 			first = err
 		}
 	}
+	a.queued = -1
+	if a.Store != nil {
+		if ids, err := a.Store.PendingEmails(ctx, 1_000_000); err == nil {
+			a.queued = len(ids)
+		}
+	}
+	if a.closeStore != nil {
+		if err := a.closeStore(); err != nil && first == nil {
+			first = err
+		}
+	}
 	return first
 }
+
+// Queued is how many emails Close left waiting for delivery (QUEUED, or SENDING with no
+// outcome), after the outbox's last events were recorded; -1 when they could not be counted.
+func (a *App) Queued() int { return a.queued }

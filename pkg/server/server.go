@@ -225,13 +225,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.App.Pool != nil {
 		s.App.Pool.Close(ctx) // the sends in flight end before the count
 	}
-	queued := -1
-	if ids, qerr := s.App.Store.PendingEmails(ctx, 1_000_000); qerr == nil {
-		queued = len(ids)
-	}
 	if cerr := s.App.Close(ctx); err == nil {
 		err = cerr
 	}
+	queued := s.App.Queued()
 	if s.out != nil {
 		switch {
 		case queued > 0:
