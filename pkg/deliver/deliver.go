@@ -180,6 +180,11 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 		log.Warn("send failed", "err", err)
 		return w.finish(ctx, id, now, store.StatusFailed, "", map[string]string{"error": sendError(err)})
 	}
+	if r, ok := w.Mailer.(mail.Recorder); ok && r.RecordsSends() {
+		// The mailer's own events make it SENT (pkg/ingest), with this message id.
+		log.Info("email sent; its events record it", "messageId", messageID)
+		return nil
+	}
 	log.Info("email sent", "messageId", messageID)
 	return w.finish(ctx, id, now, store.StatusSent, messageID, map[string]string{"messageId": messageID})
 }

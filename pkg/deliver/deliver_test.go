@@ -617,3 +617,64 @@ func TestEventsBeforeTheOutcome(t *testing.T) {
 		t.Errorf("a warning for a send the events had recorded:\n%s", logs.String())
 	}
 }
+
+// recordingMailer is a mail.Recorder whose events are published only when the test says so.
+type recordingMailer struct{ mailerFunc }
+
+func (recordingMailer) RecordsSends() bool { return true }
+
+// A mailer whose events record the send (the local outbox) gets no SENT from the worker: the
+// email stays SENDING, claimed, until the events come, and then has one SENT and one
+// DELIVERED entry, SENT at the time the message was accepted. One store write less per email.
+func TestARecordingMailerLeavesSentToItsEvents(t *testing.T) {
+	w, st, ids := setup(t, nil, 1)
+	ctx := context.Background()
+	in := &ingest.Ingester{Store: st, Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	const messageID = "0100019a-recorded"
+	var sentAt time.Time
+	var pending []sesevent.Event
+	w.Mailer = recordingMailer{func(_ context.Context, o mail.Outgoing) (string, error) {
+		sentAt = time.Now().UTC().Truncate(time.Millisecond)
+		ev := sesevent.Event{EventType: sesevent.TypeDelivery,
+			Mail:     sesevent.Mail{Timestamp: sentAt, MessageID: messageID, Source: o.From, Destination: o.Recipients, Tags: map[string][]string{}},
+			Delivery: &sesevent.Delivery{Timestamp: sentAt.Add(time.Second), Recipients: o.Recipients, SMTPResponse: "250 ok"}}
+		ev.Mail.Headers = []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: o.EmailID}}
+		pending = append(pending, ev)
+		return messageID, nil
+	}}
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, evs, err := st.GetEmailDetail(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != store.StatusSending || len(evs) != 1 || len(pending) != 1 {
+		t.Fatalf("before the events: %s with %d history entries, %d sends; want SENDING, only QUEUED, one send", e.Status, len(evs), len(pending))
+	}
+	for range 2 { // a redelivered event is recorded once
+		if err := in.Publish(ctx, pending[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, evs, err = st.GetEmailDetail(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, ev := range evs {
+		statuses = append(statuses, ev.Status)
+		if ev.Status == store.StatusSent && (!ev.CreatedAt.Equal(sentAt) || !strings.Contains(string(ev.Data), messageID)) {
+			t.Errorf("SENT entry at %s with %s; want %s and the message id", ev.CreatedAt, ev.Data, sentAt)
+		}
+	}
+	if e.Status != store.StatusSent || e.LatestStatus != "DELIVERED" || e.MessageID != messageID ||
+		!slices.Equal(statuses, []string{"QUEUED", "SENT", "DELIVERED"}) {
+		t.Errorf("email %s/%s %q, history %v; want SENT/DELIVERED with the message id, QUEUED SENT DELIVERED",
+			e.Status, e.LatestStatus, e.MessageID, statuses)
+	}
+	// Delivered again (the reconciler, a duplicate dispatch): nothing is sent twice.
+	if err := w.Deliver(ctx, ids[0]); err != nil || len(pending) != 1 {
+		t.Errorf("second Deliver: %v, %d sends", err, len(pending))
+	}
+}

@@ -167,7 +167,11 @@ func (in *Ingester) record(ctx context.Context, ev sesevent.Event, status string
 			}
 			kinds = append(kinds, store.CountSent)
 			data, _ := json.Marshal(map[string]string{"messageId": ev.Mail.MessageID, "source": "SES " + ev.EventType + " event"})
-			sent := store.Event{ID: SentEventID, EmailID: e.ID, Status: store.StatusSent, CreatedAt: at.UTC(), Data: data}
+			sentAt := ev.Mail.Timestamp // when SES accepted the message
+			if sentAt.IsZero() || sentAt.After(at) {
+				sentAt = at
+			}
+			sent := store.Event{ID: SentEventID, EmailID: e.ID, Status: store.StatusSent, CreatedAt: sentAt.UTC(), Data: data}
 			if status == "SENT" {
 				events = []store.Event{sent} // the Send event is the email's one SENT entry
 			} else {

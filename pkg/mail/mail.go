@@ -92,3 +92,12 @@ type Outgoing struct {
 type Mailer interface {
 	Send(ctx context.Context, m Outgoing) (messageID string, err error)
 }
+
+// Recorder is a Mailer whose own events record every send it accepts: once Send returns, the
+// message's events are on disk and reach the ingester, which makes the email SENT from them,
+// even across a crash (the local outbox). The worker then leaves SENT to those events instead
+// of writing it too: one store write less per email. SES is not one: its events may be lost
+// or late, so the worker records SENT itself.
+type Recorder interface {
+	RecordsSends() bool
+}

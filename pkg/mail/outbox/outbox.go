@@ -48,8 +48,8 @@ const (
 // Option configures an Outbox.
 type Option func(*Outbox)
 
-// WithDelay sets how long after Send the events are published. The delay lets the caller record
-// SENT (which it does after Send returns) before DELIVERED arrives, as with SES.
+// WithDelay sets how long after Send the events are published, as SES's come some time after
+// the send. Their first acceptance (a delivery or a bounce) makes the email SENT (RecordsSends).
 func WithDelay(d time.Duration) Option { return func(o *Outbox) { o.delay = d } }
 
 // WithRetry sets how many times a failing Publish is tried and the first pause between tries
@@ -392,6 +392,11 @@ func (o *Outbox) loadSpool() error {
 	}
 	return os.Remove(path)
 }
+
+// RecordsSends reports that the outbox's events record each send (mail.Recorder): Send
+// returns once the message's events are journaled, and every message's events include one
+// that proves acceptance (a delivery or a bounce per recipient).
+func (o *Outbox) RecordsSends() bool { return true }
 
 // Path returns the file a message with this email id is written to.
 func (o *Outbox) Path(emailID string) string {
