@@ -55,7 +55,7 @@ const (
 	MaxWindowMinutes = 24 * 60
 	ListPageSize     = 30
 	pageSize         = 1000 // contacts read per store call within a step
-	writeChunk       = 100  // emails per CreateEmails call
+	writeChunk       = 500  // emails per CreateEmails call
 )
 
 // Service is the campaign use cases.
