@@ -27,21 +27,29 @@ func main() {
 	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles to `prefix`.{send,import,fanout,delivery}.pprof")
 	flag.Parse()
 	o.Figures = &bench.Figures{}
-	defer func() { bench.PrintTargets(*o.Figures) }()
+	o.DataDirs = &[]string{}
 	if err := o.Check(); err != nil {
 		fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
 		os.Exit(2)
 	}
+	code := run(o)
+	bench.PrintTargets(*o.Figures)
+	bench.RemoveDataDirs(*o.DataDirs) // at the end, not between phases (Options.DataDirs)
+	os.Exit(code)
+}
+
+func run(o bench.Options) int {
 	if o.HTTP {
 		if err := bench.Run(o); err != nil {
 			fmt.Fprintln(os.Stderr, "mailroom-bench:", err)
-			os.Exit(1)
+			return 1
 		}
 	}
 	if o.Campaign > 0 {
 		if err := bench.RunCampaign(o); err != nil {
 			fmt.Fprintln(os.Stderr, "mailroom-bench: campaign:", err)
-			os.Exit(1)
+			return 1
 		}
 	}
+	return 0
 }
