@@ -352,6 +352,11 @@ func (a *App) wire(now func() time.Time, local bool) {
 		Store: a.Store, Mailer: a.Mailer, Log: a.Log, Now: now,
 		ConfigurationSet: a.Config.ConfigurationSet, Metrics: a.Metrics,
 	}
+	if local && a.Config.Backend != config.BackendAWS && a.OutboxDir != "" {
+		// The local server: its store's file is locked to it and the outbox records its own
+		// sends, so a plain send needs no claim in the store.
+		a.Worker.Exclusive = deliver.NewClaims()
+	}
 	if a.Config.SESMaxSendRate > 0 {
 		// Paced like the send worker on AWS, against the store's per-second counter.
 		a.Worker.Pacer = &deliver.Pacer{Slots: a.Store, Rate: a.Config.SESMaxSendRate, Now: now, Log: a.Log}

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/email"
@@ -49,6 +50,13 @@ type Worker struct {
 	ConfigurationSet string
 	// Pacer keeps sends within the account's rate across every worker (nil: unpaced).
 	Pacer *Pacer
+	// Exclusive, when set, says that this process alone delivers from the store (the local
+	// server: the embedded store's file is locked to it) and that the mailer records its own
+	// sends (mail.Recorder, the outbox). A plain send is then claimed in memory, not in the
+	// store: the worker reads the email, sends it, and the mailer's events take it from
+	// QUEUED to SENT, one store write per email instead of two. Anything else (a campaign
+	// paused or deleted, a suppressed recipient, a failed send, pacing) takes the store claim.
+	Exclusive *Claims
 	// ReplyReference returns the Message-ID header a sent email went out with, for the
 	// In-Reply-To of a reply (SES replaces Message-ID with <messageId@email.amazonses.com>);
 	// nil means the one Mailroom sets, see MessageIDHeader.
@@ -64,6 +72,93 @@ var (
 // state means someone else has it or it is done, and Deliver returns nil. An error means the
 // outcome could not be recorded and the caller should retry later.
 func (w *Worker) Deliver(ctx context.Context, id string) error {
+	if w.Exclusive != nil && w.Pacer == nil {
+		if !w.Exclusive.take(id) {
+			return nil // another worker of this process has it, and records its outcome
+		}
+		defer w.Exclusive.drop(id)
+		if sent, err := w.sendUnclaimed(ctx, id); sent || err != nil {
+			return err
+		}
+	}
+	return w.deliverClaimed(ctx, id)
+}
+
+// Claims are the emails the workers of this process are delivering (Worker.Exclusive).
+type Claims struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+// NewClaims returns an empty set of claims.
+func NewClaims() *Claims { return &Claims{ids: map[string]struct{}{}} }
+
+func (c *Claims) take(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ids[id]; ok {
+		return false
+	}
+	c.ids[id] = struct{}{}
+	return true
+}
+
+func (c *Claims) drop(id string) {
+	c.mu.Lock()
+	delete(c.ids, id)
+	c.mu.Unlock()
+}
+
+// sendUnclaimed is the plain case of an Exclusive worker: an email QUEUED, not held back, its
+// campaign (if any) running and its contact subscribed, its domain verified, a recipient not
+// suppressed: it is sent without a claim in the store, and the mailer's events make it SENT
+// (no other process delivers, and this process's claim is in memory). sent is false when the
+// email is not that case, or the send failed: the caller then takes the store claim and goes
+// the usual way, which reads the email again.
+func (w *Worker) sendUnclaimed(ctx context.Context, id string) (sent bool, err error) {
+	if r, ok := w.Mailer.(mail.Recorder); !ok || !r.RecordsSends() {
+		return false, nil // its sends are recorded by the worker, after a store claim
+	}
+	now := w.Now().UTC()
+	e, err := w.Store.GetEmail(ctx, id)
+	if err != nil || e.Status != store.StatusQueued || e.Held || (e.NotBefore != nil && now.Before(*e.NotBefore)) {
+		return false, nil
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return false, nil // an invocation's deadline: the store claim's release covers it
+	}
+	if e.CampaignID != "" {
+		paused, status, _, err := w.campaignState(ctx, e)
+		if err != nil || paused || status != "" {
+			return false, nil
+		}
+	}
+	msg, dom, reason, err := w.prepare(ctx, e)
+	if err != nil || reason != "" {
+		return false, nil
+	}
+	raw, err := mail.Build(msg)
+	if err != nil {
+		return false, nil
+	}
+	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
+		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
+	messageID, err := w.Mailer.Send(ctx, out)
+	switch {
+	case err == nil:
+		// The mailer's events make it SENT (pkg/ingest), with this message id.
+		w.log().Info("email sent; its events record it", "emailId", id, "teamId", e.TeamID, "messageId", messageID)
+		return true, nil
+	case ctx.Err() != nil:
+		// Interrupted (shutdown): nothing was claimed, it is still QUEUED for the next start.
+		w.log().Warn("send interrupted; email stays queued", "emailId", id, "err", err)
+		return true, nil
+	}
+	return false, nil // the usual way retries it, and records FAILED after its attempts
+}
+
+// deliverClaimed delivers id under a claim in the store.
+func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 	now := w.Now().UTC()
 	var dropStatus, dropWhy string
 	held := false
@@ -207,7 +302,7 @@ func (w *Worker) recheckHeld(ctx context.Context, e store.Email) error {
 	if err != nil {
 		return fmt.Errorf("release held email %s: %w", e.ID, err)
 	}
-	return w.Deliver(ctx, e.ID)
+	return w.deliverClaimed(ctx, e.ID) // not Deliver: this call holds its in-memory claim
 }
 
 // SendRoom is how much of the invocation must be left for a send to start: the send itself

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/ingest"
 	"github.com/mailroom/mailroom/pkg/mail"
+	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
@@ -676,5 +678,147 @@ func TestARecordingMailerLeavesSentToItsEvents(t *testing.T) {
 	// Delivered again (the reconciler, a duplicate dispatch): nothing is sent twice.
 	if err := w.Deliver(ctx, ids[0]); err != nil || len(pending) != 1 {
 		t.Errorf("second Deliver: %v, %d sends", err, len(pending))
+	}
+}
+
+// An Exclusive worker (the local server) sends a plain email without a store claim: the email
+// is not written until the mailer's events make it SENT, and it is sent once however often
+// it is delivered.
+func TestExclusiveSendWritesNothingBeforeItsEvents(t *testing.T) {
+	w, st, ids := setup(t, nil, 1)
+	ctx := context.Background()
+	w.Exclusive = NewClaims()
+	in := &ingest.Ingester{Store: st, Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	var pending []sesevent.Event
+	w.Mailer = recordingMailer{func(_ context.Context, o mail.Outgoing) (string, error) {
+		now := time.Now().UTC()
+		ev := sesevent.Event{EventType: sesevent.TypeDelivery,
+			Mail:     sesevent.Mail{Timestamp: now, MessageID: "0100019a-exclusive", Source: o.From, Destination: o.Recipients, Tags: map[string][]string{}},
+			Delivery: &sesevent.Delivery{Timestamp: now, Recipients: o.Recipients, SMTPResponse: "250 ok"}}
+		ev.Mail.Headers = []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: o.EmailID}}
+		pending = append(pending, ev)
+		return "0100019a-exclusive", nil
+	}}
+	before, err := st.GetEmail(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	after, err := st.GetEmail(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != store.StatusQueued || after.Version != before.Version || len(pending) != 1 {
+		t.Fatalf("after the send: %s version %d (was %d), %d sends; want QUEUED, unwritten, one send",
+			after.Status, after.Version, before.Version, len(pending))
+	}
+	if err := in.Publish(ctx, pending[0]); err != nil {
+		t.Fatal(err)
+	}
+	e, evs, err := st.GetEmailDetail(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, ev := range evs {
+		statuses = append(statuses, ev.Status)
+	}
+	if e.Status != store.StatusSent || e.LatestStatus != "DELIVERED" || !slices.Equal(statuses, []string{"QUEUED", "SENT", "DELIVERED"}) {
+		t.Errorf("email %s/%s, history %v; want SENT/DELIVERED, QUEUED SENT DELIVERED", e.Status, e.LatestStatus, statuses)
+	}
+	if err := w.Deliver(ctx, ids[0]); err != nil || len(pending) != 1 {
+		t.Errorf("second Deliver: %v, %d sends", err, len(pending))
+	}
+}
+
+// What is not a plain send takes the store claim and goes the usual way: a suppressed
+// recipient makes the email SUPPRESSED, a domain that is not verified makes it FAILED, and a
+// mailer that does not record its own sends gets SENT from the worker.
+func TestExclusiveTakesTheStoreClaimOtherwise(t *testing.T) {
+	ctx := context.Background()
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 3)
+	w.Exclusive = NewClaims()
+	if err := st.PutSuppression(ctx, store.Suppression{TeamID: 1, Email: "b@example.org", Reason: store.ReasonHardBounce, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(ctx, ids[0]); e.Status != store.StatusSuppressed || len(m.sent) != 0 {
+		t.Errorf("suppressed recipient: %s, %d sends; want SUPPRESSED, none", e.Status, len(m.sent))
+	}
+	if err := st.DeleteSuppression(ctx, 1, "b@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deliver(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(ctx, ids[1]); e.Status != store.StatusSent || m.sent[ids[1]] != 1 {
+		t.Errorf("a mailer that is no Recorder: %s, %d sends; want SENT by the worker, one", e.Status, m.sent[ids[1]])
+	}
+	if _, err := st.UpdateDomain(ctx, 1, 1, func(d *store.Domain) error { d.Status = store.DomainFailed; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	w.Mailer = recordingMailer{func(context.Context, mail.Outgoing) (string, error) {
+		t.Error("sent through a domain that is not verified")
+		return "", nil
+	}}
+	if err := w.Deliver(ctx, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := st.GetEmail(ctx, ids[2]); e.Status != store.StatusFailed {
+		t.Errorf("unverified domain: %s; want FAILED", e.Status)
+	}
+}
+
+// Many Exclusive workers delivering the same emails again and again, through the real outbox
+// whose events the ingester records as they come: each email is sent once, with one SENT and
+// one DELIVERED entry, whether a worker reads it before, during or after its events.
+func TestExclusiveConcurrentDeliverSendsOnce(t *testing.T) {
+	ctx := context.Background()
+	w, st, ids := setup(t, nil, 40)
+	w.Exclusive = NewClaims()
+	in := &ingest.Ingester{Store: st, Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	ob, err := outbox.New(t.TempDir(), in, outbox.WithDelay(time.Millisecond), outbox.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Mailer = ob
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			order := slices.Clone(ids)
+			for pass := range 3 {
+				rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				for _, id := range order {
+					if err := w.Deliver(ctx, id); err != nil {
+						t.Error(err)
+					}
+				}
+				time.Sleep(time.Duration(g+pass) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ob.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		e, evs, err := st.GetEmailDetail(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var statuses []string
+		for _, ev := range evs {
+			statuses = append(statuses, ev.Status)
+		}
+		if e.Status != store.StatusSent || e.LatestStatus != "DELIVERED" || !slices.Equal(statuses, []string{"QUEUED", "SENT", "DELIVERED"}) {
+			t.Errorf("%s: %s/%s, history %v; want SENT/DELIVERED, QUEUED SENT DELIVERED once each", id, e.Status, e.LatestStatus, statuses)
+		}
 	}
 }

@@ -58,8 +58,8 @@ var Lifecycle = []Transition{
 	{store.StatusSending, store.StatusCancelled, ByWorker, "its campaign was deleted"},
 	{store.StatusSending, store.StatusQueued, ByWorker, "released without a send: shutdown, too little of the invocation left, or held until a time (SES throttled it, no send slot in time, the account paused)"},
 	{store.StatusSending, store.StatusQueued, ByReconciler, "the claim is older than its lease plus the grace for SES's evidence"},
-	{store.StatusQueued, store.StatusSent, BySES, "SES accepted it (the claim, if any, is cleared)"},
-	{store.StatusSending, store.StatusSent, BySES, "SES accepted it: the worker died or lost the answer"},
+	{store.StatusQueued, store.StatusSent, BySES, "SES accepted it (the claim, if any, is cleared); locally, every plain send: the local server claims it in memory, and the outbox's events record each send"},
+	{store.StatusSending, store.StatusSent, BySES, "SES accepted it: the worker died or lost the answer; locally, a send made under a claim in the store"},
 	{store.StatusFailed, store.StatusSent, BySES, "SES accepted it after all"},
 }
 

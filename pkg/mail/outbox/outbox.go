@@ -63,6 +63,10 @@ func WithRetry(attempts int, backoff time.Duration) Option {
 	}
 }
 
+// WithRetryLater sets how long a message whose events were refused WithRetry's attempts
+// waits before they are tried again (default DefaultRetryLater).
+func WithRetryLater(d time.Duration) Option { return func(o *Outbox) { o.retryLater = d } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *Outbox) { o.log = l } }
 
@@ -73,11 +77,16 @@ type Outbox struct {
 	delay    time.Duration
 	attempts int
 	backoff  time.Duration
-	log      *slog.Logger
+	// retryLater is the wait before a message whose events the sink kept refusing is tried
+	// again (WithRetry's attempts used up), within the same run.
+	retryLater time.Duration
+	log        *slog.Logger
 
 	mu       sync.Mutex
 	pending  []job
 	inflight map[string]string // email id → message id of the jobs in the journal not yet done
+	recent   map[string]sent   // email id → the jobs done within RecentFor (Send stays idempotent)
+	pruned   time.Time         // when recent was last pruned
 	journal  *os.File
 	current  map[string]job // email id → the jobs whose events a publisher is publishing
 	done     int            // jobs done since the journal was last compacted
@@ -90,6 +99,7 @@ type Outbox struct {
 	ctx      context.Context // the publishing goroutine's; cancelled when Close gives up
 	cancel   context.CancelFunc
 	stopped  chan struct{}
+	closing  chan struct{} // closed by Close
 
 	// flush is held by the send whose sync covers the records appended before it started
 	// (group commit): the sends queued behind it find their record covered and return.
@@ -102,12 +112,28 @@ type Outbox struct {
 
 var _ mailport.Mailer = (*Outbox)(nil)
 
+// sent is a message whose events are all published.
+type sent struct {
+	messageID string
+	at        time.Time
+}
+
+// RecentFor is how long Send remembers a message whose events are all published: a second send
+// of its email within that time returns its message id and writes nothing. A worker that read
+// the email before those events made it SENT, and sends it after, must not send it again.
+const RecentFor = 10 * time.Minute
+
+// DefaultRetryLater is how long the events of a message that the sink kept refusing wait
+// before they are tried again (WithRetry's attempts used up).
+const DefaultRetryLater = time.Minute
+
 // job is one sent message whose events are still to be published.
 type job struct {
 	at        time.Time
 	sentAt    time.Time
 	messageID string
 	out       mailport.Outgoing
+	retry     bool // its events failed to publish once already
 }
 
 // New creates dir if needed and starts the goroutine that publishes events to sink. Call Close
@@ -121,19 +147,22 @@ func New(dir string, sink Sink, opts ...Option) (*Outbox, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Outbox{
-		dir:      dir,
-		sink:     sink,
-		delay:    DefaultDelay,
-		attempts: DefaultAttempts,
-		backoff:  DefaultBackoff,
-		log:      slog.Default(),
-		wake:     make(chan struct{}, 1),
-		ctx:      ctx,
-		cancel:   cancel,
-		stopped:  make(chan struct{}),
-		inflight: map[string]string{},
-		current:  map[string]job{},
-		unsynced: map[string]job{},
+		dir:        dir,
+		sink:       sink,
+		delay:      DefaultDelay,
+		attempts:   DefaultAttempts,
+		backoff:    DefaultBackoff,
+		retryLater: DefaultRetryLater,
+		log:        slog.Default(),
+		wake:       make(chan struct{}, 1),
+		ctx:        ctx,
+		cancel:     cancel,
+		stopped:    make(chan struct{}),
+		closing:    make(chan struct{}),
+		inflight:   map[string]string{},
+		recent:     map[string]sent{},
+		current:    map[string]job{},
+		unsynced:   map[string]job{},
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -325,6 +354,16 @@ func (o *Outbox) markDone(j job) {
 	if o.inflight[j.out.EmailID] == j.messageID {
 		delete(o.inflight, j.out.EmailID)
 	}
+	now := time.Now()
+	o.recent[j.out.EmailID] = sent{messageID: j.messageID, at: now}
+	if now.Sub(o.pruned) > RecentFor/10 {
+		for id, r := range o.recent {
+			if now.Sub(r.at) > RecentFor {
+				delete(o.recent, id)
+			}
+		}
+		o.pruned = now
+	}
 	if err := o.appendJournal(record{Op: "done", EmailID: j.out.EmailID, MessageID: j.messageID}, false); err != nil {
 		o.log.Warn("outbox journal: done not recorded; the events are published again at the next start", "emailId", j.out.EmailID, "err", err)
 		return
@@ -405,10 +444,10 @@ func (o *Outbox) Path(emailID string) string {
 
 // Send writes m.Raw to <dir>/<EmailID>.eml (atomically: a reader never sees half a message,
 // and durably: the file and its journal record are synced before Send returns), journals its
-// events and queues them. Send is idempotent per email id while
-// the message's events are not all published: a second send (a worker that took over after a
-// crash) returns the same message id and writes nothing, so the message is delivered once. A
-// send after that replaces the file.
+// events and queues them. Send is idempotent per email id while the message's events are not
+// all published, and for RecentFor after: a second send (a worker that took over after a
+// crash, or that read the email before its events made it SENT) returns the same message id
+// and writes nothing, so the message is delivered once. A send after that replaces the file.
 func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -427,13 +466,18 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 		o.mu.Unlock()
 		return "", ErrClosed
 	}
-	messageID, sent := o.inflight[m.EmailID]
+	messageID, pending := o.inflight[m.EmailID]
+	r, done := o.recent[m.EmailID]
 	o.sends.Add(1) // Close waits for this send before it stops the syncs
 	o.mu.Unlock()
 	defer o.sends.Done()
-	if sent {
+	if pending {
 		o.log.Debug("outbox: message already sent; its events are on their way", "emailId", m.EmailID)
 		return messageID, nil
+	}
+	if done && time.Since(r.at) <= RecentFor {
+		o.log.Debug("outbox: message already sent; its events are published", "emailId", m.EmailID)
+		return r.messageID, nil
 	}
 
 	if err := o.writeFile(ctx, m); err != nil {
@@ -570,6 +614,9 @@ func (o *Outbox) syncJournal(f *os.File, gen int, seq uint64) error {
 // be called more than once.
 func (o *Outbox) Close(ctx context.Context) error {
 	o.mu.Lock()
+	if !o.closed {
+		close(o.closing)
+	}
 	o.closed = true
 	o.mu.Unlock()
 	select {
@@ -645,6 +692,10 @@ func (o *Outbox) publishLoop() {
 		}
 		j := o.pending[0]
 		o.pending = o.pending[1:]
+		if j.retry && o.closed {
+			o.mu.Unlock() // a retry does not hold up Close: it stays in the journal for the next start
+			continue
+		}
 		o.current[j.out.EmailID] = j
 		more := len(o.pending) > 0
 		o.mu.Unlock()
@@ -652,7 +703,22 @@ func (o *Outbox) publishLoop() {
 			o.wakeOne()
 		}
 
-		if !sleep(o.ctx, time.Until(j.at)) {
+		if j.retry {
+			t := time.NewTimer(time.Until(j.at))
+			select {
+			case <-t.C:
+			case <-o.closing: // a retry does not hold up Close: it stays in the journal
+				t.Stop()
+				o.mu.Lock()
+				delete(o.current, j.out.EmailID)
+				o.mu.Unlock()
+				continue
+			case <-o.ctx.Done():
+				t.Stop()
+				o.keep(j)
+				return
+			}
+		} else if !sleep(o.ctx, time.Until(j.at)) {
 			o.keep(j)
 			return
 		}
@@ -668,8 +734,12 @@ func (o *Outbox) publishLoop() {
 		if published {
 			o.markDone(j)
 		} else {
+			// Left in the journal (published again at the next start) and tried again after
+			// retryLater: until its events are recorded, its email is not SENT.
+			j.at, j.retry = time.Now().Add(o.retryLater), true
 			o.mu.Lock()
-			delete(o.current, j.out.EmailID) // left in the journal: published again at the next start
+			delete(o.current, j.out.EmailID)
+			o.pending = append(o.pending, j)
 			o.mu.Unlock()
 		}
 	}
@@ -698,7 +768,7 @@ func (o *Outbox) publish(e sesevent.Event) (ok, stop bool) {
 			return false, true
 		}
 		if attempt >= o.attempts {
-			o.log.Error("outbox event not published; tried again at the next start", "emailId", e.EmailID(), "eventType", e.EventType,
+			o.log.Error("outbox event not published; tried again later", "emailId", e.EmailID(), "eventType", e.EventType,
 				"attempts", attempt, "error", err)
 			return false, false
 		}

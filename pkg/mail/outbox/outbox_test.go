@@ -544,3 +544,60 @@ func TestAFailedSyncFailsEverySendAfterIt(t *testing.T) {
 		t.Errorf("%d events published for sends that failed", n)
 	}
 }
+
+// A send of an email whose events are all published, within RecentFor, returns the first
+// message id and writes nothing: a worker that read the email before those events made it SENT
+// sends it once.
+func TestSendIsIdempotentAfterDone(t *testing.T) {
+	sink := &recorder{}
+	o := newOutbox(t, sink, WithDelay(0))
+	out := build(t, "em-done", []string{"a@b.test"}, nil)
+	first, err := o.Send(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(sink.snapshot()) == 1 })
+	waitFor(t, func() bool { o.mu.Lock(); defer o.mu.Unlock(); return len(o.inflight) == 0 })
+	st, err := os.Stat(o.Path("em-done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Raw = []byte("Subject: another\r\n\r\nbody")
+	second, err := o.Send(context.Background(), out)
+	if err != nil || second != first {
+		t.Fatalf("send after done = %q, %v; want %q", second, err, first)
+	}
+	time.Sleep(50 * time.Millisecond)
+	after, err := os.Stat(o.Path("em-done"))
+	if err != nil || after.Size() != st.Size() || !after.ModTime().Equal(st.ModTime()) || len(sink.snapshot()) != 1 {
+		t.Errorf("the second send wrote the file again or published again: %v, %d events", err, len(sink.snapshot()))
+	}
+}
+
+// Events the sink kept refusing are tried again in the same run, not only after a restart:
+// until they are recorded, their email is not SENT.
+func TestRefusedEventsAreTriedAgainLater(t *testing.T) {
+	sink := &recorder{fail: 2}
+	o := newOutbox(t, sink, WithDelay(0), WithRetry(2, time.Millisecond), WithRetryLater(20*time.Millisecond))
+	if _, err := o.Send(context.Background(), build(t, "em-later", []string{"a@b.test"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(sink.snapshot()) == 1 })
+	sink.mu.Lock()
+	calls := sink.calls
+	sink.mu.Unlock()
+	if calls != 3 {
+		t.Errorf("sink called %d times; want 3 (2 refused, 1 later)", calls)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
