@@ -17,7 +17,7 @@ func main() {
 	flag.IntVar(&o.Requests, "n", 5000, "measured requests per target")
 	flag.IntVar(&o.Warmup, "warmup", 500, "warm-up requests per target (not measured)")
 	flag.DurationVar(&o.Duration, "duration", 60*time.Second, "hard limit for the whole run")
-	flag.IntVar(&o.Workers, "workers", 8, "delivery goroutines of the local server (as its WORKERS default)")
+	flag.IntVar(&o.Workers, "workers", 16, "delivery goroutines of the local server (as its WORKERS default)")
 	flag.BoolVar(&o.HTTP, "http", true, "run the POST /api/v1/emails phase")
 	flag.IntVar(&o.Campaign, "campaign", 100000, "contacts of the campaign phase (0 skips it)")
 	flag.IntVar(&o.CampaignBatch, "campaign-batch", 10000, "batchSize of the campaign")

@@ -34,7 +34,7 @@ type Config struct {
 	// kept; 0 keeps them for ever.
 	Retention       time.Duration
 	BootstrapAPIKey string // BOOTSTRAP_API_KEY: make sure a team with this FULL key exists
-	Workers         int    // WORKERS (8): local delivery goroutines
+	Workers         int    // WORKERS (16): local delivery goroutines
 	// StreamCounts is STREAM_COUNTS (on): a local server on the AWS backend reads the table's
 	// stream itself for the counts and the webhook calls, and attempts the calls due again
 	// (off: a deployed stack's WebhookEvents and WebhookRetries functions do).
@@ -94,7 +94,7 @@ var Vars = []Var{
 	{Name: "BACKEND", Default: "embedded", Meaning: "embedded, or aws (DynamoDB, SES v2)"},
 	{Name: "TABLE_NAME", Default: "mailroom", Meaning: "DynamoDB table (BACKEND=aws)"},
 	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
-	{Name: "WORKERS", Default: "8", Meaning: "local delivery goroutines (1 or more)"},
+	{Name: "WORKERS", Default: "16", Meaning: "local delivery goroutines (1 or more)"},
 	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server reads the table's stream itself for the counts and the webhook calls; off against a deployed stack, whose functions do (a stream shard takes two readers)"},
 	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
@@ -148,7 +148,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("STREAM_COUNTS: %q is neither on nor off", v)
 	}
-	if c.Workers, err = intEnv(getenv, "WORKERS", 8); err != nil || c.Workers < 1 {
+	if c.Workers, err = intEnv(getenv, "WORKERS", 16); err != nil || c.Workers < 1 {
 		return c, fmt.Errorf("WORKERS: want 1 or more delivery goroutines (emails would wait in QUEUED for ever)")
 	}
 	if c.PublicURL != "" {
