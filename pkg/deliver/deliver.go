@@ -72,13 +72,31 @@ var (
 // state means someone else has it or it is done, and Deliver returns nil. An error means the
 // outcome could not be recorded and the caller should retry later.
 func (w *Worker) Deliver(ctx context.Context, id string) error {
-	if w.Exclusive != nil && w.Pacer == nil {
+	if w.Exclusive == nil {
+		return w.deliver(ctx, id)
+	}
+	for {
 		if !w.Exclusive.take(id) {
-			return nil // another worker of this process has it, and records its outcome
+			return nil // another worker of this process has it, and runs it again after
 		}
-		defer w.Exclusive.drop(id)
-		if sent, err := w.sendUnclaimed(ctx, id); sent || err != nil {
+		err := w.deliver(ctx, id)
+		if again := w.Exclusive.drop(id); !again || err != nil {
 			return err
+		}
+	}
+}
+
+func (w *Worker) deliver(ctx context.Context, id string) error {
+	if r, ok := w.Mailer.(mail.Recorder); ok {
+		if r.Pending(id) {
+			// Sent; its events, on their way, settle it (pkg/ingest), whatever changed since.
+			w.log().Debug("email sent already; its events settle it", "emailId", id)
+			return nil
+		}
+		if w.Exclusive != nil && w.Pacer == nil {
+			if sent, err := w.sendUnclaimed(ctx, id); sent || err != nil {
+				return err
+			}
 		}
 	}
 	return w.deliverClaimed(ctx, id)
@@ -87,26 +105,32 @@ func (w *Worker) Deliver(ctx context.Context, id string) error {
 // Claims are the emails the workers of this process are delivering (Worker.Exclusive).
 type Claims struct {
 	mu  sync.Mutex
-	ids map[string]struct{}
+	ids map[string]bool // id → delivered again when done (it was dispatched meanwhile)
 }
 
 // NewClaims returns an empty set of claims.
-func NewClaims() *Claims { return &Claims{ids: map[string]struct{}{}} }
+func NewClaims() *Claims { return &Claims{ids: map[string]bool{}} }
 
+// take claims id; when another worker has it, take asks that worker to deliver it once more
+// when it is done (the dispatch may follow a change, such as a campaign's resume).
 func (c *Claims) take(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.ids[id]; ok {
+		c.ids[id] = true
 		return false
 	}
-	c.ids[id] = struct{}{}
+	c.ids[id] = false
 	return true
 }
 
-func (c *Claims) drop(id string) {
+// drop releases id and says whether it was dispatched again meanwhile.
+func (c *Claims) drop(id string) (again bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	again = c.ids[id]
 	delete(c.ids, id)
-	c.mu.Unlock()
+	return again
 }
 
 // sendUnclaimed is the plain case of an Exclusive worker: an email QUEUED, not held back, its
@@ -116,9 +140,6 @@ func (c *Claims) drop(id string) {
 // email is not that case, or the send failed: the caller then takes the store claim and goes
 // the usual way, which reads the email again.
 func (w *Worker) sendUnclaimed(ctx context.Context, id string) (sent bool, err error) {
-	if r, ok := w.Mailer.(mail.Recorder); !ok || !r.RecordsSends() {
-		return false, nil // its sends are recorded by the worker, after a store claim
-	}
 	now := w.Now().UTC()
 	e, err := w.Store.GetEmail(ctx, id)
 	if err != nil || e.Status != store.StatusQueued || e.Held || (e.NotBefore != nil && now.Before(*e.NotBefore)) {
@@ -275,7 +296,7 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 		log.Warn("send failed", "err", err)
 		return w.finish(ctx, id, now, store.StatusFailed, "", map[string]string{"error": sendError(err)})
 	}
-	if r, ok := w.Mailer.(mail.Recorder); ok && r.RecordsSends() {
+	if _, ok := w.Mailer.(mail.Recorder); ok {
 		// The mailer's own events make it SENT (pkg/ingest), with this message id.
 		log.Info("email sent; its events record it", "messageId", messageID)
 		return nil

@@ -620,10 +620,40 @@ func TestEventsBeforeTheOutcome(t *testing.T) {
 	}
 }
 
-// recordingMailer is a mail.Recorder whose events are published only when the test says so.
-type recordingMailer struct{ mailerFunc }
+// recordingMailer is a mail.Recorder whose events are published only when the test says so
+// (recorded).
+type recordingMailer struct {
+	send    mailerFunc
+	mu      sync.Mutex
+	pending map[string]bool
+}
 
-func (recordingMailer) RecordsSends() bool { return true }
+func recorderOf(send mailerFunc) *recordingMailer {
+	return &recordingMailer{send: send, pending: map[string]bool{}}
+}
+
+func (m *recordingMailer) Send(ctx context.Context, o mail.Outgoing) (string, error) {
+	id, err := m.send(ctx, o)
+	if err == nil {
+		m.mu.Lock()
+		m.pending[o.EmailID] = true
+		m.mu.Unlock()
+	}
+	return id, err
+}
+
+func (m *recordingMailer) Pending(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pending[id]
+}
+
+// recorded says the events of id's message are all recorded.
+func (m *recordingMailer) recorded(id string) {
+	m.mu.Lock()
+	delete(m.pending, id)
+	m.mu.Unlock()
+}
 
 // A mailer whose events record the send (the local outbox) gets no SENT from the worker: the
 // email stays SENDING, claimed, until the events come, and then has one SENT and one
@@ -635,7 +665,7 @@ func TestARecordingMailerLeavesSentToItsEvents(t *testing.T) {
 	const messageID = "0100019a-recorded"
 	var sentAt time.Time
 	var pending []sesevent.Event
-	w.Mailer = recordingMailer{func(_ context.Context, o mail.Outgoing) (string, error) {
+	rm := recorderOf(func(_ context.Context, o mail.Outgoing) (string, error) {
 		sentAt = time.Now().UTC().Truncate(time.Millisecond)
 		ev := sesevent.Event{EventType: sesevent.TypeDelivery,
 			Mail:     sesevent.Mail{Timestamp: sentAt, MessageID: messageID, Source: o.From, Destination: o.Recipients, Tags: map[string][]string{}},
@@ -643,7 +673,8 @@ func TestARecordingMailerLeavesSentToItsEvents(t *testing.T) {
 		ev.Mail.Headers = []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: o.EmailID}}
 		pending = append(pending, ev)
 		return messageID, nil
-	}}
+	})
+	w.Mailer = rm
 	if err := w.Deliver(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -659,6 +690,7 @@ func TestARecordingMailerLeavesSentToItsEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	rm.recorded(ids[0])
 	e, evs, err = st.GetEmailDetail(ctx, ids[0])
 	if err != nil {
 		t.Fatal(err)
@@ -690,7 +722,7 @@ func TestExclusiveSendWritesNothingBeforeItsEvents(t *testing.T) {
 	w.Exclusive = NewClaims()
 	in := &ingest.Ingester{Store: st, Log: slog.New(slog.DiscardHandler), Now: time.Now}
 	var pending []sesevent.Event
-	w.Mailer = recordingMailer{func(_ context.Context, o mail.Outgoing) (string, error) {
+	rm := recorderOf(func(_ context.Context, o mail.Outgoing) (string, error) {
 		now := time.Now().UTC()
 		ev := sesevent.Event{EventType: sesevent.TypeDelivery,
 			Mail:     sesevent.Mail{Timestamp: now, MessageID: "0100019a-exclusive", Source: o.From, Destination: o.Recipients, Tags: map[string][]string{}},
@@ -698,7 +730,8 @@ func TestExclusiveSendWritesNothingBeforeItsEvents(t *testing.T) {
 		ev.Mail.Headers = []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: o.EmailID}}
 		pending = append(pending, ev)
 		return "0100019a-exclusive", nil
-	}}
+	})
+	w.Mailer = rm
 	before, err := st.GetEmail(ctx, ids[0])
 	if err != nil {
 		t.Fatal(err)
@@ -714,9 +747,22 @@ func TestExclusiveSendWritesNothingBeforeItsEvents(t *testing.T) {
 		t.Fatalf("after the send: %s version %d (was %d), %d sends; want QUEUED, unwritten, one send",
 			after.Status, after.Version, before.Version, len(pending))
 	}
+	// Dispatched again before its events came, after its recipient was suppressed (another
+	// email's bounce): it was sent, so its events settle it, not the new check.
+	if err := st.PutSuppression(ctx, store.Suppression{TeamID: 1, Email: "b@example.org", Reason: store.ReasonHardBounce, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := st.GetEmail(ctx, ids[0]); again.Status != store.StatusQueued || again.Version != before.Version || len(pending) != 1 {
+		t.Fatalf("dispatched again while its events were pending: %s version %d, %d sends; want it untouched, one send",
+			again.Status, again.Version, len(pending))
+	}
 	if err := in.Publish(ctx, pending[0]); err != nil {
 		t.Fatal(err)
 	}
+	rm.recorded(ids[0])
 	e, evs, err := st.GetEmailDetail(ctx, ids[0])
 	if err != nil {
 		t.Fatal(err)
@@ -762,10 +808,11 @@ func TestExclusiveTakesTheStoreClaimOtherwise(t *testing.T) {
 	if _, err := st.UpdateDomain(ctx, 1, 1, func(d *store.Domain) error { d.Status = store.DomainFailed; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	w.Mailer = recordingMailer{func(context.Context, mail.Outgoing) (string, error) {
+	rm := recorderOf(func(context.Context, mail.Outgoing) (string, error) {
 		t.Error("sent through a domain that is not verified")
 		return "", nil
-	}}
+	})
+	w.Mailer = rm
 	if err := w.Deliver(ctx, ids[2]); err != nil {
 		t.Fatal(err)
 	}
@@ -820,5 +867,20 @@ func TestExclusiveConcurrentDeliverSendsOnce(t *testing.T) {
 		if e.Status != store.StatusSent || e.LatestStatus != "DELIVERED" || !slices.Equal(statuses, []string{"QUEUED", "SENT", "DELIVERED"}) {
 			t.Errorf("%s: %s/%s, history %v; want SENT/DELIVERED, QUEUED SENT DELIVERED once each", id, e.Status, e.LatestStatus, statuses)
 		}
+	}
+}
+
+// A dispatch that comes while another worker has the email is not lost: that worker delivers
+// it once more when it is done (the dispatch may follow a resume or a hold's end).
+func TestClaimsRunAgainWhatWasDispatchedMeanwhile(t *testing.T) {
+	c := NewClaims()
+	if !c.take("em1") || c.take("em1") {
+		t.Fatal("a second take of a held id succeeded, or the first failed")
+	}
+	if !c.drop("em1") {
+		t.Error("drop did not ask for the dispatch that came meanwhile")
+	}
+	if !c.take("em1") || c.drop("em1") {
+		t.Error("a lone take and drop asked to run again")
 	}
 }

@@ -99,5 +99,9 @@ type Mailer interface {
 // of writing it too: one store write less per email. SES is not one: its events may be lost
 // or late, so the worker records SENT itself.
 type Recorder interface {
-	RecordsSends() bool
+	Mailer
+	// Pending reports whether the email was sent and its events are not all recorded yet.
+	// Such an email is settled by those events: it must not be sent again, or given any
+	// other outcome, meanwhile.
+	Pending(emailID string) bool
 }

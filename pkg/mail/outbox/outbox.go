@@ -38,9 +38,10 @@ type Sink interface {
 // ErrClosed is returned by Send after Close.
 var ErrClosed = errors.New("outbox: closed")
 
-// Defaults for the options.
+// Defaults for the options. The events come at once: their acceptance is what makes an email
+// SENT (RecordsSends), which a caller expects as soon as the message is written.
 const (
-	DefaultDelay    = 50 * time.Millisecond
+	DefaultDelay    = 0
 	DefaultAttempts = 3
 	DefaultBackoff  = 100 * time.Millisecond
 )
@@ -49,7 +50,7 @@ const (
 type Option func(*Outbox)
 
 // WithDelay sets how long after Send the events are published, as SES's come some time after
-// the send. Their first acceptance (a delivery or a bounce) makes the email SENT (RecordsSends).
+// the send. Their first acceptance (a delivery or a bounce) makes the email SENT (Pending).
 func WithDelay(d time.Duration) Option { return func(o *Outbox) { o.delay = d } }
 
 // WithRetry sets how many times a failing Publish is tried and the first pause between tries
@@ -64,7 +65,8 @@ func WithRetry(attempts int, backoff time.Duration) Option {
 }
 
 // WithRetryLater sets how long a message whose events were refused WithRetry's attempts
-// waits before they are tried again (default DefaultRetryLater).
+// waits before they are tried again (default DefaultRetryLater; doubled each time, up to
+// maxRefused times in one run).
 func WithRetryLater(d time.Duration) Option { return func(o *Outbox) { o.retryLater = d } }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -85,8 +87,7 @@ type Outbox struct {
 	mu       sync.Mutex
 	pending  []job
 	inflight map[string]string // email id → message id of the jobs in the journal not yet done
-	recent   map[string]sent   // email id → the jobs done within RecentFor (Send stays idempotent)
-	pruned   time.Time         // when recent was last pruned
+	waiting  map[string]job    // email id → the jobs whose events the sink refused, until retried
 	journal  *os.File
 	current  map[string]job // email id → the jobs whose events a publisher is publishing
 	done     int            // jobs done since the journal was last compacted
@@ -99,7 +100,6 @@ type Outbox struct {
 	ctx      context.Context // the publishing goroutine's; cancelled when Close gives up
 	cancel   context.CancelFunc
 	stopped  chan struct{}
-	closing  chan struct{} // closed by Close
 
 	// flush is held by the send whose sync covers the records appended before it started
 	// (group commit): the sends queued behind it find their record covered and return.
@@ -112,17 +112,6 @@ type Outbox struct {
 
 var _ mailport.Mailer = (*Outbox)(nil)
 
-// sent is a message whose events are all published.
-type sent struct {
-	messageID string
-	at        time.Time
-}
-
-// RecentFor is how long Send remembers a message whose events are all published: a second send
-// of its email within that time returns its message id and writes nothing. A worker that read
-// the email before those events made it SENT, and sends it after, must not send it again.
-const RecentFor = 10 * time.Minute
-
 // DefaultRetryLater is how long the events of a message that the sink kept refusing wait
 // before they are tried again (WithRetry's attempts used up).
 const DefaultRetryLater = time.Minute
@@ -133,7 +122,7 @@ type job struct {
 	sentAt    time.Time
 	messageID string
 	out       mailport.Outgoing
-	retry     bool // its events failed to publish once already
+	refused   int // how many times the sink kept refusing its events
 }
 
 // New creates dir if needed and starts the goroutine that publishes events to sink. Call Close
@@ -158,9 +147,8 @@ func New(dir string, sink Sink, opts ...Option) (*Outbox, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		stopped:    make(chan struct{}),
-		closing:    make(chan struct{}),
 		inflight:   map[string]string{},
-		recent:     map[string]sent{},
+		waiting:    map[string]job{},
 		current:    map[string]job{},
 		unsynced:   map[string]job{},
 	}
@@ -354,22 +342,12 @@ func (o *Outbox) markDone(j job) {
 	if o.inflight[j.out.EmailID] == j.messageID {
 		delete(o.inflight, j.out.EmailID)
 	}
-	now := time.Now()
-	o.recent[j.out.EmailID] = sent{messageID: j.messageID, at: now}
-	if now.Sub(o.pruned) > RecentFor/10 {
-		for id, r := range o.recent {
-			if now.Sub(r.at) > RecentFor {
-				delete(o.recent, id)
-			}
-		}
-		o.pruned = now
-	}
 	if err := o.appendJournal(record{Op: "done", EmailID: j.out.EmailID, MessageID: j.messageID}, false); err != nil {
 		o.log.Warn("outbox journal: done not recorded; the events are published again at the next start", "emailId", j.out.EmailID, "err", err)
 		return
 	}
-	if o.done++; o.done < compactAfter {
-		return
+	if o.done++; o.done < compactAfter || o.closed {
+		return // not once closing: a job being given back may be in none of the lists below
 	}
 	open := make([]record, 0, len(o.pending))
 	for _, p := range o.pending {
@@ -380,6 +358,9 @@ func (o *Outbox) markDone(j job) {
 	}
 	for _, u := range o.unsynced {
 		open = append(open, recordOf(u))
+	}
+	for _, w := range o.waiting {
+		open = append(open, recordOf(w))
 	}
 	if err := o.rewriteJournal(open); err != nil {
 		o.log.Warn("outbox journal not compacted", "err", err)
@@ -432,10 +413,17 @@ func (o *Outbox) loadSpool() error {
 	return os.Remove(path)
 }
 
-// RecordsSends reports that the outbox's events record each send (mail.Recorder): Send
-// returns once the message's events are journaled, and every message's events include one
-// that proves acceptance (a delivery or a bounce per recipient).
-func (o *Outbox) RecordsSends() bool { return true }
+// Pending reports whether a message of this email was sent and its events are not all
+// recorded yet; they will be, in this run or after the next start. The outbox is a
+// mail.Recorder: Send returns once the message's events are journaled, and every message's
+// events include one that proves acceptance (a delivery or a bounce per recipient). Once they
+// are recorded the email itself says it was sent.
+func (o *Outbox) Pending(emailID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.inflight[emailID]
+	return ok
+}
 
 // Path returns the file a message with this email id is written to.
 func (o *Outbox) Path(emailID string) string {
@@ -445,9 +433,9 @@ func (o *Outbox) Path(emailID string) string {
 // Send writes m.Raw to <dir>/<EmailID>.eml (atomically: a reader never sees half a message,
 // and durably: the file and its journal record are synced before Send returns), journals its
 // events and queues them. Send is idempotent per email id while the message's events are not
-// all published, and for RecentFor after: a second send (a worker that took over after a
-// crash, or that read the email before its events made it SENT) returns the same message id
-// and writes nothing, so the message is delivered once. A send after that replaces the file.
+// all published (Pending): a second send (a worker that took over after a crash) returns the
+// same message id and writes nothing, so the message is delivered once. A send after that
+// replaces the file.
 func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -467,17 +455,12 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 		return "", ErrClosed
 	}
 	messageID, pending := o.inflight[m.EmailID]
-	r, done := o.recent[m.EmailID]
 	o.sends.Add(1) // Close waits for this send before it stops the syncs
 	o.mu.Unlock()
 	defer o.sends.Done()
 	if pending {
 		o.log.Debug("outbox: message already sent; its events are on their way", "emailId", m.EmailID)
 		return messageID, nil
-	}
-	if done && time.Since(r.at) <= RecentFor {
-		o.log.Debug("outbox: message already sent; its events are published", "emailId", m.EmailID)
-		return r.messageID, nil
 	}
 
 	if err := o.writeFile(ctx, m); err != nil {
@@ -614,9 +597,6 @@ func (o *Outbox) syncJournal(f *os.File, gen int, seq uint64) error {
 // be called more than once.
 func (o *Outbox) Close(ctx context.Context) error {
 	o.mu.Lock()
-	if !o.closed {
-		close(o.closing)
-	}
 	o.closed = true
 	o.mu.Unlock()
 	select {
@@ -639,7 +619,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 		o.journal = nil
 		o.dirFile.Close()
 	}
-	if n := len(o.pending); n > 0 {
+	if n := len(o.pending) + len(o.waiting); n > 0 {
 		o.log.Warn("outbox closing: events kept for the next start", "messages", n)
 	}
 	return err
@@ -692,10 +672,6 @@ func (o *Outbox) publishLoop() {
 		}
 		j := o.pending[0]
 		o.pending = o.pending[1:]
-		if j.retry && o.closed {
-			o.mu.Unlock() // a retry does not hold up Close: it stays in the journal for the next start
-			continue
-		}
 		o.current[j.out.EmailID] = j
 		more := len(o.pending) > 0
 		o.mu.Unlock()
@@ -703,22 +679,7 @@ func (o *Outbox) publishLoop() {
 			o.wakeOne()
 		}
 
-		if j.retry {
-			t := time.NewTimer(time.Until(j.at))
-			select {
-			case <-t.C:
-			case <-o.closing: // a retry does not hold up Close: it stays in the journal
-				t.Stop()
-				o.mu.Lock()
-				delete(o.current, j.out.EmailID)
-				o.mu.Unlock()
-				continue
-			case <-o.ctx.Done():
-				t.Stop()
-				o.keep(j)
-				return
-			}
-		} else if !sleep(o.ctx, time.Until(j.at)) {
+		if !sleep(o.ctx, time.Until(j.at)) {
 			o.keep(j)
 			return
 		}
@@ -734,15 +695,40 @@ func (o *Outbox) publishLoop() {
 		if published {
 			o.markDone(j)
 		} else {
-			// Left in the journal (published again at the next start) and tried again after
-			// retryLater: until its events are recorded, its email is not SENT.
-			j.at, j.retry = time.Now().Add(o.retryLater), true
-			o.mu.Lock()
-			delete(o.current, j.out.EmailID)
-			o.pending = append(o.pending, j)
-			o.mu.Unlock()
+			o.later(j)
 		}
 	}
+}
+
+// maxRefused is how many times a message's events are tried again in one run after the sink
+// kept refusing them; then they wait for the next start.
+const maxRefused = 5
+
+// later keeps j, whose events the sink kept refusing, in the journal (published again at the
+// next start) and tries it again after retryLater, doubled each time, in this run: until its
+// events are recorded, its email is not SENT. A timer brings it back, so no publisher waits.
+func (o *Outbox) later(j job) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.current, j.out.EmailID)
+	j.refused++
+	o.waiting[j.out.EmailID] = j
+	if j.refused > maxRefused || o.closed {
+		o.log.Error("outbox events refused again and again; tried again at the next start", "emailId", j.out.EmailID, "times", j.refused)
+		return
+	}
+	time.AfterFunc(o.retryLater<<(j.refused-1), func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		w, ok := o.waiting[j.out.EmailID]
+		if !ok || w.messageID != j.messageID || o.closed {
+			return // closing: it stays in the journal for the next start
+		}
+		delete(o.waiting, j.out.EmailID)
+		w.at = time.Now()
+		o.pending = append(o.pending, w)
+		o.wakeOne()
+	})
 }
 
 // keep puts j back at the head of the queue: its events are published after the next start.

@@ -545,49 +545,63 @@ func TestAFailedSyncFailsEverySendAfterIt(t *testing.T) {
 	}
 }
 
-// A send of an email whose events are all published, within RecentFor, returns the first
-// message id and writes nothing: a worker that read the email before those events made it SENT
-// sends it once.
-func TestSendIsIdempotentAfterDone(t *testing.T) {
-	sink := &recorder{}
-	o := newOutbox(t, sink, WithDelay(0))
-	out := build(t, "em-done", []string{"a@b.test"}, nil)
-	first, err := o.Send(context.Background(), out)
-	if err != nil {
+// Pending is true from Send until the message's events are all recorded, also while the sink
+// refuses them; the worker leaves such an email to its events.
+func TestPendingUntilTheEventsAreRecorded(t *testing.T) {
+	sink := &recorder{fail: 2}
+	o := newOutbox(t, sink, WithDelay(0), WithRetry(2, time.Millisecond), WithRetryLater(50*time.Millisecond))
+	if o.Pending("em-pending") {
+		t.Fatal("pending before any send")
+	}
+	sent := time.Now()
+	if _, err := o.Send(context.Background(), build(t, "em-pending", []string{"a@b.test"}, nil)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(sink.snapshot()) == 1 })
-	waitFor(t, func() bool { o.mu.Lock(); defer o.mu.Unlock(); return len(o.inflight) == 0 })
-	st, err := os.Stat(o.Path("em-done"))
-	if err != nil {
-		t.Fatal(err)
+	if !o.Pending("em-pending") {
+		t.Error("not pending right after the send")
 	}
-	out.Raw = []byte("Subject: another\r\n\r\nbody")
-	second, err := o.Send(context.Background(), out)
-	if err != nil || second != first {
-		t.Fatalf("send after done = %q, %v; want %q", second, err, first)
+	waitFor(t, func() bool { return !o.Pending("em-pending") })
+	sink.mu.Lock()
+	calls, events := sink.calls, len(sink.events)
+	sink.mu.Unlock()
+	if calls != 3 || events != 1 {
+		t.Errorf("sink called %d times, %d events; want 3 (2 refused, 1 later) and 1", calls, events)
 	}
-	time.Sleep(50 * time.Millisecond)
-	after, err := os.Stat(o.Path("em-done"))
-	if err != nil || after.Size() != st.Size() || !after.ModTime().Equal(st.ModTime()) || len(sink.snapshot()) != 1 {
-		t.Errorf("the second send wrote the file again or published again: %v, %d events", err, len(sink.snapshot()))
+	if took := time.Since(sent); took < 50*time.Millisecond {
+		t.Errorf("refused events tried again after %s; want the 50 ms of WithRetryLater", took)
 	}
 }
 
-// Events the sink kept refusing are tried again in the same run, not only after a restart:
-// until they are recorded, their email is not SENT.
-func TestRefusedEventsAreTriedAgainLater(t *testing.T) {
-	sink := &recorder{fail: 2}
-	o := newOutbox(t, sink, WithDelay(0), WithRetry(2, time.Millisecond), WithRetryLater(20*time.Millisecond))
-	if _, err := o.Send(context.Background(), build(t, "em-later", []string{"a@b.test"}, nil)); err != nil {
+// Close does not wait for refused events: they stay in the journal, pending, and the next
+// outbox on the directory publishes them.
+func TestRefusedEventsWaitForTheNextStart(t *testing.T) {
+	dir := t.TempDir()
+	sink := &recorder{fail: 100}
+	o, err := New(dir, sink, WithLogger(quiet()), WithDelay(0), WithRetry(1, time.Millisecond), WithRetryLater(time.Hour))
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(sink.snapshot()) == 1 })
-	sink.mu.Lock()
-	calls := sink.calls
-	sink.mu.Unlock()
-	if calls != 3 {
-		t.Errorf("sink called %d times; want 3 (2 refused, 1 later)", calls)
+	if _, err := o.Send(context.Background(), build(t, "em-refused", []string{"a@b.test"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return sink.calls == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := o.Close(ctx); err != nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("Close: %v after %s", err, time.Since(start))
+	}
+	next := &recorder{}
+	o2, err := New(dir, next, WithLogger(quiet()), WithDelay(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o2.Pending("em-refused") {
+		t.Error("the refused message is not pending after the restart")
+	}
+	waitFor(t, func() bool { return len(next.snapshot()) == 1 })
+	if err := o2.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 
