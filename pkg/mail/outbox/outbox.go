@@ -38,8 +38,9 @@ type Sink interface {
 // ErrClosed is returned by Send after Close.
 var ErrClosed = errors.New("outbox: closed")
 
-// Defaults for the options. The events come at once: their acceptance is what makes an email
-// SENT (RecordsSends), which a caller expects as soon as the message is written.
+// Defaults for the options. The events come at once (a millisecond after the send, so that
+// their time follows it): their acceptance is what makes an email SENT (Pending), which a
+// caller expects as soon as the message is written.
 const (
 	DefaultDelay    = 0
 	DefaultAttempts = 3
@@ -66,7 +67,7 @@ func WithRetry(attempts int, backoff time.Duration) Option {
 
 // WithRetryLater sets how long a message whose events were refused WithRetry's attempts
 // waits before they are tried again (default DefaultRetryLater; doubled each time, up to
-// maxRefused times in one run).
+// 16 times that).
 func WithRetryLater(d time.Duration) Option { return func(o *Outbox) { o.retryLater = d } }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -287,11 +288,13 @@ func (o *Outbox) rewriteJournal(records []record) error {
 	if err := writeSynced(tmp, b.Bytes()); err != nil {
 		return fmt.Errorf("outbox: journal: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	// Opened before the rename, so that a failure leaves the old journal in use and named.
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
 		return fmt.Errorf("outbox: journal: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
 		return fmt.Errorf("outbox: journal: %w", err)
 	}
 	if o.journal != nil {
@@ -347,7 +350,7 @@ func (o *Outbox) markDone(j job) {
 		return
 	}
 	if o.done++; o.done < compactAfter || o.closed {
-		return // not once closing: a job being given back may be in none of the lists below
+		return // not once closing: what is left stays as it is for the next start
 	}
 	open := make([]record, 0, len(o.pending))
 	for _, p := range o.pending {
@@ -472,7 +475,7 @@ func (o *Outbox) Send(ctx context.Context, m mailport.Outgoing) (string, error) 
 		return "", fmt.Errorf("outbox: %w", err)
 	}
 	now := time.Now()
-	j := job{at: now.Add(o.delay), sentAt: now, messageID: messageID, out: m}
+	j := job{at: now.Add(max(o.delay, time.Millisecond)), sentAt: now, messageID: messageID, out: m}
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
@@ -700,24 +703,23 @@ func (o *Outbox) publishLoop() {
 	}
 }
 
-// maxRefused is how many times a message's events are tried again in one run after the sink
-// kept refusing them; then they wait for the next start.
-const maxRefused = 5
+// laterAtMost caps the wait between two tries of refused events (retryLater, doubled each time).
+const laterAtMost = 16
 
 // later keeps j, whose events the sink kept refusing, in the journal (published again at the
-// next start) and tries it again after retryLater, doubled each time, in this run: until its
-// events are recorded, its email is not SENT. A timer brings it back, so no publisher waits.
+// next start) and tries it again in this run after retryLater, doubled each time up to 16
+// times that: until its events are recorded, its email is not SENT. A timer brings it back,
+// so no publisher waits.
 func (o *Outbox) later(j job) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.current, j.out.EmailID)
 	j.refused++
 	o.waiting[j.out.EmailID] = j
-	if j.refused > maxRefused || o.closed {
-		o.log.Error("outbox events refused again and again; tried again at the next start", "emailId", j.out.EmailID, "times", j.refused)
-		return
+	if o.closed {
+		return // it stays in the journal for the next start
 	}
-	time.AfterFunc(o.retryLater<<(j.refused-1), func() {
+	time.AfterFunc(o.retryLater*time.Duration(min(1<<min(j.refused-1, 10), laterAtMost)), func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		w, ok := o.waiting[j.out.EmailID]
