@@ -591,7 +591,7 @@ func TestRefusedEventsWaitForTheNextStart(t *testing.T) {
 	if err := o.Close(ctx); err != nil || time.Since(start) > 2*time.Second {
 		t.Fatalf("Close: %v after %s", err, time.Since(start))
 	}
-	next := &recorder{}
+	next := &gatedSink{open: make(chan struct{})}
 	o2, err := New(dir, next, WithLogger(quiet()), WithDelay(0))
 	if err != nil {
 		t.Fatal(err)
@@ -599,10 +599,26 @@ func TestRefusedEventsWaitForTheNextStart(t *testing.T) {
 	if !o2.Pending("em-refused") {
 		t.Error("the refused message is not pending after the restart")
 	}
-	waitFor(t, func() bool { return len(next.snapshot()) == 1 })
+	close(next.open)
+	waitFor(t, func() bool { return len(next.snapshot()) == 1 && !o2.Pending("em-refused") })
 	if err := o2.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gatedSink records what it receives once open is closed.
+type gatedSink struct {
+	recorder
+	open chan struct{}
+}
+
+func (g *gatedSink) Publish(ctx context.Context, e sesevent.Event) error {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.recorder.Publish(ctx, e)
 }
 
 func waitFor(t *testing.T, ok func() bool) {
