@@ -414,11 +414,13 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 		_ = a.Periodic(ctx) // logged part by part; the next tick retries
 	})
 	if st, ok := a.Store.(*bolt.Store); ok {
-		a.loops.Add(1)
-		go func() {
-			defer a.loops.Done()
-			a.webhookLoop(loopCtx, st)
-		}()
+		// The local webhook runner: the store's feed (written with each history entry, so a
+		// crash loses none) becomes calls, and calls are attempted when due.
+		a.every(loopCtx, webhookPace, func(ctx context.Context) {
+			if err := a.pumpWebhooks(ctx, st); err != nil && ctx.Err() == nil {
+				a.Log.Error("webhooks", "err", err.Error())
+			}
+		})
 	}
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
 		// What the WebhookEvents and WebhookRetries functions do on AWS: the counts, then
@@ -476,23 +478,6 @@ const webhookRetryPace = 5 * time.Second
 // webhookPace is how often the local server looks for webhook work: new history entries in
 // the store's feed, and calls due again.
 const webhookPace = 200 * time.Millisecond
-
-// webhookLoop is the local server's webhook runner: the store's feed (written with each
-// history entry, so a crash loses none) becomes calls, and calls are attempted when due.
-func (a *App) webhookLoop(ctx context.Context, st *bolt.Store) {
-	t := time.NewTicker(webhookPace)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := a.pumpWebhooks(ctx, st); err != nil && ctx.Err() == nil {
-			a.Log.Error("webhooks", "err", err.Error())
-		}
-	}
-}
 
 // pumpWebhooks publishes the feed's entries (only those of teams with webhooks are read) and
 // attempts the calls due, a few at a time.
