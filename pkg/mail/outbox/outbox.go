@@ -521,30 +521,25 @@ func (o *Outbox) writeFile(ctx context.Context, m mailport.Outgoing) error {
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	fail := func(what string, err error) error {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("outbox: %s: %w", what, err)
-	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
 	if _, err := tmp.Write(m.Raw); err != nil {
-		return fail("write", err)
+		tmp.Close()
+		return fmt.Errorf("outbox: write: %w", err)
 	}
 	if syncEachFile {
 		if err := tmp.Sync(); err != nil {
-			return fail("sync", err)
+			tmp.Close()
+			return fmt.Errorf("outbox: sync: %w", err)
 		}
 	}
 	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("outbox: close: %w", err)
 	}
 	// Cancellation before the rename leaves nothing behind, as if Send had not been called.
 	if err := ctx.Err(); err != nil {
-		os.Remove(tmp.Name())
 		return err
 	}
 	if err := os.Rename(tmp.Name(), o.Path(m.EmailID)); err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("outbox: rename: %w", err)
 	}
 	return nil
