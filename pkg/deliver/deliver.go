@@ -162,9 +162,7 @@ func (w *Worker) sendUnclaimed(ctx context.Context, id string) (sent bool, err e
 	if err != nil {
 		return false, nil
 	}
-	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
-		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
-	messageID, err := w.Mailer.Send(ctx, out)
+	messageID, err := w.Mailer.Send(ctx, w.outgoing(e, msg, dom, raw))
 	switch {
 	case err == nil:
 		// The mailer's events make it SENT (pkg/ingest), with this message id.
@@ -257,8 +255,7 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 		log.Error("build message", "err", err)
 		return w.finish(ctx, id, now, store.StatusFailed, "", map[string]string{"error": "The message could not be built"})
 	}
-	out := mail.Outgoing{EmailID: id, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
-		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
+	out := w.outgoing(e, msg, dom, raw)
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < SendRoom {
 		// Too close to the invocation's end to send and still record the outcome: a send the
 		// function is killed after would be sent again. Back to QUEUED for the next run.
@@ -383,6 +380,12 @@ func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, stor
 		return mail.Message{}, store.Domain{}, "The sending domain is not verified", nil
 	}
 	return msg, dom, "", nil
+}
+
+// outgoing is the built message of e for the mailer, through its domain's configuration set.
+func (w *Worker) outgoing(e store.Email, msg mail.Message, dom store.Domain, raw []byte) mail.Outgoing {
+	return mail.Outgoing{EmailID: e.ID, TeamID: e.TeamID, From: msg.From, Recipients: msg.Recipients(),
+		To: msg.To, Raw: raw, ConfigurationSet: w.configurationSet(dom)}
 }
 
 // configurationSet picks the set matching the domain's tracking flags.
