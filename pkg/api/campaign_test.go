@@ -213,6 +213,13 @@ func TestCampaignScheduleNaturalLanguage(t *testing.T) {
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "tomorrow 9am") {
 		t.Errorf("unparseable time = %d %s", r.status, msg)
 	}
+	// The SDKs' sendNow (their types offer it for schedule too) starts now, before scheduledAt.
+	var n campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Now","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`}`, &n)
+	e.mustDo("POST", "/api/v1/campaigns/"+n.ID+"/schedule", `{"sendNow":true,"scheduledAt":"next monday 10:00"}`, &ok)
+	if got := e.awaitCampaign(n.ID, func(c campaignOut) bool { return c.Status == "SENT" }); got.Total != 1 {
+		t.Errorf("sendNow: %+v", got)
+	}
 	var list struct {
 		Campaigns []struct{ ID, Status string }
 		TotalPage int

@@ -216,7 +216,11 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	// sendNow is not in upstream's OpenAPI but in its SDKs' types (the Python SDK's
+	// CampaignSchedule); upstream's validator drops it and starts now, so true starts now
+	// here too and wins over scheduledAt, as on create.
 	var in struct {
+		SendNow     bool   `json:"sendNow"`
 		ScheduledAt string `json:"scheduledAt"`
 		BatchSize   int    `json:"batchSize"`
 	}
@@ -228,8 +232,8 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	if in.BatchSize != 0 && (in.BatchSize < 1 || in.BatchSize > campaign.MaxBatchSize) {
 		return fault.Field("batchSize", "must be from 1 to %d", campaign.MaxBatchSize)
 	}
-	when := campaign.When{Now: in.ScheduledAt == ""}
-	if in.ScheduledAt != "" {
+	when := campaign.When{Now: in.SendNow || in.ScheduledAt == ""}
+	if !when.Now {
 		at, err := s.Campaigns.ParseTime(in.ScheduledAt, s.Campaigns.Now())
 		if err != nil {
 			return err

@@ -647,6 +647,7 @@ type campaignRequest struct {
 
 // scheduleRequest is the body of POST /campaigns/{campaignId}/schedule; none starts it now.
 type scheduleRequest struct {
+	SendNow     bool   `json:"sendNow,omitempty" doc:"Start now (wins over scheduledAt)"`
 	ScheduledAt string `json:"scheduledAt,omitempty" doc:"RFC 3339, or natural language: \"tomorrow 9am\" (default: now)"`
 	BatchSize   int    `json:"batchSize,omitempty"`
 }
