@@ -133,9 +133,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (Princi
 	if v, ok := verdictFrom(ctx); ok {
 		return v.p, v.err
 	}
-	token, ok := strings.CutPrefix(strings.TrimSpace(header), "Bearer ")
-	token = strings.TrimSpace(token)
-	if header == "" || !ok || token == "" {
+	// The scheme is case-insensitive (RFC 9110 §11.1), and upstream takes whatever follows the
+	// first space.
+	scheme, token := strings.TrimSpace(header), ""
+	if i := strings.IndexAny(scheme, " \t"); i >= 0 {
+		scheme, token = scheme[:i], strings.TrimSpace(scheme[i+1:])
+	}
+	if scheme != "" && !strings.EqualFold(scheme, "Bearer") {
+		return Principal{}, fault.New(fault.Unauthorized, "Authorization must be \"Bearer <API key>\"")
+	}
+	if token == "" {
 		return Principal{}, fault.New(fault.Unauthorized, "Missing or empty Authorization bearer token")
 	}
 	invalid := fault.New(fault.Forbidden, "Invalid API token")

@@ -69,11 +69,19 @@ func TestAuthenticate(t *testing.T) {
 	if n := k.calls.Load(); n != 1 {
 		t.Errorf("store reads = %d, want 1 (cached)", n)
 	}
+	// The scheme is case-insensitive and may be followed by spaces or a tab.
+	for _, h := range []string{"bearer " + full, "BEARER  " + full, "Bearer\t" + full, " Bearer " + full + " "} {
+		if p, err := a.Authenticate(context.Background(), h); err != nil || p.TeamID != 7 {
+			t.Errorf("Authenticate(%q) = %+v, %v", h, p, err)
+		}
+	}
 	wrongSecret := full[:len(full)-1] + map[bool]string{true: "0", false: "1"}[full[len(full)-1] != '0']
 	cases := map[string]fault.Kind{
 		"":                               fault.Unauthorized,
 		"Bearer ":                        fault.Unauthorized,
 		"Basic abc":                      fault.Unauthorized,
+		full:                             fault.Unauthorized, // no scheme
+		"Bearer":                         fault.Unauthorized,
 		"Bearer nounderscore":            fault.Forbidden,
 		"Bearer " + wrongSecret:          fault.Forbidden,
 		"Bearer us_zzzzzzzzzz_" + secret: fault.Forbidden,
