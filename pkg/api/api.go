@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/analytics"
@@ -151,24 +153,60 @@ func (s *Services) FunctionHandler(function string) http.Handler {
 
 func (s *Services) handler(routes []Route) http.Handler {
 	mux := http.NewServeMux()
-	// paths knows every path regardless of method, to tell 405 from 404.
+	// paths knows every path regardless of method, to tell 405 (with the methods it has) from 404.
 	paths := http.NewServeMux()
-	seen := map[string]bool{}
+	methods := map[string][]string{}
 	for _, r := range routes {
 		mux.Handle(r.Pattern(), s.wrap(r))
-		if !seen[r.Path] {
-			seen[r.Path] = true
+		if methods[r.Path] == nil {
 			paths.Handle(r.Path, http.NotFoundHandler())
 		}
-	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := paths.Handler(r); pattern != "" {
-			writeError(w, &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
-			return
+		methods[r.Path] = append(methods[r.Path], r.Method)
+		if r.Method == http.MethodGet {
+			methods[r.Path] = append(methods[r.Path], http.MethodHead)
 		}
-		writeError(w, fault.NotFoundf("Route %s %s not found", r.Method, r.URL.Path))
+	}
+	// Whatever no route takes is answered (and logged, with a request id) like a route's error.
+	mux.Handle("/", s.wrap(Route{Method: "*", Path: "(no route)", Public: true,
+		handler: func(_ *Services, w http.ResponseWriter, r *http.Request) error {
+			if _, pattern := paths.Handler(r); pattern != "" {
+				w.Header().Set("Allow", strings.Join(methods[pattern], ", "))
+				return &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path}
+			}
+			return fault.NotFoundf("Route %s %s not found", r.Method, r.URL.Path)
+		}}))
+	return CleanPaths(mux)
+}
+
+// CleanPaths serves a request for a path with empty, "." or ".." segments ("//api/v1/emails",
+// from a base URL that ends in "/") as the clean path, where ServeMux would answer with a
+// redirect that is not JSON and that a POST's client may not follow.
+func CleanPaths(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := cleanPath(r.URL.Path); p != r.URL.Path {
+			r2 := *r
+			u := *r.URL
+			u.Path, u.RawPath = p, ""
+			r2.URL = &u
+			r = &r2
+		}
+		h.ServeHTTP(w, r)
 	})
-	return mux
+}
+
+// cleanPath is path.Clean of p, rooted, keeping a trailing slash (as ServeMux does).
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 type ctxKey int

@@ -110,15 +110,19 @@ func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error 
 		BCC                json.RawMessage `json:"bcc"`
 		SendNow            bool            `json:"sendNow"`
 		ScheduledAt        string          `json:"scheduledAt"`
-		BatchSize          int             `json:"batchSize"`
+		BatchSize          *int            `json:"batchSize"`
 		BatchWindowMinutes int             `json:"batchWindowMinutes"`
 	}
 	if err := decodeKnown(body, &in); err != nil {
 		return err
 	}
+	batchSize, err := batchSizeOf(in.BatchSize)
+	if err != nil {
+		return err
+	}
 	req := campaign.Request{Name: in.Name, From: in.From, Subject: in.Subject, PreviewText: in.PreviewText,
 		ContactBookID: in.ContactBookID, HTML: in.HTML, Content: in.Content, SendNow: in.SendNow,
-		ScheduledAt: in.ScheduledAt, BatchSize: in.BatchSize, BatchWindowMinutes: in.BatchWindowMinutes,
+		ScheduledAt: in.ScheduledAt, BatchSize: batchSize, BatchWindowMinutes: in.BatchWindowMinutes,
 		KeyDomain: principal(r).DomainID}
 	if req.ReplyTo, err = addresses(in.ReplyTo, "replyTo"); err != nil {
 		return err
@@ -207,6 +211,18 @@ func (s *Services) deleteCampaign(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
+// batchSizeOf is a body's batchSize: 0 when it is absent or null (the default, or the
+// campaign's own on schedule); given, it is from 1 to campaign.MaxBatchSize.
+func batchSizeOf(v *int) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 1 || *v > campaign.MaxBatchSize {
+		return 0, fault.Field("batchSize", "must be from 1 to %d", campaign.MaxBatchSize)
+	}
+	return *v, nil
+}
+
 func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) error {
 	id, err := s.campaignID(r)
 	if err != nil {
@@ -222,15 +238,16 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	var in struct {
 		SendNow     bool   `json:"sendNow"`
 		ScheduledAt string `json:"scheduledAt"`
-		BatchSize   int    `json:"batchSize"`
+		BatchSize   *int   `json:"batchSize"`
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := decodeKnown(body, &in); err != nil {
 			return err
 		}
 	}
-	if in.BatchSize != 0 && (in.BatchSize < 1 || in.BatchSize > campaign.MaxBatchSize) {
-		return fault.Field("batchSize", "must be from 1 to %d", campaign.MaxBatchSize)
+	batchSize, err := batchSizeOf(in.BatchSize)
+	if err != nil {
+		return err
 	}
 	when := campaign.When{Now: in.SendNow || in.ScheduledAt == ""}
 	if !when.Now {
@@ -240,7 +257,7 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 		}
 		when.At = &at
 	}
-	if err := s.Campaigns.Schedule(r.Context(), principal(r).TeamID, id, when, in.BatchSize); err != nil {
+	if err := s.Campaigns.Schedule(r.Context(), principal(r).TeamID, id, when, batchSize); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/email"
@@ -22,7 +23,10 @@ func idempotencyKey(r *http.Request) (string, error) {
 	if len(vals) == 0 {
 		return "", nil
 	}
-	if len(vals) > 1 || len(vals[0]) < 1 || len(vals[0]) > email.MaxIdempotencyKey {
+	if len(vals) > 1 {
+		return "", fault.Field("Idempotency-Key", "give one header, not %d", len(vals))
+	}
+	if n := utf8.RuneCountInString(vals[0]); n < 1 || n > email.MaxIdempotencyKey {
 		return "", fault.Field("", "Invalid Idempotency-Key length")
 	}
 	return vals[0], nil

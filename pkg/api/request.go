@@ -27,6 +27,9 @@ const (
 )
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ce := strings.TrimSpace(r.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, fault.Field("Content-Encoding", "%s is not supported: send the body uncompressed", ce)
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -42,7 +45,47 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		// encoding/json would replace the bytes with U+FFFD and carry on: refuse instead.
 		return nil, fault.Field("body", "is not valid UTF-8")
 	}
+	if loneSurrogate(b) {
+		// The same for an escape of half a UTF-16 pair ("\ud800" alone).
+		return nil, fault.Field("body", "is not valid UTF-8: an escaped UTF-16 surrogate without its pair")
+	}
 	return b, nil
+}
+
+// loneSurrogate reports a \uD800-\uDFFF escape in JSON text that is not a high surrogate
+// followed by a low one. A backslash only occurs inside JSON strings, so no string state is
+// needed; text that is not JSON is left to the decoder.
+func loneSurrogate(b []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip its character (it may be a backslash)
+			continue
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			low, ok := hex4(i + 6)
+			if !ok || low < 0xDC00 || low > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // paging reads page (≥ 1, default 1) and limit (1..100, default 50).
@@ -78,7 +121,7 @@ func decodeObject(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return fault.Field(te.Field, "must be a %s", jsonType(te.Type.Kind().String()))
+			return fault.Field(te.Field, "must be %s", jsonType(te.Type))
 		}
 		return fault.Field("body", "must be a JSON object")
 	}
@@ -115,14 +158,23 @@ func jsonFields(v any) []string {
 	return out
 }
 
-func jsonType(kind string) string {
-	switch kind {
-	case "string":
-		return "string"
-	case "bool":
-		return "boolean"
-	case "ptr":
-		return "string"
+// jsonType names the JSON value a Go field takes, with its article.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	return "number"
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }

@@ -405,7 +405,7 @@ func (d *decoder) headers() []store.Header {
 		case value == "":
 			d.fail("headers."+name, "must not be empty")
 		case strings.ContainsAny(value, "\r\n\x00"):
-			d.fail("headers."+name, "must not contain CR or LF")
+			d.fail("headers."+name, "must not contain CR, LF or NUL")
 		case len(name)+len(value) > MaxHeaderBytes:
 			d.fail("headers."+name, "too long: at most %d bytes", MaxHeaderBytes)
 		case !utf8.ValidString(value):

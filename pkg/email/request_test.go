@@ -71,7 +71,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"subject CRLF", `{"to":"a@x.io","from":"me@example.com","subject":"a\r\nBcc: x@y.z","text":"t"}`, "subject: must not contain line breaks", fault.Invalid},
 		{"no body", `{"to":"a@x.io","from":"me@example.com","subject":"s"}`, "html: html or text is required", fault.Invalid},
 		{"text wrong type", `{"to":"a@x.io","from":"me@example.com","subject":"s","text":3}`, "text: must be a string", fault.Invalid},
-		{"header CRLF", `{"to":"a@x.io",` + base + `,"headers":{"X-A":"1\r\nBcc: e@v.il"}}`, "headers.X-A: must not contain CR or LF", fault.Invalid},
+		{"header CRLF", `{"to":"a@x.io",` + base + `,"headers":{"X-A":"1\r\nBcc: e@v.il"}}`, "headers.X-A: must not contain CR, LF or NUL", fault.Invalid},
 		{"header name", `{"to":"a@x.io",` + base + `,"headers":{"X A":"1"}}`, `headers: invalid header name "X A"`, fault.Invalid},
 		{"header reserved", `{"to":"a@x.io",` + base + `,"headers":{"From":"x@y.z"}}`, "headers.From: is set by Mailroom", fault.Invalid},
 		{"header x-ses", `{"to":"a@x.io",` + base + `,"headers":{"X-SES-CONFIGURATION-SET":"other"}}`, "X-SES-* headers are reserved", fault.Invalid},

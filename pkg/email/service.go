@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -79,7 +80,7 @@ type SendResult struct {
 // Send writes one email (batch=false, one request) or a batch, honouring an optional
 // Idempotency-Key. Nothing is written unless every request is valid.
 func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs []Request, batch bool) (SendResult, error) {
-	if key != "" && len(key) > MaxIdempotencyKey {
+	if key != "" && utf8.RuneCountInString(key) > MaxIdempotencyKey {
 		return SendResult{}, fault.Field("", "Invalid Idempotency-Key length")
 	}
 	now := s.Now().UTC()

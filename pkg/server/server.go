@@ -161,7 +161,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	mux.Handle("/console/", ch)
 	s := &Server{
 		App: a, URL: "http://" + ln.Addr().String(), APIKey: key, done: make(chan error, 1), out: out,
-		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		http: &http.Server{Handler: api.CleanPaths(mux), ReadHeaderTimeout: 10 * time.Second},
 	}
 	go func() { s.done <- s.http.Serve(ln) }()
 	if cfg.Backend == config.BackendEmbedded {

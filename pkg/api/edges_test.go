@@ -1,0 +1,138 @@
+package api_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// raw sends one request as given and does not follow a redirect (http.Client would, and
+// hide it).
+func (e *env) raw(method, path, body string, headers ...string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// TestWhatNoRouteTakes: a known path with another method is a 405 that names the methods it
+// has (Allow); an unknown one a JSON 404; both carry a request id like every answer.
+func TestWhatNoRouteTakes(t *testing.T) {
+	e := newEnv(t)
+	r := e.raw("DELETE", "/api/v1/emails", "")
+	if code, _ := r.errorOf(t); r.status != 405 || code != "METHOD_NOT_ALLOWED" {
+		t.Errorf("DELETE /api/v1/emails = %d %s", r.status, r.body)
+	}
+	allow := strings.Split(r.header.Get("Allow"), ", ")
+	for _, m := range []string{"GET", "HEAD", "POST"} {
+		if !strings.Contains(","+strings.Join(allow, ",")+",", ","+m+",") {
+			t.Errorf("Allow = %q, want %s in it", r.header.Get("Allow"), m)
+		}
+	}
+	if len(allow) != 3 {
+		t.Errorf("Allow = %q, want GET, HEAD and POST only", r.header.Get("Allow"))
+	}
+	r = e.raw("GET", "/api/v1/nope", "")
+	if code, _ := r.errorOf(t); r.status != 404 || code != "NOT_FOUND" || r.header.Get("X-Request-Id") == "" {
+		t.Errorf("GET /api/v1/nope = %d %s, X-Request-Id %q", r.status, r.body, r.header.Get("X-Request-Id"))
+	}
+}
+
+// TestUncleanPathsAreServed: a base URL that ends in "/" makes "//api/v1/...": it is served,
+// not redirected (a redirect is no JSON, and a POST's client may not follow it).
+func TestUncleanPathsAreServed(t *testing.T) {
+	e := newEnv(t)
+	r := e.raw("POST", "//api/v1/emails", `{"from":"a@example.com","to":"b@example.org","subject":"s","text":"t"}`,
+		"Content-Type", "application/json")
+	var sent struct{ EmailID string }
+	if r.status != 200 {
+		t.Fatalf("POST //api/v1/emails = %d %s", r.status, r.body)
+	}
+	r.json(t, &sent)
+	if r := e.raw("GET", "/api/v1/./emails/../emails/"+sent.EmailID, ""); r.status != 200 || !bytes.Contains(r.body, []byte(sent.EmailID)) {
+		t.Errorf("GET with dot segments = %d %s", r.status, r.body)
+	}
+}
+
+// TestRequestEdges: what an unfriendly client sends gets a 400 that names what is wrong, and
+// what a friendly one sends in an unusual but valid way is taken.
+func TestRequestEdges(t *testing.T) {
+	e := newEnv(t)
+	send := `{"from":"a@example.com","to":"b@example.org","subject":"s","text":"t"}`
+	refused := func(what string, r response, field string) {
+		t.Helper()
+		code, msg := r.errorOf(t)
+		if r.status != 400 || code != "BAD_REQUEST" || !strings.HasPrefix(msg, field) {
+			t.Errorf("%s = %d %s, want a 400 naming %s", what, r.status, r.body, field)
+		}
+	}
+	refused("a gzip body", e.raw("POST", "/api/v1/emails", send, "Content-Encoding", "gzip"), "Content-Encoding")
+	refused("a lone surrogate", e.raw("POST", "/api/v1/emails",
+		`{"from":"a@example.com","to":"b@example.org","subject":"s\ud800","text":"t"}`), "body")
+	refused("a low surrogate first", e.raw("POST", "/api/v1/emails",
+		`{"from":"a@example.com","to":"b@example.org","subject":"s\udc00\ud800","text":"t"}`), "body")
+	// A pair is a character; an escaped backslash before "ud800" is no escape of it.
+	for _, subject := range []string{`\ud83d\ude00`, `\\ud800`, `\\\ud83d\ude00`} {
+		body := `{"from":"a@example.com","to":"b@example.org","subject":"` + subject + `","text":"t"}`
+		if r := e.raw("POST", "/api/v1/emails", body); r.status != 200 {
+			t.Errorf("subject %s = %d %s", subject, r.status, r.body)
+		}
+	}
+	refused("two Idempotency-Key headers", e.raw("POST", "/api/v1/emails", send,
+		"Idempotency-Key", "a", "Idempotency-Key", "b"), "Idempotency-Key")
+	// The length is in characters: 256 of them, two bytes each, is a key.
+	if r := e.raw("POST", "/api/v1/emails", send, "Idempotency-Key", strings.Repeat("é", 256)); r.status != 200 {
+		t.Errorf("256 two-byte characters = %d %s", r.status, r.body)
+	}
+	if r := e.raw("POST", "/api/v1/emails", send, "Idempotency-Key", strings.Repeat("é", 257)); r.status != 400 {
+		t.Errorf("257 characters = %d %s", r.status, r.body)
+	}
+	refused("an integer field given 1.5", e.raw("POST", "/api/v1/campaigns", `{"batchSize":1.5}`), "batchSize: must be an integer")
+	refused("a NUL in a header value", e.raw("POST", "/api/v1/emails",
+		`{"from":"a@example.com","to":"b@example.org","subject":"s","text":"t","headers":{"X-A":"a\u0000b"}}`), "headers.X-A: must not contain CR, LF or NUL")
+	// The scheme of Authorization is case-insensitive.
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/domains", nil)
+	req.Header.Set("Authorization", "bearer "+e.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf(`"bearer <key>" = %d`, resp.StatusCode)
+	}
+}
+
+// TestCampaignBatchSizeZero: batchSize is 1 to 100,000 when given; 0 is not "the default".
+func TestCampaignBatchSizeZero(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"ann@example.org"}`)
+	create := `{"name":"N","from":"news@example.com","subject":"s","contactBookId":"` + bookID + `","html":` + jsonString(campaignHTML)
+	r := e.do("POST", "/api/v1/campaigns", create+`,"batchSize":0}`)
+	if code, msg := r.errorOf(t); r.status != 400 || code != "BAD_REQUEST" || !strings.HasPrefix(msg, "batchSize") {
+		t.Errorf("create with batchSize 0 = %d %s", r.status, r.body)
+	}
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", create+`,"batchSize":null}`, &c)
+	r = e.do("POST", "/api/v1/campaigns/"+c.ID+"/schedule", `{"scheduledAt":"tomorrow 9am","batchSize":0}`)
+	if code, msg := r.errorOf(t); r.status != 400 || code != "BAD_REQUEST" || !strings.HasPrefix(msg, "batchSize") {
+		t.Errorf("schedule with batchSize 0 = %d %s", r.status, r.body)
+	}
+	if got := e.campaign(c.ID); got.Status != "DRAFT" {
+		t.Errorf("a refused schedule changed the campaign: %s", got.Status)
+	}
+}
