@@ -230,6 +230,9 @@ func (f Fields) Validate(at string, requireEmail bool) (string, error) {
 		}
 	} else {
 		addr, err := email.ParseAddress(*f.Email)
+		if errors.Is(err, email.ErrNonASCIIAddress) {
+			return "", fault.Field(at+"email", "%q: %v", *f.Email, err)
+		}
 		if err != nil {
 			return "", fault.Field(at+"email", "invalid email address %q", *f.Email)
 		}

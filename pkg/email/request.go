@@ -175,6 +175,10 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	if n := len(r.To) + len(r.CC) + len(r.BCC); n > MaxRecipients {
 		return Request{}, fault.Field(at+"to", "at most %d recipients in to, cc and bcc together", MaxRecipients)
 	}
+	if len(r.ReplyTo) > MaxRecipients {
+		// Not recipients, but a header every recipient gets: bounded the same way.
+		return Request{}, fault.Field(at+"replyTo", "at most %d addresses", MaxRecipients)
+	}
 	if r.Size() > MaxMessageBytes {
 		return Request{}, fault.New(fault.TooLarge, "%smessage too large: at most %d MB after encoding", at, MaxMessageBytes>>20)
 	}
@@ -306,7 +310,7 @@ func (d *decoder) addresses(field string, required bool) []string {
 			if len(list) > 1 {
 				name = fmt.Sprintf("%s[%d]", field, i)
 			}
-			d.fail(name, "invalid email address %q", a)
+			d.failAddress(name, a, err)
 			return nil
 		}
 		out = append(out, norm)
@@ -327,10 +331,24 @@ func (d *decoder) from() string {
 	}
 	norm, err := ParseAddress(s)
 	if err != nil {
-		d.fail("from", "invalid email address %q", s)
+		d.failAddress("from", s, err)
 	}
 	return norm
 }
+
+// failAddress refuses the address a of field, saying why when it is not simply malformed.
+func (d *decoder) failAddress(field, a string, err error) {
+	if errors.Is(err, ErrNonASCIIAddress) {
+		d.fail(field, "%q: %v", a, err)
+		return
+	}
+	d.fail(field, "invalid email address %q", a)
+}
+
+// ErrNonASCIIAddress refuses an address with non-ASCII characters (in its name they are fine):
+// SES takes 7-bit addresses only (no SMTPUTF8), and such an email would be accepted only to fail
+// when sent. A domain can be written in its ASCII (punycode) form instead.
+var ErrNonASCIIAddress = errors.New("non-ASCII addresses cannot be sent through SES (no SMTPUTF8); write an internationalised domain in its xn-- (punycode) form")
 
 func (d *decoder) variables() map[string]string {
 	v := d.raw("variables")
@@ -535,6 +553,11 @@ func ParseAddress(s string) (string, error) {
 		// A quoted local part ("x@paypal.com"@example.com) is unquoted by the parser and
 		// would be stored, shown and sent as something else than it is.
 		return "", fmt.Errorf("invalid address: only plain local parts (no quotes) are accepted")
+	}
+	for i := 0; i < len(a.Address); i++ {
+		if a.Address[i] >= 0x80 {
+			return "", ErrNonASCIIAddress
+		}
 	}
 	domain := a.Address[at+1:]
 	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") ||

@@ -33,6 +33,11 @@ func TestDecodeRequestValid(t *testing.T) {
 	if r.Attachments[0].size != 5 {
 		t.Errorf("attachment size = %d", r.Attachments[0].size)
 	}
+	// A name may be in any script (the message encodes it); a domain in its punycode form.
+	r, err = DecodeRequest([]byte(`{"to":"Zoë Ng <zoe@xn--bcher-kva.de>","from":"Jürgen <j@example.com>","subject":"s","text":"t"}`))
+	if err != nil || r.To[0] != "Zoë Ng <zoe@xn--bcher-kva.de>" || r.From != "Jürgen <j@example.com>" {
+		t.Errorf("non-ASCII names = %+v, %v", r, err)
+	}
 }
 
 func TestDecodeRequestHTMLBooleanIsAbsent(t *testing.T) {
@@ -65,6 +70,10 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"bad address", `{"to":"nope",` + base + `}`, `to: invalid email address "nope"`, fault.Invalid},
 		{"bad address in list", `{"to":["a@x.io","b@"],` + base + `}`, `to[1]: invalid email address`, fault.Invalid},
 		{"no dot domain", `{"to":"a@localhost",` + base + `}`, `to: invalid email address`, fault.Invalid},
+		{"non-ASCII domain", `{"to":"a@bücher.de",` + base + `}`, `to: "a@bücher.de": non-ASCII addresses cannot be sent`, fault.Invalid},
+		{"non-ASCII local part", `{"to":["a@x.io","jürgen@x.io"],` + base + `}`, `to[1]: "jürgen@x.io": non-ASCII`, fault.Invalid},
+		{"non-ASCII from", `{"to":"a@x.io","from":"Zoë <zoë@example.com>","subject":"s","text":"t"}`, `from: "Zoë <zoë@example.com>": non-ASCII`, fault.Invalid},
+		{"replyTo over 50", `{"to":"a@x.io",` + base + `,"replyTo":[` + strings.Repeat(`"r@x.io",`, 50) + `"r@x.io"]}`, "replyTo: at most 50 addresses", fault.Invalid},
 		{"missing from", `{"to":"a@x.io","subject":"s","text":"t"}`, "from: is required", fault.Invalid},
 		{"subject missing", `{"to":"a@x.io","from":"me@example.com","text":"t"}`, "subject: is required unless templateId", fault.Invalid},
 		{"subject empty", `{"to":"a@x.io","from":"me@example.com","subject":"","text":"t"}`, "subject: must not be empty", fault.Invalid},
