@@ -73,6 +73,22 @@ func TestAdminTeamAndKeys(t *testing.T) {
 	if err := run(ctx, []string{"key", "create", "-team", "1", "-permission", "ROOT"}, &out2); err == nil {
 		t.Error("an unknown permission was accepted")
 	}
+	// A key of one's choosing (the sample events' key): stored once, then found again.
+	const sample = "us_samplekey0_0123456789abcdef0123456789abcdef"
+	for range 2 {
+		if out := runOK("key", "import", "-key", sample); !strings.Contains(out, "key samplekey0 is a FULL key of team 1") {
+			t.Errorf("key import: %q", out)
+		}
+	}
+	if list := runOK("key", "list", "-team", "1"); !strings.Contains(list, "samplekey0\tbootstrap\tFULL") {
+		t.Errorf("imported key not listed: %q", list)
+	}
+	if err := run(ctx, []string{"key", "import", "-key", sample[:len(sample)-1] + "0"}, &out2); err == nil {
+		t.Error("a second secret for an existing key id was accepted")
+	}
+	if err := run(ctx, []string{"key", "import", "-key", "nope"}, &out2); err == nil {
+		t.Error("a malformed key was imported")
+	}
 	if err := run(ctx, []string{"bogus", "verb"}, &out2); err == nil || !strings.Contains(err.Error(), "usage") {
 		t.Errorf("unknown command: %v", err)
 	}

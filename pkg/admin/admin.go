@@ -26,6 +26,7 @@ const Usage = `usage:
   mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
   mailroom-admin key list -team ID
   mailroom-admin key revoke -team ID -id KEYID
+  mailroom-admin key import -key us_...
   mailroom-admin unsubscribe-key rotate
   mailroom-admin webhook create -team ID -url URL [-events TYPE,TYPE]
   mailroom-admin webhook list -team ID`
@@ -64,6 +65,7 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 	keyID := fs.String("id", "", "key id (the 10 characters after us_)")
 	rate := fs.String("rate-limit", "", "API requests per second (0: none; default: the server's API_RATE_LIMIT)")
 	daily := fs.Int64("daily-limit", -1, "emails per UTC day (0: none)")
+	given := fs.String("key", "", "a FULL key to keep, us_<10 [0-9a-z]>_<32 hex>")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
@@ -123,6 +125,18 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 			}
 			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Permission, scope, k.CreatedAt.Format(time.RFC3339))
 		}
+	case "key import":
+		// What BOOTSTRAP_API_KEY does for the local server, for any store: the sample events'
+		// key against a table, or a key kept from another install.
+		if *given == "" {
+			return fmt.Errorf("key import: -key is required")
+		}
+		_, teamID, err := admin.Bootstrap(ctx, *given)
+		if err != nil {
+			return fmt.Errorf("key import: %w", err)
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(*given, "us_"), "_")
+		fmt.Fprintf(out, "key %s is a FULL key of team %d\n", id, teamID)
 	case "key revoke":
 		if err := admin.RevokeKey(ctx, *teamID, *keyID); err != nil {
 			return err
