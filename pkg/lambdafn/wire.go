@@ -1,11 +1,14 @@
 package lambdafn
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -100,9 +103,44 @@ func Main(function string, plugs ...Plug) {
 	if err != nil {
 		cfg, _ := config.FromEnv(os.Getenv)
 		cfg.Logger().Error("cold start failed", "function", function, "err", err.Error())
+		if rerr := ReportInitError(os.Getenv, &http.Client{Timeout: 2 * time.Second}, err); rerr != nil {
+			cfg.Logger().Error("cold start failure not reported to the runtime", "err", rerr.Error())
+		}
 		os.Exit(1)
 	}
 	lambda.Start(w.Handler())
+}
+
+// InitErrorType is the error type a failed cold start reports (Lambda shows it with the
+// message in the invocation's answer instead of a bare Runtime.ExitError).
+const InitErrorType = "Runtime.ColdStartFailed"
+
+// ReportInitError tells the Lambda Runtime API why the cold start failed (POST
+// /runtime/init/error, as a custom runtime should). Outside Lambda (no AWS_LAMBDA_RUNTIME_API)
+// it does nothing. The message is a configuration or wiring error: names of variables and
+// ports, no secret.
+func ReportInitError(getenv func(string) string, client *http.Client, cause error) error {
+	host := getenv("AWS_LAMBDA_RUNTIME_API")
+	if host == "" {
+		return nil
+	}
+	body, _ := json.Marshal(map[string]any{"errorMessage": cause.Error(), "errorType": InitErrorType, "stackTrace": []string{}})
+	req, err := http.NewRequest(http.MethodPost, "http://"+host+"/2018-06-01/runtime/init/error", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Lambda-Runtime-Function-Error-Type", InitErrorType)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("runtime API answered %s", resp.Status)
+	}
+	return nil
 }
 
 // Build wires the named function: its configuration (Config), the table with its grant, and

@@ -1,0 +1,56 @@
+package lambdafn_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+)
+
+// TestColdStartFailureReachesTheRuntime: a cold start that fails (here SendEmail without its
+// schedule group) is posted to the Runtime API's init error path with its cause, so Lambda
+// answers with the reason instead of a bare Runtime.ExitError; outside Lambda nothing is sent.
+func TestColdStartFailureReachesTheRuntime(t *testing.T) {
+	env := map[string]string{"TABLE_NAME": "t"}
+	_, cause := lambdafn.Build(context.Background(), "SendEmail", func(k string) string { return env[k] }, aws.Config{}, lambdafn.BuildOptions{})
+	if cause == nil || !strings.Contains(cause.Error(), "SCHEDULE_GROUP") {
+		t.Fatalf("cold start without SCHEDULE_GROUP: %v", cause)
+	}
+	type posted struct {
+		path, errType string
+		body          map[string]any
+	}
+	got := make(chan posted, 1)
+	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(b, &body)
+		got <- posted{r.Method + " " + r.URL.Path, r.Header.Get("Lambda-Runtime-Function-Error-Type"), body}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer rt.Close()
+	if err := lambdafn.ReportInitError(func(k string) string { return env[k] }, rt.Client(), cause); err != nil {
+		t.Fatalf("outside Lambda: %v", err)
+	}
+	select {
+	case p := <-got:
+		t.Fatalf("outside Lambda a report was sent: %+v", p)
+	default:
+	}
+	env["AWS_LAMBDA_RUNTIME_API"] = strings.TrimPrefix(rt.URL, "http://")
+	if err := lambdafn.ReportInitError(func(k string) string { return env[k] }, rt.Client(), cause); err != nil {
+		t.Fatal(err)
+	}
+	p := <-got
+	if p.path != "POST /2018-06-01/runtime/init/error" || p.errType != lambdafn.InitErrorType ||
+		p.body["errorType"] != lambdafn.InitErrorType || !strings.Contains(p.body["errorMessage"].(string), "SCHEDULE_GROUP") {
+		t.Errorf("posted %+v", p)
+	}
+}
