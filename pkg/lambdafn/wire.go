@@ -108,6 +108,9 @@ func Main(function string, plugs ...Plug) {
 		}
 		os.Exit(1)
 	}
+	// The runtime library's own lines (an invocation's error) go through the function's JSON
+	// logger too, not as plain text among its records.
+	slog.SetDefault(w.Log)
 	lambda.Start(w.Handler())
 }
 
