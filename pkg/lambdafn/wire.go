@@ -281,5 +281,9 @@ func Config(function string, getenv func(string) string) (config.Config, error) 
 	if err != nil {
 		return cfg, err
 	}
+	if getenv("TABLE_NAME") == "" {
+		// The local default ("mailroom") would quietly be any table of that name.
+		return cfg, fmt.Errorf("missing environment variables TABLE_NAME")
+	}
 	return cfg, ports.RequireEnv(own)
 }
