@@ -7,18 +7,16 @@
 // snippets' 127.0.0.1:3000 is replaced with. What cannot run here is named below with why.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
-import { once } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
+import { repoRoot, startServer } from './server.mjs';
+
 const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, '..', '..');
 const apiKey = 'us_readmetest_0123456789abcdef0123456789abcdef';
 const run = promisify(execFile);
 
@@ -43,51 +41,18 @@ const blocks = [...readme.matchAll(/^( *)```(\w*)\n([\s\S]*?)^ *```/gm)]
   .filter((b) => b.lang === 'js' || b.lang === 'sh');
 
 describe("the README's snippets against a local server", () => {
-  let workDir;
-  let proc;
-  let exited;
-  let stderr = '';
+  let server;
   let baseURL;
 
   before(async () => {
-    workDir = await mkdtemp(join(tmpdir(), 'mailroom-readme-'));
-    const bin = join(workDir, 'mailroom');
-    await run(process.env.GO || 'go', ['build', '-o', bin, './cmd/mailroom'], { cwd: repoRoot });
-    proc = spawn(bin, [], {
-      cwd: workDir,
-      env: { ...process.env, BACKEND: 'embedded', HOST: '127.0.0.1', PORT: '0', DATA_DIR: join(workDir, 'data'),
-        BOOTSTRAP_API_KEY: apiKey, LOG_LEVEL: 'warn',
-        // As the README's rate-limit snippet says to start it (every block here makes a few
-        // requests, one block at a time).
-        API_RATE_LIMIT: '10' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    exited = once(proc, 'exit');
-    proc.stderr.setEncoding('utf8');
-    proc.stderr.on('data', (c) => { stderr += c; });
-    const lines = createInterface({ input: proc.stdout });
-    const first = await new Promise((ok, fail) => {
-      lines.once('line', ok);
-      exited.then(() => fail(new Error(`server exited before its start line:\n${stderr}`)));
-    });
-    lines.on('line', () => {}); // keep draining
-    baseURL = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(first)?.[1];
-    assert.ok(baseURL, `unexpected start line ${first}`);
-    for (let i = 0; i < 200; i++) {
-      try {
-        if ((await fetch(`${baseURL}/healthz`)).ok) return;
-      } catch { /* not yet */ }
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    assert.fail('the server never answered /healthz');
+    // API_RATE_LIMIT as the README's rate-limit snippet says to start it (every block here
+    // makes a few requests, one block at a time).
+    server = await startServer('readme', apiKey, { API_RATE_LIMIT: '10' });
+    baseURL = server.baseURL;
   }, { timeout: 300_000 });
 
   after(async () => {
-    if (proc && proc.exitCode === null) {
-      proc.kill('SIGTERM');
-      await exited;
-    }
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    await server?.stop();
   });
 
   const local = (code) => code.replaceAll('http://127.0.0.1:3000', baseURL).replaceAll('localhost:3000', baseURL.slice('http://'.length));
