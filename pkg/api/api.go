@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -178,17 +179,23 @@ func (s *Services) handler(routes []Route) http.Handler {
 	return CleanPaths(mux)
 }
 
-// CleanPaths serves a request for a path with empty, "." or ".." segments ("//api/v1/emails",
-// from a base URL that ends in "/") as the clean path, where ServeMux would answer with a
-// redirect that is not JSON and that a POST's client may not follow.
+// CleanPaths serves a request for an API path with empty, "." or ".." segments
+// ("//api/v1/emails", from a base URL that ends in "/") as the clean path, where ServeMux would
+// answer with a redirect that is not JSON and that a POST's client may not follow. It cleans
+// the path as sent (escaped): an encoded "/" stays inside its segment, so "x%2F..%2Fdomains" is
+// one id, as ServeMux reads it, and never climbs out of its route. Other paths (the console's,
+// whose cookie is scoped to its path) keep ServeMux's redirect. Wrapping twice is harmless.
 func CleanPaths(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := cleanPath(r.URL.Path); p != r.URL.Path {
-			r2 := *r
-			u := *r.URL
-			u.Path, u.RawPath = p, ""
-			r2.URL = &u
-			r = &r2
+		ep := r.URL.EscapedPath()
+		if cp := cleanPath(ep); cp != ep && strings.HasPrefix(cp, "/api/") {
+			if p, err := url.PathUnescape(cp); err == nil {
+				r2 := *r
+				u := *r.URL
+				u.Path, u.RawPath = p, cp
+				r2.URL = &u
+				r = &r2
+			}
 		}
 		h.ServeHTTP(w, r)
 	})

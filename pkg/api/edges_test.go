@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -65,6 +66,21 @@ func TestUncleanPathsAreServed(t *testing.T) {
 	r.json(t, &sent)
 	if r := e.raw("GET", "/api/v1/./emails/../emails/"+sent.EmailID, ""); r.status != 200 || !bytes.Contains(r.body, []byte(sent.EmailID)) {
 		t.Errorf("GET with dot segments = %d %s", r.status, r.body)
+	}
+	// An encoded "/" stays in its segment: the id "x/../../domains/<id>" is refused as an
+	// address, and does not reach the route of the domain it spells.
+	domain := fmt.Sprint(e.domain)
+	r = e.raw("DELETE", "/api/v1/suppressions/x%2F..%2F..%2Fdomains%2F"+domain, "")
+	if r.status == 200 {
+		t.Errorf("an encoded traversal was served: %s", r.body)
+	}
+	if r := e.raw("GET", "/api/v1/domains/"+domain, ""); r.status != 200 {
+		t.Fatalf("the domain is gone: %d %s", r.status, r.body)
+	}
+	// And an encoded "/" in an unclean path is kept: the suppression "a/b@example.org".
+	e.mustDo("POST", "/api/v1/suppressions", `{"email":"a/b@example.org","reason":"MANUAL"}`, nil)
+	if r := e.raw("DELETE", "//api/v1/suppressions/a%2Fb@example.org", ""); r.status != 200 {
+		t.Errorf("DELETE //…/a%%2Fb@example.org = %d %s", r.status, r.body)
 	}
 }
 
