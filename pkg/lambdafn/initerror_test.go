@@ -23,6 +23,11 @@ func TestColdStartFailureReachesTheRuntime(t *testing.T) {
 	if cause == nil || !strings.Contains(cause.Error(), "SCHEDULE_GROUP") {
 		t.Fatalf("cold start without SCHEDULE_GROUP: %v", cause)
 	}
+	// TABLE_NAME has a default only for the local server: a function names it with the rest.
+	_, err := lambdafn.Build(context.Background(), "SendEmail", func(string) string { return "" }, aws.Config{}, lambdafn.BuildOptions{})
+	if err == nil || !strings.Contains(err.Error(), "missing environment variables TABLE_NAME, ") || !strings.Contains(err.Error(), "SCHEDULE_GROUP") {
+		t.Errorf("cold start without TABLE_NAME and SCHEDULE_GROUP: %v", err)
+	}
 	type posted struct {
 		path, errType string
 		body          map[string]any

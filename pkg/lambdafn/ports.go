@@ -174,7 +174,8 @@ func prefixed(prefix string, ops []string) []string {
 // configure a port its function builds fails at cold start, not at the first call.
 func (p Ports) RequireEnv(getenv func(string) string) error {
 	var missing []string
-	for _, k := range p.Env() {
+	// TABLE_NAME too: the local default ("mailroom") would quietly be any table of that name.
+	for _, k := range append([]string{"TABLE_NAME"}, p.Env()...) {
 		if getenv(k) == "" {
 			missing = append(missing, k)
 		}

@@ -108,9 +108,11 @@ func Main(function string, plugs ...Plug) {
 		}
 		os.Exit(1)
 	}
-	// The runtime library's own lines (an invocation's error) go through the function's JSON
-	// logger too, not as plain text among its records.
+	// The runtime library's own lines (an invocation's error, a panic) go through the
+	// function's JSON logger too, not as plain text among its records, and at ERROR: they are
+	// failures, and a level below would hide them.
 	slog.SetDefault(w.Log)
+	slog.SetLogLoggerLevel(slog.LevelError)
 	lambda.Start(w.Handler())
 }
 
@@ -280,10 +282,6 @@ func Config(function string, getenv func(string) string) (config.Config, error) 
 	cfg, err := config.FromEnv(own)
 	if err != nil {
 		return cfg, err
-	}
-	if getenv("TABLE_NAME") == "" {
-		// The local default ("mailroom") would quietly be any table of that name.
-		return cfg, fmt.Errorf("missing environment variables TABLE_NAME")
 	}
 	return cfg, ports.RequireEnv(own)
 }
