@@ -9,6 +9,7 @@
 //	mailroom-admin key create -team 1 -name ci [-permission SENDING] [-domain 2]
 //	mailroom-admin key list -team 1
 //	mailroom-admin key revoke -team 1 -id abcdefghij
+//	MAILROOM_KEY=us_... mailroom-admin key import   (or -key us_...)
 //	mailroom-admin unsubscribe-key rotate
 //	mailroom-admin webhook create -team 1 -url https://example.com/hooks [-events email.sent,email.delivered]
 //	mailroom-admin webhook list -team 1
@@ -24,6 +25,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/mailroom/mailroom/pkg/admin"
 	"github.com/mailroom/mailroom/pkg/app"
@@ -40,6 +43,13 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 {
 		return fmt.Errorf("%s", admin.Usage)
+	}
+	if args[0] == "key" && args[1] == "import" && !slices.ContainsFunc(args, func(a string) bool {
+		return a == "-key" || a == "--key" || strings.HasPrefix(a, "-key=") || strings.HasPrefix(a, "--key=")
+	}) {
+		if k := os.Getenv("MAILROOM_KEY"); k != "" {
+			args = append(slices.Clip(args), "-key", k) // not from the command line: no history keeps it
+		}
 	}
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {

@@ -73,21 +73,34 @@ func TestAdminTeamAndKeys(t *testing.T) {
 	if err := run(ctx, []string{"key", "create", "-team", "1", "-permission", "ROOT"}, &out2); err == nil {
 		t.Error("an unknown permission was accepted")
 	}
-	// A key of one's choosing (the sample events' key): stored once, then found again.
+	// A key of one's choosing (the sample events' key): stored once, then found again, from
+	// -key or from MAILROOM_KEY.
 	const sample = "us_samplekey0_0123456789abcdef0123456789abcdef"
-	for range 2 {
-		if out := runOK("key", "import", "-key", sample); !strings.Contains(out, "key samplekey0 is a FULL key of team 1") {
-			t.Errorf("key import: %q", out)
-		}
+	if out := runOK("key", "import", "-key", sample); !strings.Contains(out, "key samplekey0 is a FULL key of team 1 (all domains)") {
+		t.Errorf("key import: %q", out)
+	}
+	t.Setenv("MAILROOM_KEY", sample)
+	if out := runOK("key", "import"); !strings.Contains(out, "key samplekey0 is a FULL key of team 1") {
+		t.Errorf("key import from MAILROOM_KEY: %q", out)
 	}
 	if list := runOK("key", "list", "-team", "1"); !strings.Contains(list, "samplekey0\tbootstrap\tFULL") {
 		t.Errorf("imported key not listed: %q", list)
 	}
-	if err := run(ctx, []string{"key", "import", "-key", sample[:len(sample)-1] + "0"}, &out2); err == nil {
-		t.Error("a second secret for an existing key id was accepted")
+	// An existing key is described as it is, not as FULL.
+	sending := regexp.MustCompile(`us_[0-9a-z]{10}_[0-9a-f]{32}`).FindString(runOK("key", "create", "-team", "1", "-permission", "SENDING"))
+	if out := runOK("key", "import", "-key", sending); !strings.Contains(out, "is a SENDING key of team 1") {
+		t.Errorf("key import of a SENDING key: %q", out)
 	}
-	if err := run(ctx, []string{"key", "import", "-key", "nope"}, &out2); err == nil {
-		t.Error("a malformed key was imported")
+	t.Setenv("MAILROOM_KEY", "")
+	for _, args := range [][]string{
+		{"key", "import", "-key", sample[:len(sample)-1] + "0"}, // another secret for an existing id
+		{"key", "import", "-key", "nope"},
+		{"key", "import"},
+		{"key", "import", "-key", sample, "-team", "1"}, // a flag it would not honour
+	} {
+		if err := run(ctx, args, &out2); err == nil {
+			t.Errorf("%v was accepted", args)
+		}
 	}
 	if err := run(ctx, []string{"bogus", "verb"}, &out2); err == nil || !strings.Contains(err.Error(), "usage") {
 		t.Errorf("unknown command: %v", err)

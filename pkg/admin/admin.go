@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/app"
+	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/team"
@@ -26,7 +27,7 @@ const Usage = `usage:
   mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
   mailroom-admin key list -team ID
   mailroom-admin key revoke -team ID -id KEYID
-  mailroom-admin key import -key us_...
+  mailroom-admin key import [-key us_...]   (or the key in MAILROOM_KEY)
   mailroom-admin unsubscribe-key rotate
   mailroom-admin webhook create -team ID -url URL [-events TYPE,TYPE]
   mailroom-admin webhook list -team ID`
@@ -127,16 +128,33 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 		}
 	case "key import":
 		// What BOOTSTRAP_API_KEY does for the local server, for any store: the sample events'
-		// key against a table, or a key kept from another install.
-		if *given == "" {
-			return fmt.Errorf("key import: -key is required")
+		// key against a table, or a key kept from another install (from MAILROOM_KEY rather
+		// than the command line, which shell histories keep: mailroom-admin passes it as -key).
+		var other []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "key" {
+				other = append(other, "-"+f.Name)
+			}
+		})
+		if len(other) > 0 {
+			return fmt.Errorf("key import: %s not taken (the key goes to the first team, FULL)", strings.Join(other, ", "))
 		}
-		_, teamID, err := admin.Bootstrap(ctx, *given)
+		id, _, err := auth.Parse(*given)
 		if err != nil {
+			return fmt.Errorf("key import: give -key or MAILROOM_KEY, us_<10 [0-9a-z]>_<32 hex>")
+		}
+		if _, _, err := admin.Bootstrap(ctx, *given); err != nil {
 			return fmt.Errorf("key import: %w", err)
 		}
-		id, _, _ := strings.Cut(strings.TrimPrefix(*given, "us_"), "_")
-		fmt.Fprintf(out, "key %s is a FULL key of team %d\n", id, teamID)
+		k, err := admin.Store.GetAPIKey(ctx, id)
+		if err != nil {
+			return err
+		}
+		scope := "all domains"
+		if k.DomainID != 0 {
+			scope = fmt.Sprintf("domain %d", k.DomainID)
+		}
+		fmt.Fprintf(out, "key %s is a %s key of team %d (%s)\n", k.ID, k.Permission, k.TeamID, scope)
 	case "key revoke":
 		if err := admin.RevokeKey(ctx, *teamID, *keyID); err != nil {
 			return err
