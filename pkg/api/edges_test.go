@@ -120,6 +120,20 @@ func TestRequestEdges(t *testing.T) {
 	refused("an integer field given 1.5", e.raw("POST", "/api/v1/campaigns", `{"batchSize":1.5}`), "batchSize: must be an integer")
 	refused("a NUL in a header value", e.raw("POST", "/api/v1/emails",
 		`{"from":"a@example.com","to":"b@example.org","subject":"s","text":"t","headers":{"X-A":"a\u0000b"}}`), "headers.X-A: must not contain CR, LF or NUL")
+	// A non-ASCII address is refused with its reason wherever an address is taken.
+	bookID := e.book(`{"email":"ann@example.org"}`)
+	for _, c := range []struct{ path, body, field string }{
+		{"/api/v1/emails", `{"from":"a@example.com","to":"zoë@example.org","subject":"s","text":"t"}`, "to"},
+		{"/api/v1/campaigns", `{"name":"N","from":"zoë@example.com","subject":"s","contactBookId":"` + bookID + `","html":` + jsonString(campaignHTML) + `}`, "from"},
+		{"/api/v1/campaigns", `{"name":"N","from":"a@example.com","subject":"s","contactBookId":"` + bookID + `","html":` + jsonString(campaignHTML) + `,"cc":["a@bücher.de"]}`, "cc[0]"},
+		{"/api/v1/suppressions", `{"email":"zoë@example.org","reason":"MANUAL"}`, "email"},
+		{"/api/v1/contactBooks/" + bookID + "/contacts", `{"email":"zoë@example.org"}`, "email"},
+	} {
+		refused(c.path+" "+c.field, e.raw("POST", c.path, c.body), c.field+`: "`)
+		if r := e.raw("POST", c.path, c.body); !bytes.Contains(r.body, []byte("non-ASCII addresses cannot be sent")) {
+			t.Errorf("%s %s: %s, want the reason", c.path, c.field, r.body)
+		}
+	}
 	// The scheme of Authorization is case-insensitive.
 	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/domains", nil)
 	req.Header.Set("Authorization", "bearer "+e.key)

@@ -41,7 +41,7 @@ func (r *Request) validate() error {
 	}
 	from, err := email.ParseAddress(r.From)
 	if err != nil {
-		return fault.Field("from", "invalid email address %q", r.From)
+		return email.AddressError("from", r.From, err)
 	}
 	r.From = from
 	if r.HTML == "" && r.Content == "" {
@@ -77,7 +77,7 @@ func (r *Request) validate() error {
 		for i, a := range list {
 			norm, err := email.ParseAddress(a)
 			if err != nil {
-				return fault.Field(fmt.Sprintf("%s[%d]", field, i), "invalid email address %q", a)
+				return email.AddressError(fmt.Sprintf("%s[%d]", field, i), a, err)
 			}
 			list[i] = norm
 		}

@@ -85,7 +85,7 @@ func (f BookFields) validate(create bool) error {
 	}
 	if f.DoubleOptInFrom != nil && *f.DoubleOptInFrom != "" {
 		if _, err := email.ParseAddress(*f.DoubleOptInFrom); err != nil {
-			return fault.Field("doubleOptInFrom", "invalid email address %q", *f.DoubleOptInFrom)
+			return email.AddressError("doubleOptInFrom", *f.DoubleOptInFrom, err)
 		}
 	}
 	return nil
@@ -230,11 +230,8 @@ func (f Fields) Validate(at string, requireEmail bool) (string, error) {
 		}
 	} else {
 		addr, err := email.ParseAddress(*f.Email)
-		if errors.Is(err, email.ErrNonASCIIAddress) {
-			return "", fault.Field(at+"email", "%q: %v", *f.Email, err)
-		}
 		if err != nil {
-			return "", fault.Field(at+"email", "invalid email address %q", *f.Email)
+			return "", email.AddressError(at+"email", *f.Email, err)
 		}
 		norm = strings.ToLower(email.AddressOnly(addr))
 	}

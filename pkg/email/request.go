@@ -338,11 +338,18 @@ func (d *decoder) from() string {
 
 // failAddress refuses the address a of field, saying why when it is not simply malformed.
 func (d *decoder) failAddress(field, a string, err error) {
-	if errors.Is(err, ErrNonASCIIAddress) {
-		d.fail(field, "%q: %v", a, err)
-		return
+	if d.err == nil {
+		d.err = AddressError(d.at+field, a, err)
 	}
-	d.fail(field, "invalid email address %q", a)
+}
+
+// AddressError is the 400 for the address a of field that ParseAddress refused with err: it
+// says why when the address is not simply malformed.
+func AddressError(field, a string, err error) error {
+	if errors.Is(err, ErrNonASCIIAddress) {
+		return fault.Field(field, "%q: %v", a, err)
+	}
+	return fault.Field(field, "invalid email address %q", a)
 }
 
 // ErrNonASCIIAddress refuses an address with non-ASCII characters (in its name they are fine):

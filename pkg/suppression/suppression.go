@@ -31,7 +31,7 @@ type Service struct {
 func Normalize(field, addr string) (string, error) {
 	norm, err := email.ParseAddress(addr)
 	if err != nil {
-		return "", fault.Field(field, "invalid email address %q", addr)
+		return "", email.AddressError(field, addr, err)
 	}
 	return strings.ToLower(email.AddressOnly(norm)), nil
 }
