@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/auth"
 	"github.com/mailroom/mailroom/pkg/email"
@@ -26,8 +25,8 @@ func idempotencyKey(r *http.Request) (string, error) {
 	if len(vals) > 1 {
 		return "", fault.Field("Idempotency-Key", "give one header, not %d", len(vals))
 	}
-	if n := utf8.RuneCountInString(vals[0]); n < 1 || n > email.MaxIdempotencyKey {
-		return "", fault.Field("", "Invalid Idempotency-Key length")
+	if !email.ValidIdempotencyKey(vals[0]) { // before the body is read
+		return "", email.ErrIdempotencyKeyLength
 	}
 	return vals[0], nil
 }

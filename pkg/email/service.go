@@ -77,11 +77,21 @@ type SendResult struct {
 	Replayed bool
 }
 
+// ValidIdempotencyKey reports a key of 1 to MaxIdempotencyKey characters (not bytes).
+func ValidIdempotencyKey(key string) bool {
+	n := utf8.RuneCountInString(key)
+	return n >= 1 && n <= MaxIdempotencyKey
+}
+
+// ErrIdempotencyKeyLength refuses an Idempotency-Key of no characters or more than
+// MaxIdempotencyKey (characters, not bytes).
+var ErrIdempotencyKeyLength = fault.Field("", "Invalid Idempotency-Key length")
+
 // Send writes one email (batch=false, one request) or a batch, honouring an optional
 // Idempotency-Key. Nothing is written unless every request is valid.
 func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs []Request, batch bool) (SendResult, error) {
-	if key != "" && utf8.RuneCountInString(key) > MaxIdempotencyKey {
-		return SendResult{}, fault.Field("", "Invalid Idempotency-Key length")
+	if key != "" && !ValidIdempotencyKey(key) {
+		return SendResult{}, ErrIdempotencyKeyLength
 	}
 	now := s.Now().UTC()
 	nonce, fresh := "", false
