@@ -30,13 +30,7 @@ export async function startServer(name, apiKey, env = {}) {
   proc.stderr.setEncoding('utf8');
   proc.stderr.on('data', (c) => { stderr += c; });
   const lines = createInterface({ input: proc.stdout });
-  const first = await new Promise((ok, fail) => {
-    lines.once('line', ok);
-    exited.then(() => fail(new Error(`server exited before its start line:\n${stderr}`)));
-  });
-  lines.on('line', () => {}); // keep draining
-  const baseURL = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(first)?.[1];
-  assert.ok(baseURL, `unexpected start line ${first}`);
+  // stop ends the server and removes its folder, whatever happens below.
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) {
       proc.kill('SIGTERM');
@@ -44,6 +38,22 @@ export async function startServer(name, apiKey, env = {}) {
     }
     await rm(workDir, { recursive: true, force: true });
   };
+  let first;
+  try {
+    first = await new Promise((ok, fail) => {
+      lines.once('line', ok);
+      exited.then(() => fail(new Error(`server exited before its start line:\n${stderr}`)));
+    });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  lines.on('line', () => {}); // keep draining
+  const baseURL = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(first)?.[1];
+  if (!baseURL) {
+    await stop();
+    assert.fail(`unexpected start line ${first}`);
+  }
   for (let i = 0; i < 200; i++) {
     try {
       if ((await fetch(`${baseURL}/healthz`)).ok) return { baseURL, workDir, stop };
