@@ -348,6 +348,15 @@ var kinds = map[fault.Kind]struct {
 	fault.RateLimited:  {http.StatusTooManyRequests, "RATE_LIMITED"},
 }
 
+// MethodNotAllowed answers a request for a path served by the given methods only, as the route
+// table's paths answer (405, Allow, the error envelope): for the local server's own paths.
+func MethodNotAllowed(allow ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
+	})
+}
+
 // writeError is the one place errors become responses: a fault keeps its message, anything
 // else is a 500 with a fixed text.
 func writeError(w http.ResponseWriter, err error) {

@@ -151,6 +151,9 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(doc)
 	})
+	for _, p := range []string{"/healthz", "/api/v1/doc"} {
+		mux.Handle(p, api.MethodNotAllowed(http.MethodGet, http.MethodHead))
+	}
 	mux.Handle("/", a.Services.Handler())
 	// The mail console: GET / sends a browser to it.
 	console := api.NewConsole(a.Services, a.OutboxDir)

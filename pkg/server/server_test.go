@@ -55,6 +55,14 @@ func TestEmbeddedServerLifecycle(t *testing.T) {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// The server's own paths answer another method as the route table's do.
+	for _, p := range []string{"/healthz", "/api/v1/doc"} {
+		code, out := post(t, s.URL+p, "", `{}`)
+		e, _ := out["error"].(map[string]any)
+		if code != 405 || e["code"] != "METHOD_NOT_ALLOWED" {
+			t.Errorf("POST %s = %d %v", p, code, out)
+		}
+	}
 	if code, out := post(t, s.URL+"/api/v1/domains", s.APIKey, `{"name":"example.com","region":"us-east-1"}`); code != 200 || out["status"] != "SUCCESS" {
 		t.Fatalf("domain: %d %v", code, out)
 	}
