@@ -1,9 +1,13 @@
 package lambdafn_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,5 +61,22 @@ func TestColdStartFailureReachesTheRuntime(t *testing.T) {
 	if p.path != "POST /2018-06-01/runtime/init/error" || p.errType != lambdafn.InitErrorType ||
 		p.body["errorType"] != lambdafn.InitErrorType || !strings.Contains(p.body["errorMessage"].(string), "SCHEDULE_GROUP") {
 		t.Errorf("posted %+v", p)
+	}
+}
+
+// TestLibraryLogsAreJSONErrors: what the runtime library prints with the log package comes out
+// as a JSON record at ERROR through the function's logger, even one that drops INFO.
+func TestLibraryLogsAreJSONErrors(t *testing.T) {
+	prev := slog.Default()
+	defer func() { slog.SetDefault(prev); slog.SetLogLoggerLevel(slog.LevelInfo) }()
+	var buf bytes.Buffer
+	lambdafn.LibraryLogsTo(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	log.Printf("%s", `{"errorMessage":"boom","errorType":"wrapError"}`)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("not one JSON record: %q", buf.String())
+	}
+	if rec["level"] != "ERROR" || !strings.Contains(fmt.Sprint(rec["msg"]), "boom") {
+		t.Errorf("record %v", rec)
 	}
 }

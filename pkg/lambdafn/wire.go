@@ -108,12 +108,16 @@ func Main(function string, plugs ...Plug) {
 		}
 		os.Exit(1)
 	}
-	// The runtime library's own lines (an invocation's error, a panic) go through the
-	// function's JSON logger too, not as plain text among its records, and at ERROR: they are
-	// failures, and a level below would hide them.
-	slog.SetDefault(w.Log)
-	slog.SetLogLoggerLevel(slog.LevelError)
+	LibraryLogsTo(w.Log)
 	lambda.Start(w.Handler())
+}
+
+// LibraryLogsTo sends the standard log package's lines (aws-lambda-go prints an invocation's
+// error and a panic with log.Printf) through l, the function's JSON logger, at ERROR: not as
+// plain text among its records, and not at a level a warn-level logger would drop.
+func LibraryLogsTo(l *slog.Logger) {
+	slog.SetDefault(l)
+	slog.SetLogLoggerLevel(slog.LevelError)
 }
 
 // InitErrorType is the error type a failed cold start reports (Lambda shows it with the
