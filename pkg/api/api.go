@@ -171,8 +171,7 @@ func (s *Services) handler(routes []Route) http.Handler {
 	mux.Handle("/", s.wrap(Route{Method: "*", Path: "(no route)", Public: true,
 		handler: func(_ *Services, w http.ResponseWriter, r *http.Request) error {
 			if _, pattern := paths.Handler(r); pattern != "" {
-				w.Header().Set("Allow", strings.Join(methods[pattern], ", "))
-				return &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path}
+				return notAllowed(w, r, methods[pattern])
 			}
 			return fault.NotFoundf("Route %s %s not found", r.Method, r.URL.Path)
 		}}))
@@ -352,9 +351,14 @@ var kinds = map[fault.Kind]struct {
 // table's paths answer (405, Allow, the error envelope): for the local server's own paths.
 func MethodNotAllowed(allow ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
+		writeError(w, notAllowed(w, r, allow))
 	})
+}
+
+// notAllowed sets Allow to the methods the path has and returns the 405 for r's method.
+func notAllowed(w http.ResponseWriter, r *http.Request, allow []string) error {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return &fault.Error{Kind: methodNotAllowed, Message: "Method " + r.Method + " not allowed on " + r.URL.Path}
 }
 
 // writeError is the one place errors become responses: a fault keeps its message, anything
