@@ -120,11 +120,7 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 			return err
 		}
 		for _, k := range keys {
-			scope := "all domains"
-			if k.DomainID != 0 {
-				scope = fmt.Sprintf("domain %d", k.DomainID)
-			}
-			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Permission, scope, k.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Permission, keyScope(k), k.CreatedAt.Format(time.RFC3339))
 		}
 	case "key import":
 		// What BOOTSTRAP_API_KEY does for the local server, for any store: the sample events'
@@ -150,11 +146,7 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 		if err != nil {
 			return err
 		}
-		scope := "all domains"
-		if k.DomainID != 0 {
-			scope = fmt.Sprintf("domain %d", k.DomainID)
-		}
-		fmt.Fprintf(out, "key %s is a %s key of team %d (%s)\n", k.ID, k.Permission, k.TeamID, scope)
+		fmt.Fprintf(out, "key %s is a %s key of team %d (%s)\n", k.ID, k.Permission, k.TeamID, keyScope(k))
 	case "key revoke":
 		if err := admin.RevokeKey(ctx, *teamID, *keyID); err != nil {
 			return err
@@ -165,6 +157,14 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 		return fmt.Errorf("%s", Usage)
 	}
 	return nil
+}
+
+// keyScope says which of its team's domains a key acts on.
+func keyScope(k store.APIKey) string {
+	if k.DomainID != 0 {
+		return fmt.Sprintf("domain %d", k.DomainID)
+	}
+	return "all domains"
 }
 
 // limits describes a team's limits.
