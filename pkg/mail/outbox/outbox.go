@@ -698,8 +698,9 @@ func (o *Outbox) publishLoop() {
 	}
 }
 
-// laterAtMost caps the wait between two tries of refused events (retryLater, doubled each time).
-const laterAtMost = 16
+// laterDoublings caps the wait between two tries of refused events: retryLater, doubled each
+// time, at most this many times (16 times retryLater).
+const laterDoublings = 4
 
 // later keeps j, whose events the sink kept refusing, in the journal (published again at the
 // next start) and tries it again in this run after retryLater, doubled each time up to 16
@@ -714,7 +715,7 @@ func (o *Outbox) later(j job) {
 	if o.closed {
 		return // it stays in the journal for the next start
 	}
-	time.AfterFunc(o.retryLater*time.Duration(min(1<<min(j.refused-1, 10), laterAtMost)), func() {
+	time.AfterFunc(o.retryLater<<min(j.refused-1, laterDoublings), func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		w, ok := o.waiting[j.out.EmailID]
