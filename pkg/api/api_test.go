@@ -155,15 +155,22 @@ func (e *env) request(key, method, path string, body []byte, headers ...string) 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r := e.exchange(http.DefaultClient.Do, req)
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		e.t.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	return r
+}
+
+// exchange sends req with do and reads the whole answer.
+func (e *env) exchange(do func(*http.Request) (*http.Response, error), req *http.Request) response {
+	e.t.Helper()
+	resp, err := do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		e.t.Errorf("%s %s: Content-Type %q", method, path, ct)
-	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 

@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,13 +20,7 @@ func (e *env) raw(method, path, body string, headers ...string) response {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Add(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return e.exchange(http.DefaultTransport.RoundTrip, req)
 }
 
 // TestWhatNoRouteTakes: a known path with another method is a 405 that names the methods it
