@@ -556,15 +556,15 @@ func ParseAddress(s string) (string, error) {
 	if at <= 0 {
 		return "", fmt.Errorf("invalid address")
 	}
-	if !dotAtom(a.Address[:at]) {
-		// A quoted local part ("x@paypal.com"@example.com) is unquoted by the parser and
-		// would be stored, shown and sent as something else than it is.
-		return "", fmt.Errorf("invalid address: only plain local parts (no quotes) are accepted")
-	}
 	for i := 0; i < len(a.Address); i++ {
 		if a.Address[i] >= 0x80 {
 			return "", ErrNonASCIIAddress
 		}
+	}
+	if !dotAtom(a.Address[:at]) {
+		// A quoted local part ("x@paypal.com"@example.com) is unquoted by the parser and
+		// would be stored, shown and sent as something else than it is.
+		return "", fmt.Errorf("invalid address: only plain local parts (no quotes) are accepted")
 	}
 	domain := a.Address[at+1:]
 	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") ||
@@ -591,7 +591,7 @@ func dotAtom(local string) bool {
 	}
 	for _, c := range local {
 		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c > 127:
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case strings.ContainsRune(".!#$%&'*+-/=?^_`{|}~", c):
 		default:
 			return false
