@@ -73,9 +73,12 @@ func (st *Store) UpdateContactBook(ctx context.Context, teamID int64, id string,
 		if err != nil {
 			return store.ContactBook{}, err
 		}
+		stamp(m)
 		expr, names, values := setAll(m, attrContactCount)
 		values[":v"] = avN(old.Version)
-		out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		set := maps.Clone(m)
+		delete(set, attrContactCount)
+		out, err := st.updateCond(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(st.table),
 			Key:                       k.av(),
 			UpdateExpression:          aws.String(expr),
@@ -83,7 +86,7 @@ func (st *Store) UpdateContactBook(ctx context.Context, teamID int64, id string,
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: values,
 			ReturnValues:              types.ReturnValueAllNew,
-		})
+		}, set)
 		if conditionFailed(err) {
 			return store.ContactBook{}, errLost
 		}

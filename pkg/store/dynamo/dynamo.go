@@ -81,7 +81,7 @@ func (e *LostRaceError) Unwrap() error { return store.ErrContention }
 // putIfVersion writes item back if the stored one still has version: the write of an
 // optimistic attempt that changes one item. errLost when it does not.
 func (st *Store) putIfVersion(ctx context.Context, item map[string]types.AttributeValue, version int64, what string) error {
-	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+	err := st.putCond(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(st.table),
 		Item:                      item,
 		ConditionExpression:       aws.String("Version = :v"),
@@ -232,7 +232,7 @@ func (st *Store) getInto(ctx context.Context, k key, consistent bool, v any) err
 
 // putNew writes an item that must not exist yet; an existing one is store.ErrConflict.
 func (st *Store) putNew(ctx context.Context, item map[string]types.AttributeValue) error {
-	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+	err := st.putCond(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(st.table),
 		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),

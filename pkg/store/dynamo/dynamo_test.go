@@ -164,6 +164,7 @@ func TestCallCounts(t *testing.T) {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	check("ClaimIdempotency of a new key", 1)
+	claim.Nonce = "another request"
 	if _, ok, err := s.ClaimIdempotency(ctx, claim); err != nil || ok {
 		t.Fatalf("second claim: %v %v", ok, err)
 	}

@@ -724,7 +724,7 @@ func (st *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Emai
 		}
 		cond, vals := aws.String("Version = :v"), map[string]types.AttributeValue{":v": avN(old.Version)}
 		if len(itemEvents) == 0 {
-			_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+			err := st.putCond(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(st.table), Item: m, ConditionExpression: cond, ExpressionAttributeValues: vals,
 			})
 			if conditionFailed(err) {

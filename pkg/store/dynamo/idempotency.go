@@ -73,6 +73,10 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 		if err := unmarshal(ccf.Item, &old); err != nil {
 			return claimed{}, err
 		}
+		if old.State == store.IdemPending && old.Nonce == c.Nonce && c.Nonce != "" {
+			// This call's own claim, written by an earlier try whose answer was lost.
+			return claimed{old.Idempotency, true}, nil
+		}
 		// Only the same request (fingerprint) may take a stale claim over: another payload
 		// would re-stamp it and keep the first request's retry waiting for ever.
 		stale := old.State == store.IdemPending && c.StaleAfter > 0 &&
@@ -107,6 +111,10 @@ func (st *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store
 			var cur idemItem
 			if err := unmarshal(ccf.Item, &cur); err != nil {
 				return claimed{}, err
+			}
+			if cur.State == store.IdemPending && cur.ClaimedAtNs == now.UnixNano() && cur.Fingerprint == c.Fingerprint {
+				// This call's own takeover, written by an earlier try whose answer was lost.
+				return claimed{cur.Idempotency, true}, nil
 			}
 			if cur.ExpiresAtNs > now.UnixNano() {
 				// Someone else took it over (or completed it) first.

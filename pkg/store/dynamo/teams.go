@@ -70,7 +70,7 @@ func (st *Store) UpdateTeam(ctx context.Context, id int64, fn func(*store.Team) 
 	if err != nil {
 		return store.Team{}, err
 	}
-	_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+	err = st.putCond(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(st.table), Item: m, ConditionExpression: aws.String("attribute_exists(PK)"),
 	})
 	if conditionFailed(err) {

@@ -1,0 +1,147 @@
+package dynamo_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/store/dynamo"
+)
+
+// loseAnswers is a transport that, for the operations armed, lets moto apply the request and
+// then drops the answer as a reset connection would: the write is done, the SDK sees an error
+// and sends the request again. That happened to this project's CI on a bootstrap.
+type loseAnswers struct {
+	mu    sync.Mutex
+	armed map[string]int // operation ("PutItem") -> answers still to lose
+	lost  int
+}
+
+func (l *loseAnswers) arm(op string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed[op]++
+}
+
+func (l *loseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
+	motoMu.Lock()
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	motoMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.armed[op] > 0 && resp.StatusCode == 200 {
+		l.armed[op]--
+		l.lost++
+		resp.Body.Close()
+		return nil, fmt.Errorf("read tcp: connection reset by peer")
+	}
+	return resp, nil
+}
+
+// TestLostAnswerOfAnAppliedWrite: a conditional write whose answer was lost and which the SDK
+// sent again is the caller's success, applied once, not a conflict or a second application.
+func TestLostAnswerOfAnAppliedWrite(t *testing.T) {
+	lossy := &loseAnswers{armed: map[string]int{}}
+	client := dynamodb.NewFromConfig(awstest.Shared(t).Config(t), func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: lossy}
+	})
+	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
+	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
+		t.Fatal(err)
+	}
+	s := dynamo.New(client, name)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+
+	// A create (attribute_not_exists): the bootstrap's team and key.
+	lossy.arm("PutItem")
+	if err := s.CreateTeam(ctx, store.Team{ID: 1, Name: "Default team", CreatedAt: now}); err != nil {
+		t.Fatalf("CreateTeam after a lost answer: %v", err)
+	}
+	lossy.arm("PutItem")
+	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k1", TeamID: 1, Name: "bootstrap", SecretHash: "h", Permission: store.PermissionFull, CreatedAt: now}); err != nil {
+		t.Fatalf("CreateAPIKey after a lost answer: %v", err)
+	}
+	// A create of an existing item is still a conflict.
+	if err := s.CreateTeam(ctx, store.Team{ID: 1, Name: "Another", CreatedAt: now}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateTeam of an existing team: %v", err)
+	}
+
+	// An optimistic update (Version = :v): the change is applied once.
+	if err := s.CreateTemplate(ctx, store.Template{ID: "t1", TeamID: 1, Name: "n", Subject: "s", HTML: "h", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	lossy.arm("PutItem")
+	tpl, err := s.UpdateTemplate(ctx, 1, "t1", func(tp *store.Template) error { calls++; tp.Name += "+"; return nil })
+	if err != nil || tpl.Name != "n+" || calls != 1 {
+		t.Fatalf("UpdateTemplate after a lost answer: %q, change run %d times, %v", tpl.Name, calls, err)
+	}
+	if got, _ := s.GetTemplate(ctx, 1, "t1"); got.Name != "n+" {
+		t.Fatalf("stored template name %q", got.Name)
+	}
+
+	// An email's status change.
+	if err := s.CreateEmails(ctx, []store.Email{email(1, 1, "e1", now)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	calls = 0
+	lossy.arm("PutItem")
+	e, err := s.UpdateEmail(ctx, "e1", func(e *store.Email) ([]store.Event, error) {
+		calls++
+		if e.Status != store.StatusQueued {
+			return nil, fmt.Errorf("status %s, the change was applied before", e.Status)
+		}
+		e.Status, e.LatestStatus = store.StatusSent, store.StatusSent
+		return nil, nil
+	})
+	if err != nil || e.Status != store.StatusSent || calls != 1 {
+		t.Fatalf("UpdateEmail after a lost answer: %v, change run %d times, %v", e.Status, calls, err)
+	}
+
+	// A contact book's update (UpdateItem, Version = :v).
+	if err := s.CreateContactBook(ctx, store.ContactBook{ID: "b1", TeamID: 1, Name: "b", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	calls = 0
+	lossy.arm("UpdateItem")
+	b, err := s.UpdateContactBook(ctx, 1, "b1", func(b *store.ContactBook) error { calls++; b.Name += "+"; return nil })
+	if err != nil || b.Name != "b+" || calls != 1 {
+		t.Fatalf("UpdateContactBook after a lost answer: %q, change run %d times, %v", b.Name, calls, err)
+	}
+
+	// An idempotency claim: the request holds its own claim, not "in progress".
+	claim := store.IdemClaim{TeamID: 1, Key: "k", Fingerprint: "f", Nonce: "n1", Now: now, TTL: 24 * time.Hour, StaleAfter: time.Minute}
+	lossy.arm("PutItem")
+	if rec, ok, err := s.ClaimIdempotency(ctx, claim); err != nil || !ok || rec.Nonce != "n1" {
+		t.Fatalf("ClaimIdempotency after a lost answer: claimed %v, %+v, %v", ok, rec, err)
+	}
+	// Another request with that key still finds it taken.
+	other := claim
+	other.Nonce = "n2"
+	if _, ok, err := s.ClaimIdempotency(ctx, other); err != nil || ok {
+		t.Fatalf("a second request claimed the key: %v %v", ok, err)
+	}
+	// A stale claim's takeover (UpdateItem) whose answer is lost.
+	other.Now = now.Add(2 * time.Minute)
+	lossy.arm("UpdateItem")
+	if _, ok, err := s.ClaimIdempotency(ctx, other); err != nil || !ok {
+		t.Fatalf("takeover after a lost answer: claimed %v, %v", ok, err)
+	}
+
+	if lossy.lost != 7 {
+		t.Fatalf("%d answers lost, want 7: the test did not exercise every write", lossy.lost)
+	}
+}
