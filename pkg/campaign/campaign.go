@@ -201,6 +201,9 @@ type When struct {
 // resumed first. A campaign without a single subscribed
 // contact is refused and nothing changes.
 func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When, batchSize int) error {
+	if batchSize < 0 || batchSize > MaxBatchSize { // 0 keeps the campaign's own
+		return fault.Field("batchSize", "must be from 1 to %d", MaxBatchSize)
+	}
 	c, err := s.Get(ctx, teamID, id)
 	if err != nil {
 		return err

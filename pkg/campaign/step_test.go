@@ -3,6 +3,7 @@ package campaign
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,22 @@ func TestReleaseHeldDoesNotSpinOnAStaleIndex(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("releaseHeld spun until the deadline")
+	}
+}
+
+// TestScheduleRefusesABatchSizeOutOfRange: the service checks the batch size itself, whoever
+// calls it, and a refused schedule changes nothing.
+func TestScheduleRefusesABatchSizeOutOfRange(t *testing.T) {
+	s, st := stepFixture(t, 7)
+	ctx := context.Background()
+	for _, n := range []int{-1, MaxBatchSize + 1} {
+		err := s.Schedule(ctx, 1, "cpbench", When{Now: true}, n)
+		if err == nil || !strings.Contains(err.Error(), "batchSize: must be from 1 to") {
+			t.Errorf("batch size %d: %v", n, err)
+		}
+	}
+	c, err := st.GetCampaign(ctx, 1, "cpbench")
+	if err != nil || c.BatchSize != 7 {
+		t.Fatalf("campaign after refused schedules: batch size %d, %v", c.BatchSize, err)
 	}
 }
