@@ -239,6 +239,28 @@ func (w *statusRecorder) WriteHeader(code int) {
 // wrap authenticates, checks the key's permission, runs the handler, maps its error and logs
 // one line. Nothing about the body, the key or the error text of an internal error is logged
 // to the client; the log line carries the internal error for operators.
+// permits refuses a key the route is not for (Manage, TeamWide). The console asks it too, for
+// the route each of its pages shows the answer of.
+func (rt Route) permits(p auth.Principal) error {
+	if rt.Manage && !p.CanManage() {
+		return fault.New(fault.Forbidden, "This API key may only send and read emails")
+	}
+	if rt.TeamWide && p.DomainID != 0 {
+		return fault.New(fault.Forbidden, "This API key is restricted to one domain: it may not change what the whole team shares")
+	}
+	return nil
+}
+
+// routeOf is the route of the function named fn (a Route's Function).
+func routeOf(fn string) Route {
+	for _, rt := range Routes {
+		if rt.Function == fn {
+			return rt
+		}
+	}
+	panic("api: no route " + fn)
+}
+
 func (s *Services) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -258,11 +280,8 @@ func (s *Services) wrap(rt Route) http.Handler {
 				return err
 			}
 			teamID = p.TeamID
-			if rt.Manage && !p.CanManage() {
-				return fault.New(fault.Forbidden, "This API key may only send and read emails")
-			}
-			if rt.TeamWide && p.DomainID != 0 {
-				return fault.New(fault.Forbidden, "This API key is restricted to one domain: it may not change what the whole team shares")
+			if err := rt.permits(p); err != nil {
+				return err
 			}
 			if err := s.rateLimit(r.Context(), rec, p); err != nil {
 				return err

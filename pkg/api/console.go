@@ -67,6 +67,7 @@ func timeOf(v any) time.Time {
 const (
 	sessionCookie = "mailroom_console"
 	sessionTTL    = 12 * time.Hour
+	maxSessions   = 10000 // open sessions held in memory; a sign-in beyond is refused
 	// consoleScan is how many of the newest emails a search or a status filter looks through.
 	consoleScan = 1000
 	consolePage = 50
@@ -118,34 +119,47 @@ func NewConsole(s *Services, outboxDir string) *Console {
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(consoleFiles, "consoleui")
-	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/console/static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /console/static/{file}", func(w http.ResponseWriter, r *http.Request) {
+		// The page's style and script; no listing, and not the templates.
+		if f := r.PathValue("file"); !strings.HasSuffix(f, ".css") && !strings.HasSuffix(f, ".js") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusFound)
 	})
-	mux.HandleFunc("GET /console/{$}", c.page(c.emails))
-	mux.HandleFunc("GET /console/emails/{id}", c.page(c.email))
-	mux.HandleFunc("GET /console/emails/{id}/raw", c.page(c.raw))
-	mux.HandleFunc("GET /console/events", c.page(c.events))
-	mux.HandleFunc("POST /console/emails/{id}/simulate", c.page(c.simulate))
-	mux.HandleFunc("GET /console/domains", c.page(c.domains))
-	mux.HandleFunc("GET /console/campaigns", c.page(c.campaigns))
-	mux.HandleFunc("GET /console/webhooks", c.page(c.webhooks))
-	mux.HandleFunc("POST /console/webhooks/{id}/calls/{callId}/replay", c.page(c.replay))
-	mux.HandleFunc("GET /console/suppressions", c.page(c.suppressions))
-	mux.HandleFunc("GET /console/analytics", c.page(c.analytics))
-	mux.HandleFunc("GET /console/templates", c.page(c.templates))
-	mux.HandleFunc("GET /console/books", c.page(c.books))
-	mux.HandleFunc("GET /console/books/{id}", c.page(c.book))
-	mux.HandleFunc("GET /console/keys", c.page(c.keys))
-	mux.HandleFunc("POST /console/keys", c.page(c.keys))
-	mux.HandleFunc("POST /console/keys/{id}/revoke", c.page(c.revokeKey))
+	// Each page answers what an API route answers, to the keys that route takes.
+	mux.HandleFunc("GET /console/{$}", c.page("ListEmails", c.emails))
+	mux.HandleFunc("GET /console/emails/{id}", c.page("GetEmail", c.email))
+	mux.HandleFunc("GET /console/emails/{id}/raw", c.page("GetEmail", c.raw))
+	mux.HandleFunc("GET /console/events", c.page("ListEmails", c.events))
+	// A simulated bounce or complaint suppresses the address for the whole team.
+	mux.HandleFunc("POST /console/emails/{id}/simulate", c.page("CreateSuppression", c.simulate))
+	mux.HandleFunc("GET /console/domains", c.page("ListDomains", c.domains))
+	mux.HandleFunc("GET /console/campaigns", c.page("ListCampaigns", c.campaigns))
+	mux.HandleFunc("GET /console/webhooks", c.page("ListWebhookCalls", c.webhooks))
+	mux.HandleFunc("POST /console/webhooks/{id}/calls/{callId}/replay", c.page("ReplayWebhookCall", c.replay))
+	mux.HandleFunc("GET /console/suppressions", c.page("ListSuppressions", c.suppressions))
+	mux.HandleFunc("GET /console/analytics", c.page("GetEmailTimeSeries", c.analytics))
+	mux.HandleFunc("GET /console/templates", c.page("ListTemplates", c.templates))
+	mux.HandleFunc("GET /console/books", c.page("ListContactBooks", c.books))
+	mux.HandleFunc("GET /console/books/{id}", c.page("ListContacts", c.book))
+	mux.HandleFunc("GET /console/keys", c.page("", c.keys))
+	mux.HandleFunc("POST /console/keys", c.page("", c.keys))
+	mux.HandleFunc("POST /console/keys/{id}/revoke", c.page("", c.revokeKey))
 	mux.HandleFunc("POST /console/session", c.signIn)
-	mux.HandleFunc("POST /console/signout", c.page(c.signOut))
+	mux.HandleFunc("POST /console/signout", c.page("", c.signOut))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", consoleCSP)
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin: a form posted from a console page carries its true Origin (with
+		// no-referrer it would say null), and nothing leaves for another site.
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY") // frame-ancestors 'none', for browsers without it
 		h.Set("Cache-Control", "no-store")
 		mux.ServeHTTP(w, r)
 	})
@@ -157,6 +171,7 @@ type view struct {
 	Signed bool
 	CSRF   string
 	Error  string
+	Manage bool // the key is not a SENDING key (the nav shows what it may read)
 	Admin  bool // the key may manage the team's keys (the nav shows Keys)
 }
 
@@ -166,9 +181,14 @@ type signedIn struct {
 	p  auth.Principal
 }
 
-// page runs h for a signed-in browser; others get the sign-in page (or 401 for the live
-// events and fragments, which a page's script asks for).
-func (c *Console) page(h func(http.ResponseWriter, *http.Request, signedIn) error) http.HandlerFunc {
+// page runs h for a signed-in browser whose key the API route named fn takes ("": any key);
+// others get the sign-in page (or 401 for the live events and fragments, which a page's
+// script asks for).
+func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, signedIn) error) http.HandlerFunc {
+	var rt Route
+	if fn != "" {
+		rt = routeOf(fn)
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		si, ok := c.session(r)
 		if !ok {
@@ -179,7 +199,11 @@ func (c *Console) page(h func(http.ResponseWriter, *http.Request, signedIn) erro
 			c.render(w, http.StatusOK, "signin", view{Title: "Sign in"})
 			return
 		}
-		if err := h(w, r, si); err != nil {
+		err := rt.permits(si.p)
+		if err == nil {
+			err = h(w, r, si)
+		}
+		if err != nil {
 			status, _, msg := errorOf(err)
 			if status >= 500 {
 				c.s.Log.Error("console", "path", r.URL.Path, "err", err.Error())
@@ -219,10 +243,16 @@ func (c *Console) csrf(sessionID string) string {
 }
 
 // sameOrigin refuses a form posted from another site (with the SameSite=Strict cookie and the
-// CSRF token, the third of three checks).
+// CSRF token, the third of three checks). A browser posting a console form sends the page's
+// origin (Referrer-Policy same-origin); "null" comes from a sandboxed frame, a data: URL or a
+// redirect across sites. A client without Origin (curl, a script) is let through unless it
+// says it is cross-site.
 func sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
-	if o == "" || o == "null" {
+	if o == "null" {
+		return false
+	}
+	if o == "" {
 		return r.Header.Get("Sec-Fetch-Site") != "cross-site"
 	}
 	u, err := url.Parse(o)
@@ -242,8 +272,19 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
+	now := time.Now()
 	c.mu.Lock()
-	c.sessions[id] = consoleSession{key: key, expires: time.Now().Add(sessionTTL)}
+	for sid, s := range c.sessions { // ended sessions go here, not only when their cookie comes back
+		if now.After(s.expires) {
+			delete(c.sessions, sid)
+		}
+	}
+	if len(c.sessions) >= maxSessions {
+		c.mu.Unlock()
+		c.render(w, http.StatusServiceUnavailable, "signin", view{Title: "Sign in", Error: "Too many open sessions: sign out elsewhere, or restart the server."})
+		return
+	}
+	c.sessions[id] = consoleSession{key: key, expires: now.Add(sessionTTL)}
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/console/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
@@ -395,8 +436,10 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 	if f.page*consolePage < total {
 		v.Next = f.url(f.page+1, false)
 	}
-	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID); err != nil {
-		return err
+	if routeOf("ListDomains").permits(si.p) == nil { // the filter's names
+		if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID); err != nil {
+			return err
+		}
 	}
 	if r.URL.Query().Get("fragment") == "rows" {
 		c.render(w, http.StatusOK, "rows", v)
@@ -433,7 +476,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	redactFor(si.p, one)
 	e = one[0]
 	v := emailView{view: c.viewFor("Email", si), E: e,
-		Simulate: c.Events != nil && si.p.CanManage() && e.MessageID != ""}
+		Simulate: c.Events != nil && routeOf("CreateSuppression").permits(si.p) == nil && e.MessageID != ""}
 	for _, ev := range events {
 		ce := consoleEvent{Status: ev.Status, CreatedAt: ev.CreatedAt}
 		if len(ev.Data) > 0 && string(ev.Data) != "null" {
@@ -463,6 +506,10 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 				}
 			}
 			v.Headers = b.String()
+			if e.CampaignID != "" && !si.p.CanManage() {
+				// List-Unsubscribe carries the recipient's link, as the body does.
+				v.Headers = unsubscribeLink().ReplaceAllString(v.Headers, "${1}redacted")
+			}
 		}
 	}
 	if r.URL.Query().Get("fragment") == "timeline" {
@@ -505,6 +552,7 @@ func (c *Console) raw(w http.ResponseWriter, r *http.Request, si signedIn) error
 		return nil
 	}
 	w.Header().Set("Content-Type", "message/rfc822")
+	w.Header().Set("Content-Security-Policy", consoleCSP+"; sandbox") // should a browser render it anyway
 	w.Header().Set("Content-Disposition", `attachment; filename="`+e.ID+`.eml"`)
 	_, _ = w.Write(b)
 	return nil
@@ -523,6 +571,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 	state := func() string {
 		var b strings.Builder
 		if r.URL.Query().Get("campaigns") != "" {
+			if routeOf("ListCampaigns").permits(si.p) != nil {
+				return ""
+			}
 			list, _, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
 			if err != nil {
 				return ""
@@ -561,6 +612,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 			return nil
 		case <-t.C:
 		}
+		if _, ok := c.session(r); !ok {
+			return nil // signed out, expired or revoked since: the stream ends with the session
+		}
 		if now := state(); now != last {
 			last = now
 			fmt.Fprint(w, "event: changed\ndata: {}\n\n")
@@ -576,8 +630,8 @@ func (c *Console) simulate(w http.ResponseWriter, r *http.Request, si signedIn) 
 	if err := c.checkForm(r, si); err != nil {
 		return err
 	}
-	if c.Events == nil || !si.p.CanManage() {
-		return fault.New(fault.Forbidden, "Only a FULL key may fire events")
+	if c.Events == nil {
+		return fault.New(fault.Forbidden, "This console fires no events")
 	}
 	e, _, err := c.s.Emails.Get(r.Context(), si.p, r.PathValue("id"))
 	if err != nil {
@@ -771,7 +825,7 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 
 // viewFor is a signed-in page's view.
 func (c *Console) viewFor(title string, si signedIn) view {
-	return view{Title: title, Signed: true, CSRF: c.csrf(si.id), Admin: c.mayManageKeys(si.p)}
+	return view{Title: title, Signed: true, CSRF: c.csrf(si.id), Manage: si.p.CanManage(), Admin: c.mayManageKeys(si.p)}
 }
 
 // webhooksView is the webhooks page: each webhook with its latest calls (attempts, answer,
@@ -791,18 +845,7 @@ type consoleCall struct {
 	Payload string
 }
 
-// teamWide refuses a key the webhook routes refuse (Manage, TeamWide).
-func (c *Console) teamWide(p auth.Principal) error {
-	if !wholeTeam(p) {
-		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may see the team's webhooks")
-	}
-	return nil
-}
-
 func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	if err := c.teamWide(si.p); err != nil {
-		return err
-	}
 	list, err := c.s.Webhooks.List(r.Context(), si.p.TeamID)
 	if err != nil {
 		return err
@@ -830,9 +873,6 @@ func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) 
 
 // replay sends a call's event again, as a new call (the API's replay).
 func (c *Console) replay(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	if err := c.teamWide(si.p); err != nil {
-		return err
-	}
 	if err := c.checkForm(r, si); err != nil {
 		return err
 	}
@@ -851,9 +891,6 @@ type suppressionsView struct {
 }
 
 func (c *Console) suppressions(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	if err := c.teamWide(si.p); err != nil {
-		return err
-	}
 	list, n, err := c.s.Suppressions.List(r.Context(), si.p.TeamID, "", 1, 100)
 	if err != nil {
 		return err

@@ -300,3 +300,156 @@ func count(list []string, s string) int {
 	}
 	return n
 }
+
+// signedIn returns a console browser signed in with key.
+func signedIn(t *testing.T, srv *httptest.Server, key string) *http.Client {
+	t.Helper()
+	c := consoleClient(t)
+	if code, body := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {key}}, srv.URL); code != 200 {
+		t.Fatalf("sign in = %d:\n%.300s", code, body)
+	}
+	return c
+}
+
+// TestConsoleShowsAKeyWhatTheAPIShowsIt: each console page answers a key as the API route it
+// mirrors does. A SENDING key sees its emails and nothing else, not even a campaign email's
+// unsubscribe link in the headers; a key of one domain fires no event that suppresses an
+// address for the whole team; a live stream ends with its session.
+func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
+	e := newEnv(t)
+	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
+	con.Poll = 20 * time.Millisecond
+	con.Events = e.app.Ingester
+	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
+	srv := httptest.NewServer(con.Handler())
+	defer srv.Close()
+
+	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`)
+	var cp campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Launch","from":"news@example.com","subject":"Hi","contactBookId":"`+bookID+
+		`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &cp)
+	e.awaitCampaign(cp.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Delivered == 1 })
+
+	sendingKey := e.keyFor(store.PermissionSending, 0)
+	sending := signedIn(t, srv, sendingKey)
+	pages := map[string]string{ // console page -> the API route it shows
+		"/console/campaigns": "/api/v1/campaigns", "/console/books": "/api/v1/contactBooks",
+		"/console/books/" + bookID: "/api/v1/contactBooks/" + bookID + "/contacts", "/console/domains": "/api/v1/domains",
+		"/console/templates": "/api/v1/templates", "/console/analytics": "/api/v1/analytics/email-time-series",
+		"/console/suppressions": "/api/v1/suppressions", "/console/webhooks": "/api/v1/webhooks",
+	}
+	for page, route := range pages {
+		apiStatus := e.request(sendingKey, "GET", route, nil).status
+		if code, body := get(t, sending, srv.URL+page); code != apiStatus || code != 403 || strings.Contains(body, "Launch") || strings.Contains(body, "ann@example.org") {
+			t.Errorf("a SENDING key on %s = %d, the API on %s = %d:\n%.300s", page, code, route, apiStatus, body)
+		}
+	}
+	code, list := get(t, sending, srv.URL+"/console/")
+	if code != 200 {
+		t.Fatalf("a SENDING key's emails = %d", code)
+	}
+	for _, link := range []string{`href="/console/campaigns"`, `href="/console/books"`, `href="/console/domains"`, `href="/console/templates"`, `href="/console/analytics"`} {
+		if strings.Contains(list, link) {
+			t.Errorf("a SENDING key's menu has %s", link)
+		}
+	}
+	m := regexp.MustCompile(`/console/emails/([0-9a-z]+)"`).FindStringSubmatch(list)
+	if m == nil {
+		t.Fatalf("the campaign email is not listed:\n%s", list)
+	}
+	code, page := get(t, sending, srv.URL+"/console/emails/"+m[1])
+	if code != 200 || !strings.Contains(page, "List-Unsubscribe: ") {
+		t.Fatalf("the campaign email's page = %d, with its headers:\n%s", code, page)
+	}
+	if tok := regexp.MustCompile(`/unsubscribe/([A-Za-z0-9_\-.~%]+)`).FindAllStringSubmatch(page, -1); len(tok) == 0 {
+		t.Error("the page shows no (redacted) unsubscribe link")
+	} else {
+		for _, x := range tok {
+			if x[1] != "redacted" {
+				t.Errorf("a SENDING key sees an unsubscribe token: %s", x[0])
+			}
+		}
+	}
+	full := signedIn(t, srv, e.key)
+	if _, page := get(t, full, srv.URL+"/console/emails/"+m[1]); !regexp.MustCompile(`List-Unsubscribe: &lt;\S*/unsubscribe/[A-Za-z0-9_\-.~%]{20,}&gt;`).MatchString(page) {
+		t.Error("a FULL key does not see the campaign email's List-Unsubscribe header")
+	}
+
+	// A FULL key of one domain: the API refuses it a suppression, so the console refuses it a
+	// bounce, which would suppress the address for the whole team.
+	var d struct{ ID int64 }
+	e.mustDo("GET", "/api/v1/domains/1", "", &d)
+	one := signedIn(t, srv, e.keyFor(store.PermissionFull, d.ID))
+	_, page = get(t, one, srv.URL+"/console/emails/"+m[1])
+	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if token == nil || strings.Contains(page, `id="sim-bounce"`) {
+		t.Fatalf("a key of one domain: token %v, or offered the event buttons", token)
+	}
+	if code, _ := postForm(t, one, srv.URL+"/console/emails/"+m[1]+"/simulate", url.Values{"csrf": {token[1]}, "event": {"bounce"}, "subtype": {"permanent-general"}}, srv.URL); code != 403 {
+		t.Errorf("a key of one domain fires a bounce: %d", code)
+	}
+	var sup struct{ Data []any }
+	if e.mustDo("GET", "/api/v1/suppressions", "", &sup); len(sup.Data) != 0 {
+		t.Errorf("suppressions: %v", sup.Data)
+	}
+
+	// A live stream ends when its session does.
+	resp, err := one.Get(srv.URL + "/console/events")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		close(ended)
+	}()
+	if code, _ := postForm(t, one, srv.URL+"/console/signout", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
+		t.Fatalf("sign out = %d", code)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("the live stream outlived its session")
+	}
+	resp.Body.Close()
+}
+
+// TestConsoleHardening: framing refused by both headers, only the style and script served from
+// static (no listing, no template), a form from an opaque origin refused, a key name bounded.
+func TestConsoleHardening(t *testing.T) {
+	e := newEnv(t)
+	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
+	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
+	srv := httptest.NewServer(con.Handler())
+	defer srv.Close()
+	c := consoleClient(t)
+	resp, err := c.Get(srv.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := resp.Header; h.Get("X-Frame-Options") != "DENY" || !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("Referrer-Policy") != "same-origin" {
+		t.Errorf("headers %v", h)
+	}
+	for path, want := range map[string]int{"/console/static/": 404, "/console/static/layout.html": 404, "/console/static/console.css": 200, "/console/static/console.js": 200} {
+		if code, _ := get(t, c, srv.URL+path); code != want {
+			t.Errorf("GET %s = %d, want %d", path, code, want)
+		}
+	}
+	if code, _ := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {e.key}}, "null"); code != 403 {
+		t.Errorf("a sign-in from an opaque origin = %d", code)
+	}
+	full := signedIn(t, srv, e.key)
+	_, page := get(t, full, srv.URL+"/console/keys")
+	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if token == nil {
+		t.Fatal("no token on the keys page")
+	}
+	long := strings.Repeat("é", team.MaxKeyName+1)
+	if code, body := postForm(t, full, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "name": {long}, "permission": {"FULL"}}, srv.URL); code != 400 || !strings.Contains(body, "name: at most 100 characters") {
+		t.Errorf("a key name of %d characters = %d %s", team.MaxKeyName+1, code, body)
+	}
+	if code, _ := postForm(t, full, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "name": {strings.Repeat("é", team.MaxKeyName)}, "permission": {"FULL"}}, srv.URL); code != 200 {
+		t.Errorf("a key name of %d characters = %d", team.MaxKeyName, code)
+	}
+}

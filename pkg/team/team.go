@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -42,6 +44,9 @@ func (a *Admin) CreateTeam(ctx context.Context, name string) (store.Team, error)
 	return t, nil
 }
 
+// MaxKeyName is the longest key name, in characters.
+const MaxKeyName = 100
+
 // KeyRequest describes a key to create.
 type KeyRequest struct {
 	TeamID     int64
@@ -56,7 +61,10 @@ func (a *Admin) CreateKey(ctx context.Context, r KeyRequest) (string, store.APIK
 		r.Permission = store.PermissionFull
 	}
 	if r.Permission != store.PermissionFull && r.Permission != store.PermissionSending {
-		return "", store.APIKey{}, fmt.Errorf("permission must be FULL or SENDING")
+		return "", store.APIKey{}, fault.Field("permission", "must be FULL or SENDING")
+	}
+	if n := utf8.RuneCountInString(r.Name); n > MaxKeyName {
+		return "", store.APIKey{}, fault.Field("name", "at most %d characters, not %d", MaxKeyName, n)
 	}
 	if _, err := a.Store.GetTeam(ctx, r.TeamID); err != nil {
 		return "", store.APIKey{}, fmt.Errorf("team %d: %w", r.TeamID, err)
