@@ -417,6 +417,31 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestIdempotentReplayKeepsTheKeysScope: a key restricted to another domain that repeats a
+// teammate's request with its Idempotency-Key gets the 403 it gets without the key, not the
+// teammate's email ids.
+func TestIdempotentReplayKeepsTheKeysScope(t *testing.T) {
+	e := newEnv(t)
+	body := `{"from":"a@example.com","to":"b@example.org","subject":"Scoped","text":"t"}`
+	first := e.send(body, "Idempotency-Key", "shared")
+	var d struct{ ID int64 }
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.example"}`, &d)
+	for _, key := range []string{e.keyFor(store.PermissionFull, d.ID), e.keyFor(store.PermissionSending, d.ID)} {
+		without := e.request(key, "POST", "/api/v1/emails", []byte(body))
+		with := e.request(key, "POST", "/api/v1/emails", []byte(body), "Idempotency-Key", "shared")
+		if without.status != 403 || with.status != 403 || strings.Contains(string(with.body), first) || with.header.Get("Idempotency-Replayed") != "" {
+			t.Errorf("another domain's key: %d without the Idempotency-Key, %d with it: %s", without.status, with.status, with.body)
+		}
+		batch := e.request(key, "POST", "/api/v1/emails/batch", []byte("["+body+"]"), "Idempotency-Key", "shared-batch")
+		if batch.status != 403 || !strings.Contains(string(batch.body), "[0].from") {
+			t.Errorf("another domain's key, batch: %d %s", batch.status, batch.body)
+		}
+	}
+	if r := e.do("POST", "/api/v1/emails", body, "Idempotency-Key", "shared"); r.status != 200 || !strings.Contains(string(r.body), first) {
+		t.Errorf("the team's own replay: %d %s", r.status, r.body)
+	}
+}
+
 func TestIdempotencyConcurrent(t *testing.T) {
 	e := newEnv(t)
 	const n = 40

@@ -96,6 +96,9 @@ func (s *Service) Send(ctx context.Context, p auth.Principal, key string, reqs [
 	now := s.Now().UTC()
 	nonce, fresh := "", false
 	if key != "" {
+		if err := s.checkSenders(ctx, p, reqs, batch); err != nil {
+			return SendResult{}, err
+		}
 		fp, err := fingerprint(reqs, batch)
 		if err != nil {
 			return SendResult{}, err
@@ -255,6 +258,44 @@ func fingerprint(reqs []Request, batch bool) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// sender is the domain of from, which must be one of the team's, verified, and the key's own
+// when the key is restricted to one domain.
+func (s *Service) sender(ctx context.Context, p auth.Principal, from string) (store.Domain, error) {
+	name := DomainOf(from)
+	dom, err := s.Domains.Lookup(ctx, p.TeamID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Domain{}, fault.Field("from", "domain %s is not a domain of this team; add and verify it first", name)
+	}
+	if err != nil {
+		return store.Domain{}, fmt.Errorf("domain lookup: %w", err)
+	}
+	if dom.Status != store.DomainSuccess {
+		return store.Domain{}, fault.Field("from", "domain %s is not verified (status %s)", name, dom.Status)
+	}
+	if p.DomainID != 0 && dom.ID != p.DomainID {
+		return store.Domain{}, fault.New(fault.Forbidden, "from: this API key may only send from its own domain")
+	}
+	return dom, nil
+}
+
+// checkSenders refuses, before an Idempotency-Key is looked at, a request that a key restricted
+// to one domain may not make: a replay would otherwise answer it 200 with a teammate's email
+// ids. (A whole-team key may send from any of the team's domains; build checks them.)
+func (s *Service) checkSenders(ctx context.Context, p auth.Principal, reqs []Request, batch bool) error {
+	if p.DomainID == 0 {
+		return nil
+	}
+	for i, r := range reqs {
+		if _, err := s.sender(ctx, p, r.From); err != nil {
+			if batch {
+				return fault.Prefix(fmt.Sprintf("[%d].", i), err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // prepare validates what needs the store (domains, templates, replies) and builds the emails
 // with their first events; it writes nothing.
 func (s *Service) prepare(ctx context.Context, p auth.Principal, reqs []Request, batch bool, nonce string, now time.Time) ([]store.Email, []store.Event, error) {
@@ -325,19 +366,9 @@ func responseBody(ids []string, batch bool) ([]byte, error) {
 
 // build resolves one request into an email: its domain, template and reply reference.
 func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templates map[string]store.Template, now time.Time, budget *int) (store.Email, error) {
-	name := DomainOf(r.From)
-	dom, err := s.Domains.Lookup(ctx, p.TeamID, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Email{}, fault.Field("from", "domain %s is not a domain of this team; add and verify it first", name)
-	}
+	dom, err := s.sender(ctx, p, r.From)
 	if err != nil {
-		return store.Email{}, fmt.Errorf("domain lookup: %w", err)
-	}
-	if dom.Status != store.DomainSuccess {
-		return store.Email{}, fault.Field("from", "domain %s is not verified (status %s)", name, dom.Status)
-	}
-	if p.DomainID != 0 && dom.ID != p.DomainID {
-		return store.Email{}, fault.New(fault.Forbidden, "from: this API key may only send from its own domain")
+		return store.Email{}, err
 	}
 	e := store.Email{
 		TeamID: p.TeamID, DomainID: dom.ID, From: r.From, To: r.To, CC: r.CC, BCC: r.BCC,
