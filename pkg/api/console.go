@@ -474,6 +474,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	}
 	one := []store.Email{e}
 	redactFor(si.p, one)
+	events = redactEvents(si.p, e, events)
 	e = one[0]
 	v := emailView{view: c.viewFor("Email", si), E: e,
 		Simulate: c.Events != nil && routeOf("CreateSuppression").permits(si.p) == nil && e.MessageID != ""}
@@ -506,9 +507,8 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 				}
 			}
 			v.Headers = b.String()
-			if e.CampaignID != "" && !si.p.CanManage() {
-				// List-Unsubscribe carries the recipient's link, as the body does.
-				v.Headers = unsubscribeLink().ReplaceAllString(v.Headers, "${1}redacted")
+			if hidesLinks(si.p, e) { // List-Unsubscribe carries the recipient's link, as the body does
+				v.Headers = redactLinks(v.Headers)
 			}
 		}
 	}
@@ -542,7 +542,7 @@ func (c *Console) raw(w http.ResponseWriter, r *http.Request, si signedIn) error
 	if err != nil {
 		return err
 	}
-	if e.CampaignID != "" && !si.p.CanManage() {
+	if hidesLinks(si.p, e) {
 		// The raw message carries the recipient's unsubscribe link, which such a key may not see.
 		return fault.New(fault.Forbidden, "This API key may not read a campaign email's raw message")
 	}

@@ -371,8 +371,25 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 		}
 	}
 	full := signedIn(t, srv, e.key)
-	if _, page := get(t, full, srv.URL+"/console/emails/"+m[1]); !regexp.MustCompile(`List-Unsubscribe: &lt;\S*/unsubscribe/[A-Za-z0-9_\-.~%]{20,}&gt;`).MatchString(page) {
-		t.Error("a FULL key does not see the campaign email's List-Unsubscribe header")
+	_, fullPage := get(t, full, srv.URL+"/console/emails/"+m[1])
+	link := regexp.MustCompile(`List-Unsubscribe: &lt;(\S*/unsubscribe/([A-Za-z0-9_\-.~%]{20,}))&gt;`).FindStringSubmatch(fullPage)
+	if link == nil {
+		t.Fatal("a FULL key does not see the campaign email's List-Unsubscribe header")
+	}
+	// With click tracking, SES reports a click on the link with the link: the event's data
+	// is redacted too, in the API and on the page.
+	fullToken := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(fullPage)
+	if code, _ := postForm(t, full, srv.URL+"/console/emails/"+m[1]+"/simulate", url.Values{"csrf": {fullToken[1]}, "event": {"click"}, "url": {link[1]}}, srv.URL); code != 200 {
+		t.Fatalf("a simulated click = %d", code)
+	}
+	if r := e.request(e.key, "GET", "/api/v1/emails/"+m[1], nil); !strings.Contains(string(r.body), link[2]) {
+		t.Fatalf("the click is not recorded with its link: %s", r.body)
+	}
+	if r := e.request(sendingKey, "GET", "/api/v1/emails/"+m[1], nil); r.status != 200 || strings.Contains(string(r.body), link[2]) || !strings.Contains(string(r.body), "/unsubscribe/redacted") {
+		t.Errorf("a SENDING key reads the click's link: %d %s", r.status, r.body)
+	}
+	if _, page := get(t, sending, srv.URL+"/console/emails/"+m[1]); strings.Contains(page, link[2]) {
+		t.Error("a SENDING key's console page shows the click's link")
 	}
 
 	// A FULL key of one domain: the API refuses it a suppression, so the console refuses it a

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +139,7 @@ func (s *Services) getEmail(w http.ResponseWriter, r *http.Request) error {
 	}
 	one := []store.Email{e}
 	redactFor(principal(r), one)
-	writeJSON(w, http.StatusOK, newEmailDetail(one[0], events))
+	writeJSON(w, http.StatusOK, newEmailDetail(one[0], redactEvents(principal(r), e, events)))
 	return nil
 }
 
@@ -147,24 +148,43 @@ var unsubscribeLink = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(/unsubscribe/)[A-Za-z0-9_\-.~%]+`)
 })
 
-// redactFor hides the unsubscribe links of campaign emails from a key that may not manage the
-// team (a SENDING key): with one, it could unsubscribe the campaign's recipients.
+// hidesLinks reports whether p may not see the unsubscribe links of e: a campaign email, to a
+// key that may not manage the team (a SENDING key). With a link, it could unsubscribe the
+// campaign's recipients.
+func hidesLinks(p auth.Principal, e store.Email) bool { return e.CampaignID != "" && !p.CanManage() }
+
+// redactLinks replaces the token of every unsubscribe link in s by "redacted".
+func redactLinks(s string) string { return unsubscribeLink().ReplaceAllString(s, "${1}redacted") }
+
+// redactFor hides the unsubscribe links of the emails p may not see them in (hidesLinks).
 func redactFor(p auth.Principal, emails []store.Email) {
-	if p.CanManage() {
-		return
-	}
 	redact := func(s *string) *string {
 		if s == nil {
 			return nil
 		}
-		out := unsubscribeLink().ReplaceAllString(*s, "${1}redacted")
+		out := redactLinks(*s)
 		return &out
 	}
 	for i := range emails {
-		if emails[i].CampaignID != "" {
+		if hidesLinks(p, emails[i]) {
 			emails[i].Content.HTML, emails[i].Content.Text = redact(emails[i].Content.HTML), redact(emails[i].Content.Text)
 		}
 	}
+}
+
+// redactEvents hides the unsubscribe links in the data of e's events (a click on the link
+// records it) from a key that may not see them (hidesLinks); the events are copied.
+func redactEvents(p auth.Principal, e store.Email, events []store.Event) []store.Event {
+	if !hidesLinks(p, e) {
+		return events
+	}
+	out := slices.Clone(events)
+	for i := range out {
+		if len(out[i].Data) > 0 {
+			out[i].Data = []byte(redactLinks(string(out[i].Data)))
+		}
+	}
+	return out
 }
 
 func emailID(r *http.Request) (string, error) {
