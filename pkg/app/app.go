@@ -421,6 +421,13 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 				a.Log.Error("webhooks", "err", err.Error())
 			}
 		})
+		// Attempts run on their own: a slow receiver holds up the calls due with it, never
+		// the making of new calls.
+		a.every(loopCtx, webhookPace, func(ctx context.Context) {
+			if _, err := a.Services.Webhooks.RunDue(ctx, 100); err != nil && ctx.Err() == nil {
+				a.Log.Error("webhook calls", "err", err.Error())
+			}
+		})
 	}
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
 		// What the WebhookEvents and WebhookRetries functions do on AWS: the counts, then
@@ -479,8 +486,8 @@ const webhookRetryPace = 5 * time.Second
 // the store's feed, and calls due again.
 const webhookPace = 200 * time.Millisecond
 
-// pumpWebhooks publishes the feed's entries (only those of teams with webhooks are read) and
-// attempts the calls due, a few at a time.
+// pumpWebhooks publishes the feed's entries as webhook calls (only those of teams with
+// webhooks are read); another loop attempts them when due.
 func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
 	h := a.Services.Webhooks
 	for ctx.Err() == nil {
@@ -506,8 +513,7 @@ func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
 			return err
 		}
 	}
-	_, err := h.RunDue(ctx, 100)
-	return err
+	return nil
 }
 
 // requeue is the sweep of stuck emails, handing them to in-process delivery locally.

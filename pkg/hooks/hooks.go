@@ -320,6 +320,14 @@ var errDone = errors.New("nothing to attempt")
 // is AUTO_DISABLED after webhook.DisableAfter of them over webhook.DisableSpan. A call of a
 // webhook that is gone, paused or disabled is given up.
 func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.WebhookCall, error) {
+	return s.attemptCall(ctx, webhookID, callID, false)
+}
+
+// attemptCall is Attempt; with held, a call of a webhook that is failing (RetryAt ahead) is
+// held until RetryAt instead of being posted: the runner's way, so that a failing receiver
+// costs one attempt per retry, not one per call, and its backlog leaves the due calls of
+// others in front. (A test or a replay is posted at once.)
+func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, held bool) (store.WebhookCall, error) {
 	c, err := s.Store.GetWebhookCall(ctx, webhookID, callID)
 	if err != nil {
 		return c, err
@@ -344,6 +352,9 @@ func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.
 	}
 	if err != nil {
 		return c, err
+	}
+	if held && w.RetryAt != nil && w.RetryAt.After(now) {
+		return s.hold(ctx, webhookID, callID, *w.RetryAt)
 	}
 	secret, err := s.Sealer.Open(ctx, w.SecretSealed)
 	if err != nil {
@@ -398,7 +409,7 @@ func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.
 	if err != nil {
 		return out, err
 	}
-	s.count(ctx, w, res.OK(), now)
+	s.count(ctx, w, res.OK(), now, out.NextAttemptAt)
 	if !s.Sealer.Current(ctx, w.SecretSealed) {
 		s.reseal(ctx, w)
 	}
@@ -418,17 +429,19 @@ func (s *Service) previousSecret(ctx context.Context, w store.Webhook, now time.
 }
 
 // count records a call's outcome on its webhook: a success ends a run of failures; a failure
-// extends it, and a long enough run disables the webhook.
-func (s *Service) count(ctx context.Context, w store.Webhook, ok bool, now time.Time) {
+// extends it (the webhook's calls are held until the failed one's next attempt, retry), and a
+// long enough run disables the webhook.
+func (s *Service) count(ctx context.Context, w store.Webhook, ok bool, now time.Time, retry *time.Time) {
 	if ok && w.Failures == 0 {
 		return
 	}
 	_, err := s.Store.UpdateWebhook(ctx, w.TeamID, w.ID, func(w *store.Webhook) error {
 		if ok {
-			w.Failures, w.FailingSince = 0, nil
+			w.Failures, w.FailingSince, w.RetryAt = 0, nil, nil
 			return nil
 		}
 		w.Failures++
+		w.RetryAt = retry
 		if w.FailingSince == nil {
 			w.FailingSince = &now
 		}
@@ -511,11 +524,11 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string) int {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			for _, id := range byHook[wh] {
+			for i, id := range byHook[wh] {
 				if !timeLeft(ctx) {
 					return // the rest stay due for the next run
 				}
-				c, err := s.Attempt(ctx, wh, id)
+				c, err := s.attemptCall(ctx, wh, id, true)
 				if err != nil {
 					s.log().Error("webhook call", "webhookId", wh, "callId", id, "err", err.Error())
 					continue
@@ -523,14 +536,37 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string) int {
 				mu.Lock()
 				n++
 				mu.Unlock()
-				if c.Status == store.CallPending {
-					return // the receiver is failing: its other calls wait for their own next attempt
+				if c.Status == store.CallPending && c.NextAttemptAt != nil && c.NextAttemptAt.After(s.now()) {
+					// The receiver is failing: its other calls here wait with this one, and
+					// leave the front of the due calls to other webhooks.
+					for _, rest := range byHook[wh][i+1:] {
+						if _, err := s.hold(ctx, wh, rest, *c.NextAttemptAt); err != nil {
+							s.log().Error("webhook call not held", "webhookId", wh, "callId", rest, "err", err.Error())
+						}
+					}
+					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	return n
+}
+
+// hold moves a pending call's next attempt to until when it is due before: it waits for its
+// failing webhook's retry. It makes no attempt and counts none.
+func (s *Service) hold(ctx context.Context, webhookID, callID string, until time.Time) (store.WebhookCall, error) {
+	c, err := s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
+		if c.Status != store.CallPending || c.NextAttemptAt == nil || !c.NextAttemptAt.Before(until) {
+			return errDone
+		}
+		c.NextAttemptAt = &until
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return s.Store.GetWebhookCall(ctx, webhookID, callID)
+	}
+	return c, err
 }
 
 // Test makes a webhook.test call to the webhook (whatever it subscribes to) and attempts it.

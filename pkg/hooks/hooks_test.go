@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -314,5 +315,80 @@ func TestOneAttemptAtATime(t *testing.T) {
 	}
 	if c, _ := w.st.GetWebhookCall(ctx, h.ID, calls[0].ID); c.Status != store.CallDelivered || c.Attempts != 1 {
 		t.Fatalf("the call: %+v", c)
+	}
+}
+
+// TestAFailingReceiverDoesNotHoldUpOthers: a team's failing webhook with hundreds of calls due
+// before another team's is tried once per retry, not once per call, and its backlog is held
+// behind its retry, so the other team's call goes out within a few runs of 100.
+func TestAFailingReceiverDoesNotHoldUpOthers(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	bad, good := newReceiver(t), newReceiver(t)
+	bad.status = 500
+	hb, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(bad.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg, _, err := w.s.Create(ctx, 2, Fields{URL: ptr(good.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backlog []Event
+	for i := range 350 {
+		backlog = append(backlog, Event{TeamID: w.team, Type: "email.delivered", At: w.clock, Key: fmt.Sprint("bad-", i), Data: map[string]string{}})
+	}
+	if calls, err := w.s.Publish(ctx, backlog); err != nil || len(calls) != 350 {
+		t.Fatalf("backlog: %d calls, %v", len(calls), err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	theirs, err := w.s.Publish(ctx, []Event{{TeamID: 2, Type: "email.delivered", At: w.clock, Key: "good", Data: map[string]string{}}})
+	if err != nil || len(theirs) != 1 {
+		t.Fatalf("the other team's call: %v", err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	runs := 0
+	for ; runs < 6 && len(good.calls()) == 0; runs++ {
+		if _, err := w.s.RunDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(good.calls()) != 1 {
+		t.Fatalf("after %d runs the other team's call was not made", runs)
+	}
+	if n := len(bad.calls()); n != 1 {
+		t.Errorf("the failing receiver got %d posts before its retry, want 1", n)
+	}
+	if c, _ := w.st.GetWebhookCall(ctx, hg.ID, theirs[0].ID); c.Status != store.CallDelivered {
+		t.Errorf("the other team's call: %s", c.Status)
+	}
+	got, _ := w.s.Get(ctx, w.team, hb.ID)
+	if got.RetryAt == nil || !got.RetryAt.After(w.clock) {
+		t.Fatalf("the failing webhook's retry: %v", got.RetryAt)
+	}
+	// At its retry, the receiver works again: the whole backlog goes out, each call once.
+	bad.mu.Lock()
+	bad.status = 200
+	bad.mu.Unlock()
+	w.clock = got.RetryAt.Add(time.Second)
+	for range 10 {
+		if _, err := w.s.RunDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range bad.calls()[1:] {
+		var b struct{ ID string }
+		_ = json.Unmarshal(c.body, &b)
+		if seen[b.ID] {
+			t.Fatalf("call %s posted twice after the retry", b.ID)
+		}
+		seen[b.ID] = true
+	}
+	if len(seen) != 350 {
+		t.Errorf("after the retry %d of the 350 calls were posted", len(seen))
+	}
+	if got, _ := w.s.Get(ctx, w.team, hb.ID); got.RetryAt != nil || got.Failures != 0 {
+		t.Errorf("the webhook after a success: retry %v, failures %d", got.RetryAt, got.Failures)
 	}
 }

@@ -448,9 +448,12 @@ type Webhook struct {
 	// Failures counts the calls that failed in a row, since FailingSince.
 	Failures     int        `json:",omitempty"`
 	FailingSince *time.Time `json:",omitempty"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Version      int64 // optimistic concurrency; adapters manage it
+	// RetryAt, while it is failing, is when its failed call is tried again: its other calls
+	// due before then are held until then, not attempted (pkg/hooks).
+	RetryAt   *time.Time `json:",omitempty"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Version   int64 // optimistic concurrency; adapters manage it
 }
 
 // Webhook call statuses.
