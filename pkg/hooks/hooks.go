@@ -29,6 +29,7 @@ import (
 // Store is what the service reads and writes.
 type Store interface {
 	store.Webhooks
+	GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error)
 }
 
 // Service is the webhooks' use cases.
@@ -96,7 +97,7 @@ type Fields struct {
 }
 
 // validate checks the fields; unknown event types are named.
-func (s *Service) validate(ctx context.Context, f Fields) error {
+func (s *Service) validate(ctx context.Context, teamID int64, f Fields) error {
 	if f.URL != nil {
 		if err := s.Policy.Check(ctx, *f.URL); err != nil {
 			return fault.Field("url", "%s", strings.TrimPrefix(err.Error(), "url: "))
@@ -110,8 +111,17 @@ func (s *Service) validate(ctx context.Context, f Fields) error {
 			return fault.Field("eventTypes", "at most %d", len(webhook.EventTypes))
 		}
 	}
-	if f.DomainIDs != nil && len(*f.DomainIDs) > 100 {
-		return fault.Field("domainIds", "at most 100")
+	if f.DomainIDs != nil {
+		if len(*f.DomainIDs) > 100 {
+			return fault.Field("domainIds", "at most 100")
+		}
+		for _, id := range slices.Compact(slices.Sorted(slices.Values(*f.DomainIDs))) {
+			if _, err := s.Store.GetDomain(ctx, teamID, id); errors.Is(err, store.ErrNotFound) {
+				return fault.Field("domainIds", "%d is not a domain of this team", id)
+			} else if err != nil {
+				return err
+			}
+		}
 	}
 	if f.Description != nil && len(*f.Description) > 500 {
 		return fault.Field("description", "at most 500 characters")
@@ -142,7 +152,7 @@ func (s *Service) Create(ctx context.Context, teamID int64, f Fields) (store.Web
 	if f.URL == nil {
 		return store.Webhook{}, "", fault.Field("url", "is required")
 	}
-	if err := s.validate(ctx, f); err != nil {
+	if err := s.validate(ctx, teamID, f); err != nil {
 		return store.Webhook{}, "", err
 	}
 	own, err := s.Store.ListWebhooks(ctx, teamID)
@@ -193,7 +203,7 @@ func (s *Service) List(ctx context.Context, teamID int64) ([]store.Webhook, erro
 // Update changes a webhook. Setting it ACTIVE again (after a pause or an auto-disable) clears
 // its failure count.
 func (s *Service) Update(ctx context.Context, teamID int64, id string, f Fields) (store.Webhook, error) {
-	if err := s.validate(ctx, f); err != nil {
+	if err := s.validate(ctx, teamID, f); err != nil {
 		return store.Webhook{}, err
 	}
 	w, err := s.Store.UpdateWebhook(ctx, teamID, id, func(w *store.Webhook) error {

@@ -273,6 +273,28 @@ func TestCreateChecks(t *testing.T) {
 	if fe, ok := fault.As(err); !ok || fe.Message != "eventTypes: unknown event types email.sending, bogus" {
 		t.Errorf("unknown types: %v", err)
 	}
+	// domainIds must be the team's own domains.
+	now := w.clock
+	if err := w.st.CreateDomain(ctx, store.Domain{ID: 7, TeamID: w.team, Name: "ours.example", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.st.CreateDomain(ctx, store.Domain{ID: 8, TeamID: 2, Name: "theirs.example", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/"), DomainIDs: ptr([]int64{7, 8})})
+	if fe, ok := fault.As(err); !ok || fe.Message != "domainIds: 8 is not a domain of this team" {
+		t.Errorf("another team's domain: %v", err)
+	}
+	mine, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/"), DomainIDs: ptr([]int64{7})})
+	if err != nil {
+		t.Fatalf("the team's own domain: %v", err)
+	}
+	if _, err := w.s.Update(ctx, w.team, mine.ID, Fields{DomainIDs: ptr([]int64{8})}); err == nil {
+		t.Error("an update to another team's domain accepted")
+	}
+	if err := w.s.Delete(ctx, w.team, mine.ID); err != nil {
+		t.Fatal(err)
+	}
 	w.s.MaxPerTeam = 2
 	for range 2 {
 		if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/")}); err != nil {

@@ -46,7 +46,11 @@ var blocked = []netip.Prefix{
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 of any IPv4 address
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64 of any IPv4 address
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64 (RFC 8215)
+	netip.MustParsePrefix("::/96"),          // IPv4-compatible (deprecated): ::127.0.0.1
+	netip.MustParsePrefix("2002::/16"),      // 6to4: an IPv4 address inside
+	netip.MustParsePrefix("2001::/32"),      // Teredo: an IPv4 address inside
 }
 
 // allowedAddr reports whether a call may connect to a.

@@ -44,6 +44,10 @@ func TestURLPolicy(t *testing.T) {
 		"https://mapped.example/":              {false, false},
 		"https://100.64.1.1/":                  {false, false},
 		"https://0.0.0.0/":                     {false, false},
+		"https://[::7f00:1]/":                  {false, false}, // IPv4-compatible ::127.0.0.1
+		"https://[2002:7f00:1::]/":             {false, false},
+		"https://[64:ff9b:1::a9fe:a9fe]/":      {false, false},
+		"https://[2001:0:a9fe:a9fe::]/":        {false, false},
 		"https://user:pw@hooks.example.com/":   {false, false},
 		"ftp://hooks.example.com/":             {false, false},
 		"/relative":                            {false, false},
