@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -187,6 +188,16 @@ var webhookSteps = []step{
 		past := time.Now().Add(-time.Second)
 		if _, err := e.fixture.admin.Store.UpdateWebhookCall(context.Background(), e.webhookID, c.ID, func(c *store.WebhookCall) error {
 			c.NextAttemptAt = &past // due now, not after its backoff
+			return nil
+		}); err != nil {
+			e.t.Fatal(err)
+		}
+		// The webhook holds its calls until the failed one's retry: that time has come too.
+		if _, err := e.fixture.admin.Store.UpdateWebhook(context.Background(), e.teamID, e.webhookID, func(w *store.Webhook) error {
+			if w.RetryAt == nil {
+				return errors.New("the failing webhook has no retry time")
+			}
+			w.RetryAt = &past
 			return nil
 		}); err != nil {
 			e.t.Fatal(err)
