@@ -17,6 +17,18 @@ import (
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
+// consoleServer serves the console of e's services, its live view polling every 20 ms, its
+// event buttons and keys page on.
+func consoleServer(t *testing.T, e *env) *httptest.Server {
+	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
+	con.Poll = 20 * time.Millisecond
+	con.Events = e.app.Ingester
+	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
+	srv := httptest.NewServer(con.Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // consoleClient is a browser on the console: a cookie jar, no redirects followed silently.
 func consoleClient(t *testing.T) *http.Client {
 	t.Helper()
@@ -56,12 +68,7 @@ func postForm(t *testing.T, c *http.Client, u string, form url.Values, origin st
 // of this domain's emails.
 func TestConsole(t *testing.T) {
 	e := newEnv(t)
-	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
-	con.Poll = 20 * time.Millisecond
-	con.Events = e.app.Ingester
-	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
-	srv := httptest.NewServer(con.Handler())
-	defer srv.Close()
+	srv := consoleServer(t, e)
 	c := consoleClient(t)
 
 	if code, body := get(t, c, srv.URL+"/"); code != 200 || !strings.Contains(body, `action="/console/session"`) {
@@ -317,12 +324,7 @@ func signedIn(t *testing.T, srv *httptest.Server, key string) *http.Client {
 // address for the whole team; a live stream ends with its session.
 func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 	e := newEnv(t)
-	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
-	con.Poll = 20 * time.Millisecond
-	con.Events = e.app.Ingester
-	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
-	srv := httptest.NewServer(con.Handler())
-	defer srv.Close()
+	srv := consoleServer(t, e)
 
 	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`)
 	var cp campaignOut
@@ -435,10 +437,7 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 // static (no listing, no template), a form from an opaque origin refused, a key name bounded.
 func TestConsoleHardening(t *testing.T) {
 	e := newEnv(t)
-	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
-	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
-	srv := httptest.NewServer(con.Handler())
-	defer srv.Close()
+	srv := consoleServer(t, e)
 	c := consoleClient(t)
 	resp, err := c.Get(srv.URL + "/console/")
 	if err != nil {
