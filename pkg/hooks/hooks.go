@@ -419,7 +419,7 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	if err != nil {
 		return out, err
 	}
-	s.count(ctx, w, res.OK(), now, out.NextAttemptAt)
+	s.count(ctx, w, res.OK(), now, out.NextAttemptAt, held)
 	if !s.Sealer.Current(ctx, w.SecretSealed) {
 		s.reseal(ctx, w)
 	}
@@ -440,18 +440,27 @@ func (s *Service) previousSecret(ctx context.Context, w store.Webhook, now time.
 
 // count records a call's outcome on its webhook: a success ends a run of failures; a failure
 // extends it (the webhook's calls are held until the failed one's next attempt, retry), and a
-// long enough run disables the webhook.
-func (s *Service) count(ctx context.Context, w store.Webhook, ok bool, now time.Time, retry *time.Time) {
-	if ok && w.Failures == 0 {
+// long enough run disables the webhook. Only the runner's own success (held) ends the hold:
+// the calls held meanwhile are due at RetryAt, and a test call or a replay that succeeds
+// earlier must not let newer events overtake them.
+func (s *Service) count(ctx context.Context, w store.Webhook, ok bool, now time.Time, retry *time.Time, held bool) {
+	if ok && w.Failures == 0 && (w.RetryAt == nil || !held) {
 		return
 	}
 	_, err := s.Store.UpdateWebhook(ctx, w.TeamID, w.ID, func(w *store.Webhook) error {
 		if ok {
-			w.Failures, w.FailingSince, w.RetryAt = 0, nil, nil
+			w.Failures, w.FailingSince = 0, nil
+			if held {
+				w.RetryAt = nil
+			}
 			return nil
 		}
 		w.Failures++
-		w.RetryAt = retry
+		if retry != nil && (w.RetryAt == nil || retry.After(*w.RetryAt)) {
+			// Never earlier: calls held until the later time would be overtaken. (A call
+			// that gave up, retry nil, leaves the hold as it is.)
+			w.RetryAt = retry
+		}
 		if w.FailingSince == nil {
 			w.FailingSince = &now
 		}

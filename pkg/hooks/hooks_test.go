@@ -108,7 +108,15 @@ func TestWebhookLifecycle(t *testing.T) {
 		t.Fatalf("the secret is stored in clear: %q", stored.SecretSealed)
 	}
 	onlyDelivered, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/d"), EventTypes: ptr([]string{"email.delivered"})})
-	otherDomain, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/x"), DomainIDs: ptr([]int64{9})})
+	for _, id := range []int64{3, 9} {
+		if err := w.st.CreateDomain(ctx, store.Domain{ID: id, TeamID: w.team, Name: fmt.Sprintf("d%d.example", id), CreatedAt: w.clock, UpdatedAt: w.clock}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otherDomain, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/x"), DomainIDs: ptr([]int64{9})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	paused, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/p")})
 	if _, err := w.s.Update(ctx, w.team, paused.ID, Fields{Status: ptr(store.WebhookPaused)}); err != nil {
 		t.Fatal(err)
@@ -388,10 +396,28 @@ func TestAFailingReceiverDoesNotHoldUpOthers(t *testing.T) {
 	if got.RetryAt == nil || !got.RetryAt.After(w.clock) {
 		t.Fatalf("the failing webhook's retry: %v", got.RetryAt)
 	}
-	// At its retry, the receiver works again: the whole backlog goes out, each call once.
+	// The receiver is fixed before the retry, and a test call says so: it is posted at once,
+	// but the backlog and a newer event still wait for the retry, so nothing overtakes them.
 	bad.mu.Lock()
 	bad.status = 200
 	bad.mu.Unlock()
+	if c, err := w.s.Test(ctx, w.team, hb.ID); err != nil || c.Status != store.CallDelivered {
+		t.Fatalf("a test call to the fixed receiver: %+v %v", c, err)
+	}
+	late, err := w.s.Publish(ctx, []Event{{TeamID: w.team, Type: "email.opened", At: w.clock, Key: "late", Data: map[string]string{}}})
+	if err != nil || len(late) != 1 {
+		t.Fatalf("a newer event: %v", err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	for range 3 {
+		if _, err := w.s.RunDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(bad.calls()); n != 2 {
+		t.Fatalf("before the retry the receiver got %d posts, want the failed one and the test", n)
+	}
+	// At the retry the backlog goes out, each call once, and the newer event last.
 	w.clock = got.RetryAt.Add(time.Second)
 	for range 10 {
 		if _, err := w.s.RunDue(ctx, 100); err != nil {
@@ -399,16 +425,20 @@ func TestAFailingReceiverDoesNotHoldUpOthers(t *testing.T) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, c := range bad.calls()[1:] {
-		var b struct{ ID string }
+	var order []string
+	for _, c := range bad.calls()[2:] {
+		var b struct{ ID, Type string }
 		_ = json.Unmarshal(c.body, &b)
 		if seen[b.ID] {
 			t.Fatalf("call %s posted twice after the retry", b.ID)
 		}
 		seen[b.ID] = true
+		order = append(order, b.Type)
 	}
-	if len(seen) != 350 {
-		t.Errorf("after the retry %d of the 350 calls were posted", len(seen))
+	if len(seen) != 351 {
+		t.Errorf("after the retry %d of the 350 calls and the newer one were posted", len(seen))
+	} else if order[len(order)-1] != "email.opened" {
+		t.Errorf("the newer event overtook the backlog: position of the last %q", order[len(order)-1])
 	}
 	if got, _ := w.s.Get(ctx, w.team, hb.ID); got.RetryAt != nil || got.Failures != 0 {
 		t.Errorf("the webhook after a success: retry %v, failures %d", got.RetryAt, got.Failures)
