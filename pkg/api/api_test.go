@@ -440,6 +440,23 @@ func TestIdempotentReplayKeepsTheKeysScope(t *testing.T) {
 	if r := e.do("POST", "/api/v1/emails", body, "Idempotency-Key", "shared"); r.status != 200 || !strings.Contains(string(r.body), first) {
 		t.Errorf("the team's own replay: %d %s", r.status, r.body)
 	}
+	// A restricted key's own retry is replayed even after its domain stopped being verified:
+	// what was accepted stays accepted.
+	own := e.keyFor(store.PermissionFull, 1)
+	r := e.request(own, "POST", "/api/v1/emails", []byte(body), "Idempotency-Key", "own")
+	if r.status != 200 {
+		t.Fatalf("the domain's own key: %d %s", r.status, r.body)
+	}
+	if _, err := e.app.Store.UpdateDomain(context.Background(), 1, 1, func(d *store.Domain) error { d.Status = store.DomainFailed; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(10 * time.Minute) // past the domain cache
+	if again := e.request(own, "POST", "/api/v1/emails", []byte(body), "Idempotency-Key", "own"); again.status != 200 || string(again.body) != string(r.body) {
+		t.Errorf("the restricted key's retry after its domain failed verification: %d %s, want %s", again.status, again.body, r.body)
+	}
+	if fresh := e.request(own, "POST", "/api/v1/emails", []byte(body), "Idempotency-Key", "new"); fresh.status != 400 {
+		t.Errorf("a new send from the unverified domain: %d %s", fresh.status, fresh.body)
+	}
 }
 
 func TestIdempotencyConcurrent(t *testing.T) {

@@ -258,6 +258,9 @@ func fingerprint(reqs []Request, batch bool) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// errNotKeysDomain refuses a send from a domain other than the key's own.
+var errNotKeysDomain = fault.New(fault.Forbidden, "from: this API key may only send from its own domain")
+
 // sender is the domain of from, which must be one of the team's, verified, and the key's own
 // when the key is restricted to one domain.
 func (s *Service) sender(ctx context.Context, p auth.Principal, from string) (store.Domain, error) {
@@ -273,20 +276,29 @@ func (s *Service) sender(ctx context.Context, p auth.Principal, from string) (st
 		return store.Domain{}, fault.Field("from", "domain %s is not verified (status %s)", name, dom.Status)
 	}
 	if p.DomainID != 0 && dom.ID != p.DomainID {
-		return store.Domain{}, fault.New(fault.Forbidden, "from: this API key may only send from its own domain")
+		return store.Domain{}, errNotKeysDomain
 	}
 	return dom, nil
 }
 
 // checkSenders refuses, before an Idempotency-Key is looked at, a request that a key restricted
-// to one domain may not make: a replay would otherwise answer it 200 with a teammate's email
-// ids. (A whole-team key may send from any of the team's domains; build checks them.)
+// to one domain may not make: one from another of the team's domains. A replay would otherwise
+// answer it 200 with a teammate's email ids. Only the scope is checked here: a domain unknown or
+// no longer verified is build's to refuse, after a replay of what was already accepted.
 func (s *Service) checkSenders(ctx context.Context, p auth.Principal, reqs []Request, batch bool) error {
 	if p.DomainID == 0 {
 		return nil
 	}
 	for i, r := range reqs {
-		if _, err := s.sender(ctx, p, r.From); err != nil {
+		dom, err := s.Domains.Lookup(ctx, p.TeamID, DomainOf(r.From))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("domain lookup: %w", err)
+		}
+		if dom.ID != p.DomainID {
+			err := errNotKeysDomain
 			if batch {
 				return fault.Prefix(fmt.Sprintf("[%d].", i), err)
 			}
