@@ -67,7 +67,6 @@ func timeOf(v any) time.Time {
 const (
 	sessionCookie = "mailroom_console"
 	sessionTTL    = 12 * time.Hour
-	maxSessions   = 10000 // open sessions held in memory; a sign-in beyond is refused
 	// consoleScan is how many of the newest emails a search or a status filter looks through.
 	consoleScan = 1000
 	consolePage = 50
@@ -89,6 +88,9 @@ type Console struct {
 	sessions map[string]consoleSession
 	// Poll is how often the live view looks for changes (1 s unless set).
 	Poll time.Duration
+	// MaxSessions is how many sessions are held in memory (10,000 unless set); a sign-in
+	// beyond ends the oldest.
+	MaxSessions int
 	// Events receives the SES events an email's page fires (the SES events handler, as the
 	// outbox's are); nil hides the buttons.
 	Events EventSink
@@ -110,7 +112,7 @@ type consoleSession struct {
 
 // NewConsole builds the console on the services.
 func NewConsole(s *Services, outboxDir string) *Console {
-	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second}
+	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000}
 	_, _ = rand.Read(c.secret)
 	return c
 }
@@ -279,10 +281,15 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			delete(c.sessions, sid)
 		}
 	}
-	if len(c.sessions) >= maxSessions {
-		c.mu.Unlock()
-		c.render(w, http.StatusServiceUnavailable, "signin", view{Title: "Sign in", Error: "Too many open sessions: sign out elsewhere, or restart the server."})
-		return
+	if len(c.sessions) >= max(c.MaxSessions, 1) {
+		// The oldest goes: refusing instead would let one key lock every other out.
+		oldest := ""
+		for sid, s := range c.sessions {
+			if oldest == "" || s.expires.Before(c.sessions[oldest].expires) {
+				oldest = sid
+			}
+		}
+		delete(c.sessions, oldest)
 	}
 	c.sessions[id] = consoleSession{key: key, expires: now.Add(sessionTTL)}
 	c.mu.Unlock()

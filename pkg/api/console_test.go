@@ -19,8 +19,11 @@ import (
 
 // consoleServer serves the console of e's services, its live view polling every 20 ms, its
 // event buttons and keys page on.
-func consoleServer(t *testing.T, e *env) *httptest.Server {
+func consoleServer(t *testing.T, e *env, opts ...func(*api.Console)) *httptest.Server {
 	con := api.NewConsole(e.app.Services, e.app.OutboxDir)
+	for _, o := range opts {
+		o(con)
+	}
 	con.Poll = 20 * time.Millisecond
 	con.Events = e.app.Ingester
 	con.Keys = &team.Admin{Store: e.app.Store, Now: time.Now}
@@ -437,7 +440,7 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 // static (no listing, no template), a form from an opaque origin refused, a key name bounded.
 func TestConsoleHardening(t *testing.T) {
 	e := newEnv(t)
-	srv := consoleServer(t, e)
+	srv := consoleServer(t, e, func(c *api.Console) { c.MaxSessions = 3 })
 	c := consoleClient(t)
 	resp, err := c.Get(srv.URL + "/console/")
 	if err != nil {
@@ -461,6 +464,23 @@ func TestConsoleHardening(t *testing.T) {
 	if token == nil {
 		t.Fatal("no token on the keys page")
 	}
+	// Past MaxSessions, a sign-in ends the oldest session, and only it.
+	first := signedIn(t, srv, e.key)
+	time.Sleep(2 * time.Millisecond) // expiries apart
+	second := signedIn(t, srv, e.key)
+	time.Sleep(2 * time.Millisecond)
+	signedIn(t, srv, e.key) // the fourth: full's was the oldest
+	if code, _ := get(t, full, srv.URL+"/console/keys"); code != 401 {
+		t.Errorf("the oldest session after a sign-in past the cap = %d", code)
+	}
+	for _, c := range []*http.Client{first, second} {
+		if code, _ := get(t, c, srv.URL+"/console/keys"); code != 200 {
+			t.Errorf("a newer session after a sign-in past the cap = %d", code)
+		}
+	}
+	full = first
+	_, page = get(t, full, srv.URL+"/console/keys")
+	token = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
 	long := strings.Repeat("é", team.MaxKeyName+1)
 	if code, body := postForm(t, full, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "name": {long}, "permission": {"FULL"}}, srv.URL); code != 400 || !strings.Contains(body, "name: at most 100 characters") {
 		t.Errorf("a key name of %d characters = %d %s", team.MaxKeyName+1, code, body)
