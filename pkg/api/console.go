@@ -245,20 +245,30 @@ func (c *Console) csrf(sessionID string) string {
 }
 
 // sameOrigin refuses a form posted from another site (with the SameSite=Strict cookie and the
-// CSRF token, the third of three checks). A browser posting a console form sends the page's
-// origin (Referrer-Policy same-origin); "null" comes from a sandboxed frame, a data: URL or a
-// redirect across sites. A client without Origin (curl, a script) is let through unless it
-// says it is cross-site.
+// CSRF token, the third of three checks). A browser that sends Sec-Fetch-Site (every current
+// one, on https and on localhost) decides it: only "same-origin" passes, whatever the Host
+// header says, so a proxy that rewrites Host (port forwarding in a cloud IDE) still works.
+// Otherwise the Origin decides: a console form carries the page's origin (Referrer-Policy
+// same-origin), which must be this host (or the proxy's X-Forwarded-Host); "null" comes from a
+// sandboxed frame, a data: URL or a redirect across sites. A client without either header
+// (curl, a script) holds no browser's cookie and is let through.
 func sameOrigin(r *http.Request) bool {
-	o := r.Header.Get("Origin")
-	if o == "null" {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin":
+		return true
+	case "":
+	default: // cross-site, same-site (another port or subdomain), none
 		return false
 	}
-	if o == "" {
-		return r.Header.Get("Sec-Fetch-Site") != "cross-site"
+	o := r.Header.Get("Origin")
+	switch o {
+	case "":
+		return true
+	case "null":
+		return false
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
+	return err == nil && u.Host != "" && (u.Host == r.Host || u.Host == r.Header.Get("X-Forwarded-Host"))
 }
 
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {

@@ -458,6 +458,32 @@ func TestConsoleHardening(t *testing.T) {
 	if code, _ := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {e.key}}, "null"); code != 403 {
 		t.Errorf("a sign-in from an opaque origin = %d", code)
 	}
+	// Sec-Fetch-Site, which no page can set, decides where a browser sends it: behind a proxy
+	// that rewrites Host, a same-origin form still signs in; another port of the host does not.
+	for _, c := range []struct {
+		origin, site string
+		want         int
+	}{
+		{"https://mailroom-3000.ide.example", "same-origin", 200},
+		{srv.URL, "same-site", 403},
+		{srv.URL, "cross-site", 403},
+		{"https://mailroom-3000.ide.example", "", 403},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/console/session", strings.NewReader(url.Values{"key": {e.key}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", c.origin)
+		if c.site != "" {
+			req.Header.Set("Sec-Fetch-Site", c.site)
+		}
+		resp, err := consoleClient(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("a sign-in from %s, Sec-Fetch-Site %q = %d, want %d", c.origin, c.site, resp.StatusCode, c.want)
+		}
+	}
 	full := signedIn(t, srv, e.key)
 	_, page := get(t, full, srv.URL+"/console/keys")
 	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
