@@ -236,9 +236,6 @@ func (w *statusRecorder) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// wrap authenticates, checks the key's permission, runs the handler, maps its error and logs
-// one line. Nothing about the body, the key or the error text of an internal error is logged
-// to the client; the log line carries the internal error for operators.
 // permits refuses a key the route is not for (Manage, TeamWide). The console asks it too, for
 // the route each of its pages shows the answer of.
 func (rt Route) permits(p auth.Principal) error {
@@ -261,6 +258,9 @@ func routeOf(fn string) Route {
 	panic("api: no route " + fn)
 }
 
+// wrap authenticates, checks the key's permission, runs the handler, maps its error and logs
+// one line. Nothing about the body, the key or the error text of an internal error is logged
+// to the client; the log line carries the internal error for operators.
 func (s *Services) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
