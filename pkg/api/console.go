@@ -110,6 +110,13 @@ type consoleSession struct {
 	expires time.Time
 }
 
+// The routes whose permission a page asks about for a part of it (the page's own is page's).
+var (
+	listDomainsRoute       = routeOf("ListDomains")       // the emails page's domain filter
+	createSuppressionRoute = routeOf("CreateSuppression") // an email's SES event buttons
+	listCampaignsRoute     = routeOf("ListCampaigns")     // the campaigns' live view
+)
+
 // NewConsole builds the console on the services.
 func NewConsole(s *Services, outboxDir string) *Console {
 	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000}
@@ -286,19 +293,18 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	id := hex.EncodeToString(b[:])
 	now := time.Now()
 	c.mu.Lock()
-	for sid, s := range c.sessions { // ended sessions go here, not only when their cookie comes back
-		if now.After(s.expires) {
+	// Ended sessions go here, not only when their cookie comes back; past the cap the oldest
+	// goes too (refusing instead would let one key lock every other out).
+	oldest := ""
+	for sid, s := range c.sessions {
+		switch {
+		case now.After(s.expires):
 			delete(c.sessions, sid)
+		case oldest == "" || s.expires.Before(c.sessions[oldest].expires):
+			oldest = sid
 		}
 	}
 	if len(c.sessions) >= max(c.MaxSessions, 1) {
-		// The oldest goes: refusing instead would let one key lock every other out.
-		oldest := ""
-		for sid, s := range c.sessions {
-			if oldest == "" || s.expires.Before(c.sessions[oldest].expires) {
-				oldest = sid
-			}
-		}
 		delete(c.sessions, oldest)
 	}
 	c.sessions[id] = consoleSession{key: key, expires: now.Add(sessionTTL)}
@@ -453,7 +459,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 	if f.page*consolePage < total {
 		v.Next = f.url(f.page+1, false)
 	}
-	if routeOf("ListDomains").permits(si.p) == nil { // the filter's names
+	if listDomainsRoute.permits(si.p) == nil { // the filter's names
 		if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID); err != nil {
 			return err
 		}
@@ -494,7 +500,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	events = redactEvents(si.p, e, events)
 	e = one[0]
 	v := emailView{view: c.viewFor("Email", si), E: e,
-		Simulate: c.Events != nil && routeOf("CreateSuppression").permits(si.p) == nil && e.MessageID != ""}
+		Simulate: c.Events != nil && createSuppressionRoute.permits(si.p) == nil && e.MessageID != ""}
 	for _, ev := range events {
 		ce := consoleEvent{Status: ev.Status, CreatedAt: ev.CreatedAt}
 		if len(ev.Data) > 0 && string(ev.Data) != "null" {
@@ -588,7 +594,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 	state := func() string {
 		var b strings.Builder
 		if r.URL.Query().Get("campaigns") != "" {
-			if routeOf("ListCampaigns").permits(si.p) != nil {
+			if listCampaignsRoute.permits(si.p) != nil {
 				return ""
 			}
 			list, _, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
