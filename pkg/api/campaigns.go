@@ -217,8 +217,8 @@ func batchSizeOf(v *int) (int, error) {
 	if v == nil {
 		return 0, nil
 	}
-	if *v < 1 || *v > campaign.MaxBatchSize {
-		return 0, fault.Field("batchSize", "must be from 1 to %d", campaign.MaxBatchSize)
+	if err := campaign.CheckBatchSize(*v); err != nil { // an explicit 0 too
+		return 0, err
 	}
 	return *v, nil
 }

@@ -196,13 +196,23 @@ type When struct {
 	At  *time.Time
 }
 
+// CheckBatchSize refuses a campaign's batch size outside 1..MaxBatchSize.
+func CheckBatchSize(n int) error {
+	if n < 1 || n > MaxBatchSize {
+		return fault.Field("batchSize", "must be from 1 to %d", MaxBatchSize)
+	}
+	return nil
+}
+
 // Schedule starts a DRAFT campaign, or moves a SCHEDULED one, now or at a time (the schedule
 // endpoint, and create with sendNow or scheduledAt); a campaign paused before its start is
 // resumed first. A campaign without a single subscribed
 // contact is refused and nothing changes.
 func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When, batchSize int) error {
-	if batchSize < 0 || batchSize > MaxBatchSize { // 0 keeps the campaign's own
-		return fault.Field("batchSize", "must be from 1 to %d", MaxBatchSize)
+	if batchSize != 0 { // 0 keeps the campaign's own
+		if err := CheckBatchSize(batchSize); err != nil {
+			return err
+		}
 	}
 	c, err := s.Get(ctx, teamID, id)
 	if err != nil {

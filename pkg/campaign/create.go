@@ -67,8 +67,8 @@ func (r *Request) validate() error {
 	if r.BatchSize == 0 {
 		r.BatchSize = DefaultBatchSize
 	}
-	if r.BatchSize < 1 || r.BatchSize > MaxBatchSize {
-		return fault.Field("batchSize", "must be from 1 to %d", MaxBatchSize)
+	if err := CheckBatchSize(r.BatchSize); err != nil {
+		return err
 	}
 	if r.BatchWindowMinutes < 0 || r.BatchWindowMinutes > MaxWindowMinutes {
 		return fault.Field("batchWindowMinutes", "must be from 0 to %d", MaxWindowMinutes)
