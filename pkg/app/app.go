@@ -272,6 +272,9 @@ func (a *App) useEmbedded() error {
 	if err != nil {
 		return fmt.Errorf("open embedded store: %w", err)
 	}
+	if st.Replayed > 0 {
+		a.Log.Info("emails accepted before the last stop written from the store's log", "emails", st.Replayed)
+	}
 	st.SetRetention(a.Config.Retention)
 	a.Store = st
 	a.Ingester.Store = st // before the outbox: it may publish events spooled at the last stop

@@ -94,6 +94,11 @@ type Store struct {
 	// retention is how long an email is kept (0: for ever): an older one is not read, listed
 	// or counted, and ExpireEmails deletes it.
 	retention time.Duration
+	// wal is CreateEmails' write-ahead log (wal.go).
+	wal *wal
+	// Replayed is how many emails Open wrote from the log of a process that ended without
+	// closing the store (accepted, but not yet in bbolt).
+	Replayed int
 }
 
 // SetRetention sets how long emails are kept (0: for ever).
@@ -106,13 +111,14 @@ func (s *Store) expired(e store.Email) bool { return store.Expired(e, s.retentio
 // runs the caller's fn on a copy), then, in the write transaction, write checks that the record
 // is still as read and writes it with its side writes; it reports lost, having written
 // nothing, when another writer changed the record meanwhile, and the update starts over. After
-// s.attempts lost attempts it fails with store.ErrContention.
+// s.attempts lost attempts it fails with store.ErrContention. It does not wait for the log
+// (wal.go): a caller whose record the log writes settles first.
 func optimistic[S, T any](ctx context.Context, s *Store, what string, read func(*bbolt.Tx) (S, error),
 	change func(S) (T, error), write func(tx *bbolt.Tx, snap S, v *T) (lost bool, err error)) (T, error) {
 	var zero T
 	for range s.attempts {
 		var snap S
-		err := s.view(ctx, func(tx *bbolt.Tx) (err error) {
+		err := s.viewNow(ctx, func(tx *bbolt.Tx) (err error) {
 			snap, err = read(tx)
 			return err
 		})
@@ -124,7 +130,7 @@ func optimistic[S, T any](ctx context.Context, s *Store, what string, read func(
 			return zero, err
 		}
 		lost := false
-		err = s.update(ctx, func(tx *bbolt.Tx) (err error) {
+		err = s.updateNow(ctx, func(tx *bbolt.Tx) (err error) {
 			lost, err = write(tx, snap, &v) // update may run this more than once
 			return err
 		})
@@ -195,11 +201,27 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: init %s: %w", path, err)
 	}
-	return &Store{db: db, attempts: maxRetries, slots: &slots{}, requests: &requests{}}, nil
+	w, n, err := openWAL(path+walExt, func(recs []walRecord) (int, error) {
+		created := 0
+		err := db.Batch(func(tx *bbolt.Tx) (err error) {
+			created, err = createEmails(tx, recs) // Batch may run this more than once
+			return err
+		})
+		return created, err
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{db: db, attempts: maxRetries, slots: &slots{}, requests: &requests{}, wal: w, Replayed: n}, nil
 }
 
-// Close releases the file.
+// Close writes what the log holds into bbolt and releases the file.
 func (s *Store) Close() error {
+	if err := s.wal.close(); err != nil {
+		_ = s.db.Close()
+		return err
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("bolt: close: %w", err)
 	}
@@ -207,8 +229,17 @@ func (s *Store) Close() error {
 }
 
 // view and update check the context once before starting: a bbolt transaction is short and
-// cannot be interrupted halfway.
+// cannot be interrupted halfway. Both first wait until the emails logged before them are in
+// bbolt (wal.go); viewNow and updateNow do not, and are only for the records the log never
+// writes.
 func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	if err := s.wal.settle(ctx); err != nil {
+		return err
+	}
+	return s.viewNow(ctx, fn)
+}
+
+func (s *Store) viewNow(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -220,6 +251,13 @@ func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 // throughput limit). Batch may run fn more than once, so every fn must set any result it
 // captures from scratch on each run.
 func (s *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	if err := s.wal.settle(ctx); err != nil {
+		return err
+	}
+	return s.updateNow(ctx, fn)
+}
+
+func (s *Store) updateNow(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

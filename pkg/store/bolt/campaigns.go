@@ -133,8 +133,15 @@ func (s *Store) GetCampaign(ctx context.Context, teamID int64, id string) (store
 	return c, err
 }
 
+// GetCampaignState reads the campaign's record only, which the log (wal.go) never writes: a
+// delivery checks it for each campaign email and does not wait for the fan-out's emails.
 func (s *Store) GetCampaignState(ctx context.Context, teamID int64, id string) (store.Campaign, error) {
-	c, err := s.GetCampaign(ctx, teamID, id)
+	var c store.Campaign
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		c, err = get[store.Campaign](tx.Bucket(bucketCampaigns), campaignKey(teamID, id))
+		return err
+	})
 	c.Counters = nil
 	return c, err
 }
@@ -200,6 +207,9 @@ func (s *Store) UpdateCampaign(ctx context.Context, teamID int64, id string, fn 
 	type snapshot struct {
 		raw      []byte
 		counters map[string]int64
+	}
+	if err := s.wal.settle(ctx); err != nil { // the counters
+		return store.Campaign{}, err
 	}
 	c, err := optimistic(ctx, s, "campaign "+id,
 		func(tx *bbolt.Tx) (snapshot, error) {

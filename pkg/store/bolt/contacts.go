@@ -45,7 +45,7 @@ func lowerEmail(email string) string {
 // whatever the caller set: the store keeps it.
 func (s *Store) CreateContactBook(ctx context.Context, b store.ContactBook) error {
 	b.ContactCount = 0
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		books := tx.Bucket(bucketBooks)
 		key := bookKey(b.TeamID, b.ID)
 		if books.Get(key) != nil || tx.Bucket(bucketBooksDel).Get(key) != nil {
@@ -57,7 +57,7 @@ func (s *Store) CreateContactBook(ctx context.Context, b store.ContactBook) erro
 
 func (s *Store) GetContactBook(ctx context.Context, teamID int64, id string) (store.ContactBook, error) {
 	var b store.ContactBook
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		b, err = get[store.ContactBook](tx.Bucket(bucketBooks), bookKey(teamID, id))
 		return err
@@ -68,7 +68,7 @@ func (s *Store) GetContactBook(ctx context.Context, teamID int64, id string) (st
 // ListContactBooks sorts in memory: a team has few books, so no time index is kept for them.
 func (s *Store) ListContactBooks(ctx context.Context, teamID int64) ([]store.ContactBook, error) {
 	var out []store.ContactBook
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketBooks).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -162,7 +162,7 @@ func cloneMap(m map[string]string) map[string]string {
 // removes the contacts later. Every contact operation fails with ErrNotFound from now on, since
 // each one checks the book.
 func (s *Store) DeleteContactBook(ctx context.Context, teamID int64, id string) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		books := tx.Bucket(bucketBooks)
 		key := bookKey(teamID, id)
 		if books.Get(key) == nil {
@@ -181,7 +181,7 @@ func (s *Store) DeleteContactBook(ctx context.Context, teamID int64, id string) 
 // still exists is refused with ErrConflict: its contacts are not garbage.
 func (s *Store) DeleteContactsOfBook(ctx context.Context, teamID int64, bookID string, limit int) (int, error) {
 	var n int
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		n = 0 // update may run this more than once
 		bk := bookKey(teamID, bookID)
 		if tx.Bucket(bucketBooks).Get(bk) != nil {
@@ -233,7 +233,7 @@ func deleteContact(tx *bbolt.Tx, contacts *bbolt.Bucket, teamID int64, key []byt
 // DeletedContactBooks lists the marks in key order (team, then book id).
 func (s *Store) DeletedContactBooks(ctx context.Context, limit int) ([]store.DeletedBook, error) {
 	var out []store.DeletedBook
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketBooksDel).Cursor()
 		for k, _ := c.First(); k != nil && (limit <= 0 || len(out) < limit); k, _ = c.Next() {
 			if len(k) < 8 {
@@ -268,7 +268,7 @@ func (s *Store) PutContact(ctx context.Context, teamID int64, bookID, email, new
 // transaction is retried. An error writes nothing.
 func (s *Store) PutContacts(ctx context.Context, teamID int64, bookID string, puts []store.ContactPut) ([]store.Contact, error) {
 	var out []store.Contact
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		out = make([]store.Contact, 0, len(puts)) // update may run this more than once
 		books := tx.Bucket(bucketBooks)
 		bk := bookKey(teamID, bookID)
@@ -356,7 +356,7 @@ func readContact(tx *bbolt.Tx, teamID int64, bookID, id string) (c store.Contact
 
 func (s *Store) GetContact(ctx context.Context, teamID int64, bookID, id string) (store.Contact, error) {
 	var c store.Contact
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		c, _, err = readContact(tx, teamID, bookID, id)
 		return err
@@ -375,7 +375,7 @@ func (s *Store) ListContacts(ctx context.Context, teamID int64, bookID string, f
 	)
 	offset := max(f.Offset, 0)
 	inPage := func(i int) bool { return i >= offset && (f.Limit <= 0 || i < offset+f.Limit) }
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		books := tx.Bucket(bucketBooks)
 		book, err := get[store.ContactBook](books, bookKey(teamID, bookID))
 		if err != nil {
@@ -459,7 +459,7 @@ func (s *Store) ListContacts(ctx context.Context, teamID int64, bookID string, f
 func (s *Store) ContactsAfter(ctx context.Context, teamID int64, bookID, cursor string, limit int) ([]store.Contact, error) {
 	cursor = lowerEmail(cursor)
 	var out []store.Contact
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		if !bookExists(tx, teamID, bookID) {
 			return store.ErrNotFound
 		}
@@ -542,7 +542,7 @@ func (s *Store) UpdateContact(ctx context.Context, teamID int64, bookID, id stri
 // by their number, in one transaction. ErrNotFound when the book does not exist.
 func (s *Store) DeleteContacts(ctx context.Context, teamID int64, bookID string, ids []string) (int, error) {
 	var n int
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		n = 0 // update may run this more than once
 		books := tx.Bucket(bucketBooks)
 		bk := bookKey(teamID, bookID)

@@ -18,7 +18,7 @@ func domainNameKey(name string) []byte {
 }
 
 func (s *Store) CreateDomain(ctx context.Context, d store.Domain) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		names := tx.Bucket(bucketDomName)
 		doms := tx.Bucket(bucketDomains)
 		nk := domainNameKey(d.Name)
@@ -41,7 +41,7 @@ func (s *Store) CreateDomain(ctx context.Context, d store.Domain) error {
 
 func (s *Store) DomainNameHeld(ctx context.Context, name string) (bool, error) {
 	held := false
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		held = tx.Bucket(bucketDomName).Get(domainNameKey(name)) != nil
 		return nil
 	})
@@ -50,7 +50,7 @@ func (s *Store) DomainNameHeld(ctx context.Context, name string) (bool, error) {
 
 func (s *Store) GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error) {
 	var d store.Domain
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		d, err = get[store.Domain](tx.Bucket(bucketDomains), teamKey(teamID, u64(id)))
 		return err
@@ -60,7 +60,7 @@ func (s *Store) GetDomain(ctx context.Context, teamID, id int64) (store.Domain, 
 
 func (s *Store) ListDomains(ctx context.Context, teamID int64) ([]store.Domain, error) {
 	var out []store.Domain
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketDomains).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -120,7 +120,7 @@ func (s *Store) UpdateDomain(ctx context.Context, teamID, id int64, fn func(*sto
 }
 
 func (s *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		doms := tx.Bucket(bucketDomains)
 		key := teamKey(teamID, u64(id))
 		d, err := get[store.Domain](doms, key)

@@ -134,62 +134,74 @@ func deleteIndexes(tx *bbolt.Tx, entries []indexEntry) error {
 	return nil
 }
 
-// CreateEmails writes all new emails in one transaction; an existing id is skipped with its
+// CreateEmails logs the emails and returns once the log is on disk (wal.go); they are then
+// written into bbolt, all of one call in one transaction. An existing id is skipped with its
 // events and its campaign counts, which is what makes a retried send exactly-once. Within one
 // email, a second first event with an already used ID is ignored. A campaign email's Counted
 // kinds (each once, however often listed) are added to its campaign's counters in the same
 // transaction.
 func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEvents []store.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Copies: the caller may reuse its slices before the applier gets to them.
+	return s.wal.append(walRecord{Emails: slices.Clone(emails), Events: slices.Clone(firstEvents)})
+}
+
+// createEmailsTx is CreateEmails' writes, applied from the log (wal.go).
+func createEmailsTx(tx *bbolt.Tx, emails []store.Email, firstEvents []store.Event) (created int, err error) {
 	byEmail := make(map[string][]store.Event)
 	for _, ev := range firstEvents {
 		byEmail[ev.EmailID] = append(byEmail[ev.EmailID], ev)
 	}
-	return s.update(ctx, func(tx *bbolt.Tx) error {
-		ems := tx.Bucket(bucketEmails)
-		evs := tx.Bucket(bucketEvents)
-		for _, e := range emails {
-			if ems.Get([]byte(e.ID)) != nil {
-				continue
-			}
-			e.Version = 1
-			e.ScheduleCounted = e.Status == store.StatusScheduled
-			if e.ScheduleCounted {
-				if err := addScheduled(tx, e.TeamID, 1); err != nil {
-					return err
-				}
-			}
-			if err := writeEmail(tx, e); err != nil {
-				return err
-			}
-			if err := putIndexes(tx, emailIndexes(e)); err != nil {
-				return err
-			}
-			if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(nil, e.Counted)); err != nil {
-				return err
-			}
-			if err := countStats(tx, e, newKinds(nil, e.Counted), e.CreatedAt); err != nil {
-				return err
-			}
-			for _, ev := range byEmail[e.ID] {
-				key := eventKey(e.ID, ev.ID)
-				if evs.Get(key) != nil {
-					continue
-				}
-				if err := appendFeed(tx, e.TeamID, e.ID, ev.ID); err != nil {
-					return err
-				}
-				if err := put(evs, key, ev); err != nil {
-					return err
-				}
+	ems := tx.Bucket(bucketEmails)
+	evs := tx.Bucket(bucketEvents)
+	for _, e := range emails {
+		if ems.Get([]byte(e.ID)) != nil {
+			continue
+		}
+		created++
+		e.Version = 1
+		e.ScheduleCounted = e.Status == store.StatusScheduled
+		if e.ScheduleCounted {
+			if err := addScheduled(tx, e.TeamID, 1); err != nil {
+				return 0, err
 			}
 		}
-		return nil
-	})
+		if err := writeEmail(tx, e); err != nil {
+			return 0, err
+		}
+		if err := putIndexes(tx, emailIndexes(e)); err != nil {
+			return 0, err
+		}
+		if err := countKinds(tx, e.TeamID, e.CampaignID, newKinds(nil, e.Counted)); err != nil {
+			return 0, err
+		}
+		if err := countStats(tx, e, newKinds(nil, e.Counted), e.CreatedAt); err != nil {
+			return 0, err
+		}
+		for _, ev := range byEmail[e.ID] {
+			key := eventKey(e.ID, ev.ID)
+			if evs.Get(key) != nil {
+				continue
+			}
+			if err := appendFeed(tx, e.TeamID, e.ID, ev.ID); err != nil {
+				return 0, err
+			}
+			if err := put(evs, key, ev); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return created, nil
 }
 
 func (s *Store) GetEmail(ctx context.Context, id string) (store.Email, error) {
+	if err := s.wal.settleEmail(ctx, id); err != nil {
+		return store.Email{}, err
+	}
 	var e store.Email
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		e, err = s.readEmail(tx, id)
 		return err
@@ -202,7 +214,10 @@ func (s *Store) GetEmailDetail(ctx context.Context, id string) (store.Email, []s
 		e      store.Email
 		events []store.Event
 	)
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	if err := s.wal.settleEmail(ctx, id); err != nil {
+		return store.Email{}, nil, err
+	}
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		if e, err = s.readEmail(tx, id); err != nil {
 			return err
@@ -387,6 +402,9 @@ func (s *Store) UpdateEmail(ctx context.Context, id string, fn func(*store.Email
 		raw       []byte // new encoded, without the content
 		content   []byte // the content encoded, nil when it did not change
 		scheduled int64  // what the change adds to the team's scheduled count
+	}
+	if err := s.wal.settleEmail(ctx, id); err != nil {
+		return store.Email{}, err
 	}
 	c, err := optimistic(ctx, s, "email "+id,
 		func(tx *bbolt.Tx) (snapshot, error) {

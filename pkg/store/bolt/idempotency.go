@@ -25,7 +25,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.
 		rec     store.Idempotency
 		claimed bool
 	)
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		rec, claimed = store.Idempotency{}, false // update may run this more than once
 		b := tx.Bucket(bucketIdem)
 		key := idemKey(c.TeamID, c.Key)
@@ -65,7 +65,7 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c store.IdemClaim) (store.
 // ReleaseIdempotency deletes the record only while it is PENDING: a completed response must stay
 // replayable. Releasing an absent record is not an error (the release is a cleanup).
 func (s *Store) ReleaseIdempotency(ctx context.Context, teamID int64, key string) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketIdem)
 		k := idemKey(teamID, key)
 		rec, err := get[store.Idempotency](b, k)

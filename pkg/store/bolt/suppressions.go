@@ -21,7 +21,7 @@ func suppTimeKey(sp store.Suppression) []byte {
 
 func (s *Store) PutSuppression(ctx context.Context, sp store.Suppression) error {
 	sp.Email = strings.ToLower(sp.Email)
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketSupp)
 		idx := tx.Bucket(bucketSuppTime)
 		key := suppKey(sp.TeamID, sp.Email)
@@ -43,7 +43,7 @@ func (s *Store) PutSuppression(ctx context.Context, sp store.Suppression) error 
 
 func (s *Store) GetSuppressions(ctx context.Context, teamID int64, emails []string) (map[string]store.Suppression, error) {
 	out := make(map[string]store.Suppression)
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketSupp)
 		for _, addr := range emails {
 			sp, err := get[store.Suppression](b, suppKey(teamID, addr))
@@ -71,7 +71,7 @@ func (s *Store) ListSuppressions(ctx context.Context, teamID int64, reason strin
 		total int
 	)
 	offset = max(offset, 0)
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketSupp)
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketSuppTime).Cursor()
@@ -100,7 +100,7 @@ func (s *Store) ListSuppressions(ctx context.Context, teamID int64, reason strin
 
 // DeleteSuppression returns ErrNotFound when the address is not suppressed.
 func (s *Store) DeleteSuppression(ctx context.Context, teamID int64, email string) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketSupp)
 		key := suppKey(teamID, email)
 		sp, err := get[store.Suppression](b, key)

@@ -15,7 +15,7 @@ import (
 // distinct values.
 func (s *Store) NextID(ctx context.Context, sequence string) (int64, error) {
 	var id int64
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketSeq)
 		var cur uint64
 		if raw := b.Get([]byte(sequence)); raw != nil {
@@ -33,7 +33,7 @@ func (s *Store) NextID(ctx context.Context, sequence string) (int64, error) {
 
 // CreateTeam fails with ErrConflict when the id is taken.
 func (s *Store) CreateTeam(ctx context.Context, t store.Team) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTeams)
 		if b.Get(u64(t.ID)) != nil {
 			return fmt.Errorf("bolt: team %d: %w", t.ID, store.ErrConflict)
@@ -44,7 +44,7 @@ func (s *Store) CreateTeam(ctx context.Context, t store.Team) error {
 
 func (s *Store) GetTeam(ctx context.Context, id int64) (store.Team, error) {
 	var t store.Team
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		t, err = get[store.Team](tx.Bucket(bucketTeams), u64(id))
 		return err
@@ -55,7 +55,7 @@ func (s *Store) GetTeam(ctx context.Context, id int64) (store.Team, error) {
 // ListTeams returns every team ordered by id.
 func (s *Store) ListTeams(ctx context.Context) ([]store.Team, error) {
 	var out []store.Team
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketTeams).ForEach(func(k, v []byte) error {
 			var t store.Team
 			if err := json.Unmarshal(v, &t); err != nil {
@@ -69,7 +69,7 @@ func (s *Store) ListTeams(ctx context.Context) ([]store.Team, error) {
 }
 
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketKeys)
 		if b.Get([]byte(k.ID)) != nil {
 			return fmt.Errorf("bolt: api key %s: %w", k.ID, store.ErrConflict)
@@ -83,7 +83,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 
 func (s *Store) GetAPIKey(ctx context.Context, id string) (store.APIKey, error) {
 	var k store.APIKey
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		k, err = get[store.APIKey](tx.Bucket(bucketKeys), []byte(id))
 		return err
@@ -94,7 +94,7 @@ func (s *Store) GetAPIKey(ctx context.Context, id string) (store.APIKey, error) 
 // ListAPIKeys returns the team's keys ordered by key id.
 func (s *Store) ListAPIKeys(ctx context.Context, teamID int64) ([]store.APIKey, error) {
 	var out []store.APIKey
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		keys := tx.Bucket(bucketKeys)
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketKeysTeam).Cursor()
@@ -112,7 +112,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, teamID int64) ([]store.APIKey, 
 
 // DeleteAPIKey returns ErrNotFound when the key does not exist or belongs to another team.
 func (s *Store) DeleteAPIKey(ctx context.Context, teamID int64, id string) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketKeys)
 		k, err := get[store.APIKey](b, []byte(id))
 		if err != nil {
@@ -131,7 +131,7 @@ func (s *Store) DeleteAPIKey(ctx context.Context, teamID int64, id string) error
 // UpdateTeam implements store.Teams.
 func (s *Store) UpdateTeam(ctx context.Context, id int64, fn func(*store.Team) error) (store.Team, error) {
 	var t store.Team
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTeams)
 		old, err := get[store.Team](b, u64(id))
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 func (s *Store) CreateTemplate(ctx context.Context, t store.Template) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTemplates)
 		key := teamKey(t.TeamID, []byte(t.ID))
 		if b.Get(key) != nil {
@@ -24,7 +24,7 @@ func (s *Store) CreateTemplate(ctx context.Context, t store.Template) error {
 
 func (s *Store) GetTemplate(ctx context.Context, teamID int64, id string) (store.Template, error) {
 	var t store.Template
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		t, err = get[store.Template](tx.Bucket(bucketTemplates), teamKey(teamID, []byte(id)))
 		return err
@@ -35,7 +35,7 @@ func (s *Store) GetTemplate(ctx context.Context, teamID int64, id string) (store
 // ListTemplates sorts in memory: a team has few templates, so no time index is kept for them.
 func (s *Store) ListTemplates(ctx context.Context, teamID int64) ([]store.Template, error) {
 	var out []store.Template
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		prefix := u64(teamID)
 		c := tx.Bucket(bucketTemplates).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -81,7 +81,7 @@ func (s *Store) UpdateTemplate(ctx context.Context, teamID int64, id string, fn 
 }
 
 func (s *Store) DeleteTemplate(ctx context.Context, teamID int64, id string) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketTemplates)
 		key := teamKey(teamID, []byte(id))
 		if b.Get(key) == nil {

@@ -14,7 +14,7 @@ import (
 
 func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) error {
 	w.Version = 1
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketWebhooks)
 		k := teamKey(w.TeamID, []byte(w.ID))
 		if b.Get(k) != nil {
@@ -26,7 +26,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) error {
 
 func (s *Store) GetWebhook(ctx context.Context, teamID int64, id string) (store.Webhook, error) {
 	var w store.Webhook
-	err := s.view(ctx, func(tx *bbolt.Tx) (err error) {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) (err error) {
 		w, err = get[store.Webhook](tx.Bucket(bucketWebhooks), teamKey(teamID, []byte(id)))
 		return err
 	})
@@ -36,7 +36,7 @@ func (s *Store) GetWebhook(ctx context.Context, teamID int64, id string) (store.
 // ListWebhooks returns the team's webhooks newest first (then by id, descending).
 func (s *Store) ListWebhooks(ctx context.Context, teamID int64) ([]store.Webhook, error) {
 	var out []store.Webhook
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		prefix := teamKey(teamID)
 		c := tx.Bucket(bucketWebhooks).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -92,7 +92,7 @@ func (s *Store) UpdateWebhook(ctx context.Context, teamID int64, id string, fn f
 }
 
 func (s *Store) DeleteWebhook(ctx context.Context, teamID int64, id string) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketWebhooks)
 		k := teamKey(teamID, []byte(id))
 		if b.Get(k) == nil {
@@ -115,7 +115,7 @@ func pendingDue(c store.WebhookCall) bool {
 
 func (s *Store) CreateWebhookCalls(ctx context.Context, calls []store.WebhookCall) ([]store.WebhookCall, error) {
 	var created []store.WebhookCall
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		created = created[:0]
 		b := tx.Bucket(bucketCalls)
 		for _, c := range calls {
@@ -141,7 +141,7 @@ func (s *Store) CreateWebhookCalls(ctx context.Context, calls []store.WebhookCal
 
 func (s *Store) GetWebhookCall(ctx context.Context, webhookID, id string) (store.WebhookCall, error) {
 	var c store.WebhookCall
-	err := s.view(ctx, func(tx *bbolt.Tx) (err error) {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) (err error) {
 		c, err = get[store.WebhookCall](tx.Bucket(bucketCalls), callKey(webhookID, id))
 		return err
 	})
@@ -151,7 +151,7 @@ func (s *Store) GetWebhookCall(ctx context.Context, webhookID, id string) (store
 // ListWebhookCalls walks the webhook's calls backwards from before.
 func (s *Store) ListWebhookCalls(ctx context.Context, webhookID string, limit int, before string) ([]store.WebhookCall, error) {
 	var out []store.WebhookCall
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		prefix := callKey(webhookID, "")
 		c := tx.Bucket(bucketCalls).Cursor()
 		from := join([]byte(webhookID), []byte{1}) // past the webhook's last call
@@ -218,7 +218,7 @@ func (s *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn 
 // DueWebhookCalls walks the due bucket from the earliest.
 func (s *Store) DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error) {
 	var out [][2]string
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketCallsDue).Cursor()
 		until := t.UnixNano()
 		for k, _ := c.First(); k != nil && (limit <= 0 || len(out) < limit); k, _ = c.Next() {

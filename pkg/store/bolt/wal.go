@@ -1,0 +1,569 @@
+package bolt
+
+// The write-ahead log of CreateEmails.
+//
+// A send is answered once its emails are on disk, and bbolt puts them there with a commit:
+// dirty pages written, a sync, the meta page, a second sync, one writer at a time, shared with
+// every delivery's status change. The API's requests waited on that queue (about 7 ms each
+// under load). CreateEmails now appends its emails to a log instead and returns after the
+// log's sync, which concurrent senders share (group commit, no waiting for company: whoever
+// arrives during a sync goes with the next one). A single applier then writes the logged
+// emails into bbolt, many records to a transaction, in log order, with exactly the writes
+// CreateEmails made before; a segment of the log is deleted once bbolt has committed all of
+// it. Segments are written in place into a file already full of zeros and synced (the next
+// one is made ready in the background): a sync then carries the new bytes only, not the
+// file's size, which on ext4 is a journal commit shared with every other file's changes. At
+// Open, what the log still holds is applied before anything else reads the store: an
+// email already present is skipped, as for a retried request, so applying twice is harmless.
+//
+// Reads and writes of the records CreateEmails writes (emails, their events, indexes, counts,
+// the feed, campaign counters) wait until every record appended before them is applied
+// (settle), so the store reads its own writes as before; the records the log never touches
+// (teams, keys, domains, templates, suppressions, contacts, webhooks, idempotency) are read
+// without waiting (viewNow, updateNow), which is what keeps the send path off bbolt's queue.
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// walRecord is one CreateEmails call.
+type walRecord struct {
+	Emails []store.Email `json:"emails"`
+	Events []store.Event `json:"events,omitempty"`
+}
+
+const (
+	walExt         = ".wal"
+	walSegmentSize = 4 << 20 // the zeroed size of a segment; one is closed when the next record would not fit
+	walMaxRecord   = 1 << 30 // a length beyond this is a torn or corrupt header
+	walApplyEmails = 500     // emails per apply transaction, at most (one record may exceed it)
+	walHeader      = 8       // little-endian length, then CRC-32C of the payload
+)
+
+var (
+	walTable  = crc32.MakeTable(crc32.Castagnoli)
+	errClosed = errors.New("bolt: the store is closed")
+)
+
+// walBatch is the records one sync makes durable.
+type walBatch struct {
+	buf    []byte
+	recs   []walRecord
+	last   uint64 // sequence number of its last record
+	done   chan struct{}
+	err    error // of the write or the sync, set before done closes
+	failed bool  // not durable: the applier skips it (its callers were told)
+}
+
+type walFile struct {
+	f    *os.File
+	path string
+}
+
+type walSegment struct {
+	path string
+	last uint64 // sequence number of the last record written to it
+}
+
+type wal struct {
+	dir   string
+	apply func([]walRecord) (int, error) // one bbolt transaction; the emails written
+
+	appended atomic.Uint64 // sequence number of the last record appended
+	applied  atomic.Uint64 // every record up to this one is in bbolt (or failed)
+
+	mu        sync.Mutex
+	cur       *walBatch // filling
+	toApply   []*walBatch
+	appliedCh chan struct{}     // closed (and replaced) each time applied moves
+	pending   map[string]uint64 // email id → sequence number of its record, until applied
+	closed    bool
+	segs      []walSegment // oldest first; the last is the one being written
+	broken    error        // set when the log cannot be written any more
+
+	f        *os.File // the segment being written (the syncer's, like fileSize)
+	fileSize int64
+	next     chan walFile // the next segment, zeroed and synced (the preparer's)
+	prepErr  chan error
+	prepDone chan struct{}
+
+	syncKick, applyKick chan struct{}
+	stop                chan struct{}
+	syncDone, applyDone chan struct{}
+}
+
+// openWAL replays what dir holds into bbolt (apply), deletes it, and starts a new log.
+func openWAL(dir string, apply func([]walRecord) (int, error)) (*wal, int, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, 0, fmt.Errorf("bolt: log %s: %w", dir, err)
+	}
+	n, err := replayWAL(dir, apply)
+	if err != nil {
+		return nil, 0, err
+	}
+	w := &wal{dir: dir, apply: apply, cur: &walBatch{done: make(chan struct{})},
+		appliedCh: make(chan struct{}), pending: make(map[string]uint64), syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1),
+		stop: make(chan struct{}), syncDone: make(chan struct{}), applyDone: make(chan struct{}),
+		next: make(chan walFile), prepErr: make(chan error, 1), prepDone: make(chan struct{})}
+	go w.prepare()
+	if err := w.rotate(); err != nil {
+		close(w.stop)
+		<-w.prepDone
+		return nil, 0, err
+	}
+	go w.syncLoop()
+	go w.applyLoop()
+	return w, n, nil
+}
+
+// segmentFiles lists dir's segments in log order (their names are zero-padded numbers).
+func segmentFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bolt: log %s: %w", dir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), walExt) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// replayWAL applies every whole record of dir's segments, in order, then deletes them, and
+// returns how many emails bbolt did not have yet. A
+// segment ends at its first record that is cut short or fails its checksum: a crash during its
+// write, so nobody was told it was written.
+func replayWAL(dir string, apply func([]walRecord) (int, error)) (int, error) {
+	files, err := segmentFiles(dir)
+	if err != nil || len(files) == 0 {
+		return 0, err
+	}
+	var (
+		chunk  []walRecord
+		emails int
+		total  int
+	)
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		n, err := apply(chunk)
+		if err != nil {
+			return fmt.Errorf("bolt: replay the log: %w", err)
+		}
+		total += n
+		chunk, emails = nil, 0
+		return nil
+	}
+	for _, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return 0, fmt.Errorf("bolt: replay the log: %w", err)
+		}
+		for _, r := range parseRecords(raw) {
+			chunk = append(chunk, r)
+			emails += len(r.Emails)
+			if emails >= walApplyEmails {
+				if err := flush(); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	for _, path := range files {
+		if err := os.Remove(path); err != nil {
+			return 0, fmt.Errorf("bolt: replay the log: %w", err)
+		}
+	}
+	return total, syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("bolt: log %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("bolt: log %s: sync: %w", dir, err)
+	}
+	return nil
+}
+
+// prepare makes segments ready, one ahead of the one being written: numbered in order, full of
+// zeros, synced, with their directory entry synced.
+func (w *wal) prepare() {
+	defer close(w.prepDone)
+	for n := 1; ; n++ {
+		path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, walExt))
+		f, err := zeroed(path, w.dir)
+		if err != nil {
+			w.prepErr <- err
+			return
+		}
+		select {
+		case w.next <- walFile{f: f, path: path}:
+		case <-w.stop:
+			_ = f.Close()
+			_ = os.Remove(path)
+			return
+		}
+	}
+}
+
+func zeroed(path, dir string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("bolt: log: %w", err)
+	}
+	zeros := make([]byte, 1<<20)
+	for off := 0; off < walSegmentSize && err == nil; off += len(zeros) {
+		_, err = f.Write(zeros)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("bolt: log: %w", err)
+	}
+	return f, nil
+}
+
+// rotate closes the segment being written (its records stay until applied) and starts the
+// next one.
+func (w *wal) rotate() error {
+	var nf walFile
+	select {
+	case nf = <-w.next:
+	case err := <-w.prepErr:
+		w.prepErr <- err // for the next caller too
+		return err
+	}
+	if w.f != nil {
+		_ = w.f.Close()
+	}
+	w.f, w.fileSize = nf.f, 0
+	w.mu.Lock()
+	w.segs = append(w.segs, walSegment{path: nf.path, last: w.appended.Load()})
+	w.mu.Unlock()
+	return nil
+}
+
+func encodeRecord(r walRecord) ([]byte, error) {
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("bolt: encode emails: %w", err)
+	}
+	if len(payload) > walMaxRecord {
+		return nil, fmt.Errorf("bolt: %d emails are too large for one write", len(r.Emails))
+	}
+	out := make([]byte, walHeader, walHeader+len(payload))
+	binary.LittleEndian.PutUint32(out, uint32(len(payload)))
+	binary.LittleEndian.PutUint32(out[4:], crc32.Checksum(payload, walTable))
+	return append(out, payload...), nil
+}
+
+// append writes r to the log and returns once it is on disk (or could not be put there).
+func (w *wal) append(r walRecord) error {
+	raw, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return errClosed
+	}
+	if w.broken != nil {
+		w.mu.Unlock()
+		return w.broken
+	}
+	b := w.cur
+	b.buf = append(b.buf, raw...)
+	b.recs = append(b.recs, r)
+	b.last = w.appended.Add(1)
+	for _, e := range r.Emails {
+		w.pending[e.ID] = b.last
+	}
+	w.mu.Unlock()
+	kick(w.syncKick)
+	<-b.done
+	return b.err
+}
+
+func kick(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// syncLoop writes and syncs what was appended meanwhile, one batch at a time, and hands each
+// batch to the applier.
+func (w *wal) syncLoop() {
+	defer close(w.syncDone)
+	for {
+		select {
+		case <-w.syncKick:
+		case <-w.stop:
+		}
+		w.mu.Lock()
+		b := w.cur
+		stopping, n := w.closed, len(b.recs)
+		if n > 0 {
+			w.cur = &walBatch{done: make(chan struct{})}
+		}
+		w.mu.Unlock()
+		if n > 0 {
+			w.write(b)
+		}
+		if stopping && n == 0 {
+			if w.f != nil {
+				_ = w.f.Close()
+			}
+			return
+		}
+	}
+}
+
+func (w *wal) write(b *walBatch) {
+	var err error
+	if w.fileSize > 0 && w.fileSize+int64(len(b.buf)) > walSegmentSize {
+		err = w.rotate()
+	}
+	if err == nil {
+		_, err = w.f.WriteAt(b.buf, w.fileSize) // past the zeros, the file grows: still whole
+	}
+	if err == nil {
+		err = datasync(w.f)
+	}
+	w.fileSize += int64(len(b.buf))
+	if err != nil {
+		b.err, b.failed = fmt.Errorf("bolt: write the log: %w", err), true
+		// What follows must not land behind a torn record: a new segment.
+		if rerr := w.rotate(); rerr != nil {
+			w.mu.Lock()
+			w.broken = fmt.Errorf("bolt: the log cannot be written: %w", rerr)
+			w.mu.Unlock()
+		}
+	} else {
+		w.mu.Lock()
+		w.segs[len(w.segs)-1].last = b.last
+		w.mu.Unlock()
+	}
+	b.buf = nil
+	w.mu.Lock()
+	w.toApply = append(w.toApply, b)
+	w.mu.Unlock()
+	kick(w.applyKick)
+	close(b.done)
+}
+
+// applyLoop writes the synced records into bbolt, in log order, then lets settle return and
+// deletes the segments bbolt now holds entirely.
+func (w *wal) applyLoop() {
+	defer close(w.applyDone)
+	for {
+		select {
+		case <-w.applyKick:
+		case <-w.syncDone:
+			// The syncer is gone: apply what is left, then stop.
+			w.mu.Lock()
+			left := len(w.toApply)
+			w.mu.Unlock()
+			if left == 0 {
+				return
+			}
+		}
+		for {
+			w.mu.Lock()
+			var (
+				take   []*walBatch
+				emails int
+			)
+			for len(w.toApply) > 0 && (len(take) == 0 || emails < walApplyEmails) {
+				b := w.toApply[0]
+				w.toApply = w.toApply[1:]
+				take = append(take, b)
+				for _, r := range b.recs {
+					emails += len(r.Emails)
+				}
+			}
+			w.mu.Unlock()
+			if len(take) == 0 {
+				break
+			}
+			var recs []walRecord
+			for _, b := range take {
+				if !b.failed {
+					recs = append(recs, b.recs...)
+				}
+			}
+			for delay := 10 * time.Millisecond; len(recs) > 0; delay = min(2*delay, 5*time.Second) {
+				_, err := w.apply(recs)
+				if err == nil {
+					break
+				}
+				// The records are on disk in the log: they are applied when bbolt takes them,
+				// at the latest at the next start.
+				slog.Error("bolt: applying logged emails failed; retrying", "emails", emails, "err", err)
+				time.Sleep(delay)
+			}
+			w.done(take)
+		}
+	}
+}
+
+// done records that every record up to the last of bs is applied.
+func (w *wal) done(bs []*walBatch) {
+	last := bs[len(bs)-1].last
+	w.mu.Lock()
+	for _, b := range bs {
+		for _, r := range b.recs {
+			for _, e := range r.Emails {
+				if w.pending[e.ID] <= last {
+					delete(w.pending, e.ID)
+				}
+			}
+		}
+	}
+	w.applied.Store(last)
+	close(w.appliedCh)
+	w.appliedCh = make(chan struct{})
+	var gone []string
+	for len(w.segs) > 1 && w.segs[0].last <= last {
+		gone = append(gone, w.segs[0].path)
+		w.segs = w.segs[1:]
+	}
+	w.mu.Unlock()
+	for _, path := range gone {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			slog.Error("bolt: removing an applied log segment failed", "err", err)
+		}
+	}
+}
+
+// settle returns once every record appended before it was called is in bbolt.
+func (w *wal) settle(ctx context.Context) error {
+	return w.settleTo(ctx, w.appended.Load())
+}
+
+// settleEmail returns once the email id, if logged before the call, is in bbolt: a read or
+// change of one email waits for its own record only, not for everything appended since (a
+// campaign's fan-out logs thousands of emails a second).
+func (w *wal) settleEmail(ctx context.Context, id string) error {
+	w.mu.Lock()
+	seq, ok := w.pending[id]
+	w.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return w.settleTo(ctx, seq)
+}
+
+func (w *wal) settleTo(ctx context.Context, target uint64) error {
+	for {
+		w.mu.Lock()
+		ch := w.appliedCh
+		w.mu.Unlock()
+		if w.applied.Load() >= target {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// close stops taking records, waits until everything appended is synced and applied, and
+// deletes the log, which bbolt now holds entirely.
+func (w *wal) close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.syncDone
+	<-w.applyDone
+	<-w.prepDone
+	files, err := segmentFiles(w.dir)
+	if err != nil {
+		return err
+	}
+	for _, path := range files {
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("bolt: log: %w", err)
+		}
+	}
+	return syncDir(w.dir)
+}
+
+// parseRecords decodes a segment's records up to the first one cut short or failing its
+// checksum.
+func parseRecords(raw []byte) []walRecord {
+	var out []walRecord
+	for len(raw) >= walHeader {
+		n := binary.LittleEndian.Uint32(raw)
+		if n == 0 || n > walMaxRecord || uint64(len(raw)-walHeader) < uint64(n) {
+			break // the zeros after the last record, or a record cut short
+		}
+		payload := raw[walHeader : walHeader+int(n)]
+		if crc32.Checksum(payload, walTable) != binary.LittleEndian.Uint32(raw[4:]) {
+			break
+		}
+		var r walRecord
+		if err := json.Unmarshal(payload, &r); err != nil {
+			break
+		}
+		out = append(out, r)
+		raw = raw[walHeader+int(n):]
+	}
+	return out
+}
+
+// createEmails is CreateEmails' transaction (see there), for one or many calls' emails.
+// It returns how many emails it wrote (an email already present is skipped).
+func createEmails(tx *bbolt.Tx, recs []walRecord) (int, error) {
+	total := 0
+	for _, r := range recs {
+		n, err := createEmailsTx(tx, r.Emails, r.Events)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
