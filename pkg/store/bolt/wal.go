@@ -51,10 +51,11 @@ type walRecord struct {
 
 const (
 	walExt         = ".wal"
-	walSegmentSize = 4 << 20 // the zeroed size of a segment; one is closed when the next record would not fit
-	walMaxRecord   = 1 << 30 // a length beyond this is a torn or corrupt header
-	walApplyEmails = 500     // emails per apply transaction, at most (one record may exceed it)
-	walHeader      = 8       // little-endian length, then CRC-32C of the payload
+	walSegmentSize = 4 << 20   // the zeroed size of a segment; one is closed when the next record would not fit
+	walFirstSize   = 256 << 10 // the first segment's: a store that takes few emails writes few zeros
+	walMaxRecord   = 1 << 30   // a length beyond this is a torn or corrupt header
+	walApplyEmails = 500       // emails per apply transaction, at most (one record may exceed it)
+	walHeader      = 8         // little-endian length, then CRC-32C of the payload
 )
 
 var (
@@ -75,6 +76,7 @@ type walBatch struct {
 type walFile struct {
 	f    *os.File
 	path string
+	size int64
 }
 
 type walSegment struct {
@@ -98,10 +100,14 @@ type wal struct {
 	segs      []walSegment // oldest first; the last is the one being written
 	broken    error        // set when the log cannot be written any more
 
-	f        *os.File // the segment being written (the syncer's, like fileSize)
+	f        *os.File // the segment being written (the syncer's, like fileSize, segSize, wanted)
 	fileSize int64
-	next     chan walFile // the next segment, zeroed and synced (the preparer's)
+	segSize  int64
+	wanted   bool          // the next segment was asked for
+	want     chan struct{} // asks the preparer for the next segment
+	next     chan walFile  // the next segment, zeroed and synced (the preparer's)
 	prepErr  chan error
+	applyErr error // the applier gave up at close: what it had not applied stays in the log
 	prepDone chan struct{}
 
 	syncKick, applyKick chan struct{}
@@ -121,7 +127,7 @@ func openWAL(dir string, apply func([]walRecord) (int, error)) (*wal, int, error
 	w := &wal{dir: dir, apply: apply, cur: &walBatch{done: make(chan struct{})},
 		appliedCh: make(chan struct{}), pending: make(map[string]uint64), syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1),
 		stop: make(chan struct{}), syncDone: make(chan struct{}), applyDone: make(chan struct{}),
-		next: make(chan walFile), prepErr: make(chan error, 1), prepDone: make(chan struct{})}
+		want: make(chan struct{}, 1), next: make(chan walFile), prepErr: make(chan error, 1), prepDone: make(chan struct{})}
 	go w.prepare()
 	if err := w.rotate(); err != nil {
 		close(w.stop)
@@ -213,19 +219,29 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// prepare makes segments ready, one ahead of the one being written: numbered in order, full of
-// zeros, synced, with their directory entry synced.
+// prepare makes segments ready, the next one once the one being written is half full:
+// numbered in order, full of zeros, synced, with their directory entry synced.
 func (w *wal) prepare() {
 	defer close(w.prepDone)
 	for n := 1; ; n++ {
+		size := int64(walSegmentSize)
+		if n == 1 {
+			size = walFirstSize
+		} else {
+			select {
+			case <-w.want:
+			case <-w.stop:
+				return
+			}
+		}
 		path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, walExt))
-		f, err := zeroed(path, w.dir)
+		f, err := zeroed(path, w.dir, size)
 		if err != nil {
 			w.prepErr <- err
 			return
 		}
 		select {
-		case w.next <- walFile{f: f, path: path}:
+		case w.next <- walFile{f: f, path: path, size: size}:
 		case <-w.stop:
 			_ = f.Close()
 			_ = os.Remove(path)
@@ -234,13 +250,13 @@ func (w *wal) prepare() {
 	}
 }
 
-func zeroed(path, dir string) (*os.File, error) {
+func zeroed(path, dir string, size int64) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("bolt: log: %w", err)
 	}
-	zeros := make([]byte, 1<<20)
-	for off := 0; off < walSegmentSize && err == nil; off += len(zeros) {
+	zeros := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
 		_, err = f.Write(zeros)
 	}
 	if err == nil {
@@ -260,6 +276,7 @@ func zeroed(path, dir string) (*os.File, error) {
 // rotate closes the segment being written (its records stay until applied) and starts the
 // next one.
 func (w *wal) rotate() error {
+	w.askNext()
 	var nf walFile
 	select {
 	case nf = <-w.next:
@@ -270,11 +287,19 @@ func (w *wal) rotate() error {
 	if w.f != nil {
 		_ = w.f.Close()
 	}
-	w.f, w.fileSize = nf.f, 0
+	w.f, w.fileSize, w.segSize, w.wanted = nf.f, 0, nf.size, false
 	w.mu.Lock()
 	w.segs = append(w.segs, walSegment{path: nf.path, last: w.appended.Load()})
 	w.mu.Unlock()
 	return nil
+}
+
+// askNext asks the preparer for the next segment, once per segment.
+func (w *wal) askNext() {
+	if !w.wanted && w.f != nil {
+		w.wanted = true
+		kick(w.want)
+	}
 }
 
 func encodeRecord(r walRecord) ([]byte, error) {
@@ -356,7 +381,7 @@ func (w *wal) syncLoop() {
 
 func (w *wal) write(b *walBatch) {
 	var err error
-	if w.fileSize > 0 && w.fileSize+int64(len(b.buf)) > walSegmentSize {
+	if w.fileSize > 0 && w.fileSize+int64(len(b.buf)) > w.segSize {
 		err = w.rotate()
 	}
 	if err == nil {
@@ -378,6 +403,9 @@ func (w *wal) write(b *walBatch) {
 		w.mu.Lock()
 		w.segs[len(w.segs)-1].last = b.last
 		w.mu.Unlock()
+		if w.fileSize > w.segSize/2 {
+			w.askNext()
+		}
 	}
 	b.buf = nil
 	w.mu.Lock()
@@ -435,7 +463,14 @@ func (w *wal) applyLoop() {
 				// The records are on disk in the log: they are applied when bbolt takes them,
 				// at the latest at the next start.
 				slog.Error("bolt: applying logged emails failed; retrying", "emails", emails, "err", err)
-				time.Sleep(delay)
+				select {
+				case <-time.After(delay):
+				case <-w.stop:
+					w.mu.Lock()
+					w.applyErr = err
+					w.mu.Unlock()
+					return
+				}
 			}
 			w.done(take)
 		}
@@ -519,6 +554,12 @@ func (w *wal) close() error {
 	<-w.syncDone
 	<-w.applyDone
 	<-w.prepDone
+	w.mu.Lock()
+	applyErr := w.applyErr
+	w.mu.Unlock()
+	if applyErr != nil {
+		return fmt.Errorf("bolt: emails left in the log for the next start: %w", applyErr)
+	}
 	files, err := segmentFiles(w.dir)
 	if err != nil {
 		return err
