@@ -201,14 +201,7 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: init %s: %w", path, err)
 	}
-	w, n, err := openWAL(path+walExt, func(recs []walRecord) (int, error) {
-		created := 0
-		err := db.Batch(func(tx *bbolt.Tx) (err error) {
-			created, err = createEmails(tx, recs) // Batch may run this more than once
-			return err
-		})
-		return created, err
-	})
+	w, n, err := openWAL(path+walExt, db)
 	if err != nil {
 		_ = db.Close()
 		return nil, err

@@ -9,18 +9,25 @@ package bolt
 // log's sync, which concurrent senders share (group commit, no waiting for company: whoever
 // arrives during a sync goes with the next one). A single applier then writes the logged
 // emails into bbolt, many records to a transaction, in log order, with exactly the writes
-// CreateEmails made before; a segment of the log is deleted once bbolt has committed all of
-// it. Segments are written in place into a file already full of zeros and synced (the next
-// one is made ready in the background): a sync then carries the new bytes only, not the
-// file's size, which on ext4 is a journal commit shared with every other file's changes. At
-// Open, what the log still holds is applied before anything else reads the store: an
-// email already present is skipped, as for a retried request, so applying twice is harmless.
+// CreateEmails made before, and records in the same transaction the sequence number of the
+// last record it applied; a segment of the log is deleted once bbolt has committed all of it.
+// Segments are written in place into a file already full of zeros and synced (the next one is
+// made ready in the background): a sync then carries the new bytes only, not the file's size,
+// which on ext4 is a journal commit shared with every other file's changes. At Open, the
+// records past the last one applied are applied before anything else reads the store (an
+// email already present is skipped too, as for a retried request).
 //
 // Reads and writes of the records CreateEmails writes (emails, their events, indexes, counts,
 // the feed, campaign counters) wait until every record appended before them is applied
-// (settle), so the store reads its own writes as before; the records the log never touches
-// (teams, keys, domains, templates, suppressions, contacts, webhooks, idempotency) are read
-// without waiting (viewNow, updateNow), which is what keeps the send path off bbolt's queue.
+// (settle), or for one email, its own record (settleEmail), so the store reads its own writes
+// as before; the records the log never touches (teams, keys, domains, templates,
+// suppressions, contacts, webhooks, idempotency) are read without waiting (viewNow,
+// updateNow), which is what keeps the send path off bbolt's queue.
+//
+// Failures. A segment that cannot be made ready fails the sends of that moment and is tried
+// again at the next. A write or sync of the log that fails zeroes what it wrote (so no start
+// applies what its callers were told failed) and stops the log: after a failed sync the file's
+// state is unknown, so every later send fails until the process restarts.
 
 import (
 	"context"
@@ -45,6 +52,7 @@ import (
 
 // walRecord is one CreateEmails call.
 type walRecord struct {
+	Seq    uint64        `json:"-"` // in the record's header
 	Emails []store.Email `json:"emails"`
 	Events []store.Event `json:"events,omitempty"`
 }
@@ -55,12 +63,13 @@ const (
 	walFirstSize   = 256 << 10 // the first segment's: a store that takes few emails writes few zeros
 	walMaxRecord   = 1 << 30   // a length beyond this is a torn or corrupt header
 	walApplyEmails = 500       // emails per apply transaction, at most (one record may exceed it)
-	walHeader      = 8         // little-endian length, then CRC-32C of the payload
+	walHeader      = 16        // little-endian: payload length, CRC-32C of the payload then the sequence, sequence
 )
 
 var (
-	walTable  = crc32.MakeTable(crc32.Castagnoli)
-	errClosed = errors.New("bolt: the store is closed")
+	walTable   = crc32.MakeTable(crc32.Castagnoli)
+	errClosed  = errors.New("bolt: the store is closed")
+	walApplied = []byte("\x00wal-applied") // bucketSeq: the sequence number of the last record applied
 )
 
 // walBatch is the records one sync makes durable.
@@ -85,8 +94,8 @@ type walSegment struct {
 }
 
 type wal struct {
-	dir   string
-	apply func([]walRecord) (int, error) // one bbolt transaction; the emails written
+	dir string
+	db  *bbolt.DB
 
 	appended atomic.Uint64 // sequence number of the last record appended
 	applied  atomic.Uint64 // every record up to this one is in bbolt (or failed)
@@ -99,44 +108,83 @@ type wal struct {
 	closed    bool
 	segs      []walSegment // oldest first; the last is the one being written
 	broken    error        // set when the log cannot be written any more
+	applyErr  error        // the applier gave up at close: what it had not applied stays in the log
 
-	f        *os.File // the segment being written (the syncer's, like fileSize, segSize, wanted)
+	// The syncer's.
+	f        *os.File // the segment being written
 	fileSize int64
 	segSize  int64
-	wanted   bool          // the next segment was asked for
-	want     chan struct{} // asks the preparer for the next segment
-	next     chan walFile  // the next segment, zeroed and synced (the preparer's)
-	prepErr  chan error
-	applyErr error // the applier gave up at close: what it had not applied stays in the log
+	wanted   bool // the next segment was asked for
+
+	// The preparer's.
+	want     chan struct{} // asks for the next segment
+	next     chan walFile  // the next segment, zeroed and synced
+	prepErr  chan error    // or why it could not be made
+	prepStop chan struct{}
 	prepDone chan struct{}
 
 	syncKick, applyKick chan struct{}
 	stop                chan struct{}
 	syncDone, applyDone chan struct{}
+	closeOnce           sync.Once
+	closeErr            error
 }
 
-// openWAL replays what dir holds into bbolt (apply), deletes it, and starts a new log.
-func openWAL(dir string, apply func([]walRecord) (int, error)) (*wal, int, error) {
+// openWAL applies what dir holds past the last record bbolt has, deletes it, and starts a new
+// log. It returns how many emails it wrote.
+func openWAL(dir string, db *bbolt.DB) (*wal, int, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("bolt: log %s: %w", dir, err)
 	}
-	n, err := replayWAL(dir, apply)
+	w := &wal{dir: dir, db: db, cur: &walBatch{done: make(chan struct{})},
+		appliedCh: make(chan struct{}), pending: make(map[string]uint64),
+		syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1), stop: make(chan struct{}),
+		syncDone: make(chan struct{}), applyDone: make(chan struct{}),
+		want: make(chan struct{}, 1), next: make(chan walFile), prepErr: make(chan error),
+		prepStop: make(chan struct{}), prepDone: make(chan struct{})}
+	n, last, err := w.replay()
 	if err != nil {
 		return nil, 0, err
 	}
-	w := &wal{dir: dir, apply: apply, cur: &walBatch{done: make(chan struct{})},
-		appliedCh: make(chan struct{}), pending: make(map[string]uint64), syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1),
-		stop: make(chan struct{}), syncDone: make(chan struct{}), applyDone: make(chan struct{}),
-		want: make(chan struct{}, 1), next: make(chan walFile), prepErr: make(chan error, 1), prepDone: make(chan struct{})}
+	w.appended.Store(last)
+	w.applied.Store(last)
 	go w.prepare()
 	if err := w.rotate(); err != nil {
-		close(w.stop)
+		close(w.prepStop)
 		<-w.prepDone
 		return nil, 0, err
 	}
 	go w.syncLoop()
 	go w.applyLoop()
 	return w, n, nil
+}
+
+// apply writes recs into bbolt in one transaction (shared with other writers through Batch)
+// with the sequence number of the last, and returns how many emails it wrote.
+func (w *wal) apply(recs []walRecord) (int, error) {
+	created := 0
+	err := w.db.Batch(func(tx *bbolt.Tx) (err error) {
+		created = 0 // Batch may run this more than once
+		for _, r := range recs {
+			n, err := createEmailsTx(tx, r.Emails, r.Events)
+			if err != nil {
+				return err
+			}
+			created += n
+		}
+		if last := recs[len(recs)-1].Seq; last > appliedSeq(tx) {
+			return tx.Bucket(bucketSeq).Put(walApplied, u64(int64(last)))
+		}
+		return nil
+	})
+	return created, err
+}
+
+func appliedSeq(tx *bbolt.Tx) uint64 {
+	if v := tx.Bucket(bucketSeq).Get(walApplied); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
 }
 
 // segmentFiles lists dir's segments in log order (their names are zero-padded numbers).
@@ -155,94 +203,97 @@ func segmentFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
-// replayWAL applies every whole record of dir's segments, in order, then deletes them, and
-// returns how many emails bbolt did not have yet. A
-// segment ends at its first record that is cut short or fails its checksum: a crash during its
-// write, so nobody was told it was written.
-func replayWAL(dir string, apply func([]walRecord) (int, error)) (int, error) {
-	files, err := segmentFiles(dir)
-	if err != nil || len(files) == 0 {
-		return 0, err
+// replay applies the whole records of the log's segments past the last one bbolt has, in
+// order, then deletes the segments; it returns how many emails it wrote and the last sequence
+// number used. A segment ends at its first record that is cut short or fails its checksum (a
+// crash during its write, so nobody was told it was written), or at the zeros after its last.
+func (w *wal) replay() (created int, last uint64, err error) {
+	if err := w.db.View(func(tx *bbolt.Tx) error { last = appliedSeq(tx); return nil }); err != nil {
+		return 0, 0, fmt.Errorf("bolt: replay the log: %w", err)
 	}
+	files, err := segmentFiles(w.dir)
+	if err != nil || len(files) == 0 {
+		return 0, last, err
+	}
+	done := last
 	var (
 		chunk  []walRecord
 		emails int
-		total  int
 	)
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		n, err := apply(chunk)
+		n, err := w.apply(chunk)
 		if err != nil {
 			return fmt.Errorf("bolt: replay the log: %w", err)
 		}
-		total += n
+		created += n
 		chunk, emails = nil, 0
 		return nil
 	}
 	for _, path := range files {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			return 0, fmt.Errorf("bolt: replay the log: %w", err)
+			return 0, 0, fmt.Errorf("bolt: replay the log: %w", err)
 		}
 		for _, r := range parseRecords(raw) {
+			last = max(last, r.Seq)
+			if r.Seq <= done {
+				continue // applied before the stop
+			}
 			chunk = append(chunk, r)
 			emails += len(r.Emails)
 			if emails >= walApplyEmails {
 				if err := flush(); err != nil {
-					return 0, err
+					return 0, 0, err
 				}
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, path := range files {
 		if err := os.Remove(path); err != nil {
-			return 0, fmt.Errorf("bolt: replay the log: %w", err)
+			return 0, 0, fmt.Errorf("bolt: replay the log: %w", err)
 		}
 	}
-	return total, syncDir(dir)
+	return created, last, syncDir(w.dir)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("bolt: log %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("bolt: log %s: sync: %w", dir, err)
-	}
-	return nil
-}
-
-// prepare makes segments ready, the next one once the one being written is half full:
-// numbered in order, full of zeros, synced, with their directory entry synced.
+// prepare makes segments ready: the first at once, each next one when asked (once the one
+// being written is half full): numbered in order, full of zeros, synced, with their directory
+// entry synced. A segment that cannot be made is reported to the one waiting for it and tried
+// again at the next request.
 func (w *wal) prepare() {
 	defer close(w.prepDone)
-	for n := 1; ; n++ {
+	for n, first := 1, true; ; first = false {
+		if !first {
+			select {
+			case <-w.want:
+			case <-w.prepStop:
+				return
+			}
+		}
 		size := int64(walSegmentSize)
 		if n == 1 {
 			size = walFirstSize
-		} else {
-			select {
-			case <-w.want:
-			case <-w.stop:
-				return
-			}
 		}
 		path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, walExt))
 		f, err := zeroed(path, w.dir, size)
 		if err != nil {
-			w.prepErr <- err
-			return
+			select {
+			case w.prepErr <- err:
+			case <-w.prepStop:
+				return
+			}
+			continue
 		}
 		select {
 		case w.next <- walFile{f: f, path: path, size: size}:
-		case <-w.stop:
+			n++
+		case <-w.prepStop:
 			_ = f.Close()
 			_ = os.Remove(path)
 			return
@@ -251,7 +302,7 @@ func (w *wal) prepare() {
 }
 
 func zeroed(path, dir string, size int64) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("bolt: log: %w", err)
 	}
@@ -281,8 +332,10 @@ func (w *wal) rotate() error {
 	select {
 	case nf = <-w.next:
 	case err := <-w.prepErr:
-		w.prepErr <- err // for the next caller too
+		w.wanted = false // asked again at the next rotate
 		return err
+	case <-w.prepDone:
+		return errClosed
 	}
 	if w.f != nil {
 		_ = w.f.Close()
@@ -302,6 +355,8 @@ func (w *wal) askNext() {
 	}
 }
 
+// encodeRecord is r with room for its header, which numbered sets once r has its sequence
+// number (the encoding, the costly part, is done before the log's lock).
 func encodeRecord(r walRecord) ([]byte, error) {
 	payload, err := json.Marshal(r)
 	if err != nil {
@@ -316,32 +371,74 @@ func encodeRecord(r walRecord) ([]byte, error) {
 	return append(out, payload...), nil
 }
 
+// numbered writes seq into an encoded record's header and adds it to its checksum.
+func numbered(raw []byte, seq uint64) {
+	binary.LittleEndian.PutUint64(raw[8:], seq)
+	sum := crc32.Update(binary.LittleEndian.Uint32(raw[4:]), walTable, raw[8:16])
+	binary.LittleEndian.PutUint32(raw[4:], sum)
+}
+
+// parseRecords decodes a segment's records up to the first one cut short or failing its
+// checksum.
+func parseRecords(raw []byte) []walRecord {
+	var out []walRecord
+	for len(raw) >= walHeader {
+		n := binary.LittleEndian.Uint32(raw)
+		if n == 0 || n > walMaxRecord || uint64(len(raw)-walHeader) < uint64(n) {
+			break // the zeros after the last record, or a record cut short
+		}
+		end := walHeader + int(n)
+		if crc32.Update(crc32.Checksum(raw[walHeader:end], walTable), walTable, raw[8:16]) != binary.LittleEndian.Uint32(raw[4:]) {
+			break
+		}
+		var r walRecord
+		if err := json.Unmarshal(raw[walHeader:end], &r); err != nil {
+			break
+		}
+		r.Seq = binary.LittleEndian.Uint64(raw[8:])
+		out = append(out, r)
+		raw = raw[end:]
+	}
+	return out
+}
+
 // append writes r to the log and returns once it is on disk (or could not be put there).
 func (w *wal) append(r walRecord) error {
-	raw, err := encodeRecord(r)
+	b, err := w.enqueue(r)
 	if err != nil {
 		return err
 	}
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return errClosed
-	}
-	if w.broken != nil {
-		w.mu.Unlock()
-		return w.broken
-	}
-	b := w.cur
-	b.buf = append(b.buf, raw...)
-	b.recs = append(b.recs, r)
-	b.last = w.appended.Add(1)
-	for _, e := range r.Emails {
-		w.pending[e.ID] = b.last
-	}
-	w.mu.Unlock()
 	kick(w.syncKick)
 	<-b.done
 	return b.err
+}
+
+// enqueue numbers r and adds it to the batch the next sync writes.
+func (w *wal) enqueue(r walRecord) (*walBatch, error) {
+	raw, err := encodeRecord(r)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, errClosed
+	}
+	if w.broken != nil {
+		return nil, w.broken
+	}
+	// Numbered under the lock, so that the log holds the records in their order.
+	r.Seq = w.appended.Load() + 1
+	numbered(raw, r.Seq)
+	w.appended.Store(r.Seq)
+	b := w.cur
+	b.buf = append(b.buf, raw...)
+	b.recs = append(b.recs, r)
+	b.last = r.Seq
+	for _, e := range r.Emails {
+		w.pending[e.ID] = r.Seq
+	}
+	return b, nil
 }
 
 func kick(c chan struct{}) {
@@ -380,34 +477,62 @@ func (w *wal) syncLoop() {
 }
 
 func (w *wal) write(b *walBatch) {
-	var err error
+	w.mu.Lock()
+	broken := w.broken
+	w.mu.Unlock()
+	if broken != nil {
+		w.finish(b, broken)
+		return
+	}
 	if w.fileSize > 0 && w.fileSize+int64(len(b.buf)) > w.segSize {
-		err = w.rotate()
+		if err := w.rotate(); err != nil {
+			w.finish(b, fmt.Errorf("bolt: log: %w", err)) // nothing written: the log goes on
+			return
+		}
 	}
-	if err == nil {
-		_, err = w.f.WriteAt(b.buf, w.fileSize) // past the zeros, the file grows: still whole
-	}
+	off := w.fileSize
+	_, err := w.f.WriteAt(b.buf, off) // past the zeros, the file grows: still whole
 	if err == nil {
 		err = datasync(w.f)
 	}
-	w.fileSize += int64(len(b.buf))
 	if err != nil {
-		b.err, b.failed = fmt.Errorf("bolt: write the log: %w", err), true
-		// What follows must not land behind a torn record: a new segment.
-		if rerr := w.rotate(); rerr != nil {
-			w.mu.Lock()
-			w.broken = fmt.Errorf("bolt: the log cannot be written: %w", rerr)
-			w.mu.Unlock()
+		err = fmt.Errorf("bolt: write the log: %w", err)
+		// What reached the disk must not be applied at the next start: its callers are told
+		// it failed.
+		if zerr := w.zero(off, len(b.buf)); zerr != nil {
+			slog.Error("bolt: a failed write to the log could not be undone", "err", zerr)
 		}
-	} else {
 		w.mu.Lock()
-		w.segs[len(w.segs)-1].last = b.last
+		w.broken = fmt.Errorf("bolt: the log cannot be written since: %w", err)
 		w.mu.Unlock()
-		if w.fileSize > w.segSize/2 {
-			w.askNext()
-		}
+		w.finish(b, err)
+		return
 	}
+	w.fileSize += int64(len(b.buf))
+	w.mu.Lock()
+	w.segs[len(w.segs)-1].last = b.last
+	w.mu.Unlock()
+	if w.fileSize > w.segSize/2 {
+		w.askNext()
+	}
+	w.finish(b, nil)
+}
+
+// zero overwrites n bytes at off with zeros and syncs them.
+func (w *wal) zero(off int64, n int) error {
+	if _, err := w.f.WriteAt(make([]byte, n), off); err != nil {
+		return err
+	}
+	return datasync(w.f)
+}
+
+// finish hands b to the applier (a failed batch too: applied moves past it in order) and
+// wakes its callers.
+func (w *wal) finish(b *walBatch, err error) {
 	b.buf = nil
+	if err != nil {
+		b.err, b.failed = err, true
+	}
 	w.mu.Lock()
 	w.toApply = append(w.toApply, b)
 	w.mu.Unlock()
@@ -534,6 +659,11 @@ func (w *wal) settleTo(ctx context.Context, target uint64) error {
 		}
 		select {
 		case <-ch:
+		case <-w.applyDone:
+			if w.applied.Load() >= target {
+				return nil
+			}
+			return errClosed // the applier gave up at close: the next start applies it
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -541,18 +671,21 @@ func (w *wal) settleTo(ctx context.Context, target uint64) error {
 }
 
 // close stops taking records, waits until everything appended is synced and applied, and
-// deletes the log, which bbolt now holds entirely.
+// deletes the log, which bbolt now holds entirely. A second call waits for the first and
+// returns what it returned.
 func (w *wal) close() error {
+	w.closeOnce.Do(func() { w.closeErr = w.shut() })
+	return w.closeErr
+}
+
+func (w *wal) shut() error {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
 	w.closed = true
 	w.mu.Unlock()
 	close(w.stop)
-	<-w.syncDone
+	<-w.syncDone // the last batch may still need a segment: the preparer stops after
 	<-w.applyDone
+	close(w.prepStop)
 	<-w.prepDone
 	w.mu.Lock()
 	applyErr := w.applyErr
@@ -570,41 +703,4 @@ func (w *wal) close() error {
 		}
 	}
 	return syncDir(w.dir)
-}
-
-// parseRecords decodes a segment's records up to the first one cut short or failing its
-// checksum.
-func parseRecords(raw []byte) []walRecord {
-	var out []walRecord
-	for len(raw) >= walHeader {
-		n := binary.LittleEndian.Uint32(raw)
-		if n == 0 || n > walMaxRecord || uint64(len(raw)-walHeader) < uint64(n) {
-			break // the zeros after the last record, or a record cut short
-		}
-		payload := raw[walHeader : walHeader+int(n)]
-		if crc32.Checksum(payload, walTable) != binary.LittleEndian.Uint32(raw[4:]) {
-			break
-		}
-		var r walRecord
-		if err := json.Unmarshal(payload, &r); err != nil {
-			break
-		}
-		out = append(out, r)
-		raw = raw[walHeader+int(n):]
-	}
-	return out
-}
-
-// createEmails is CreateEmails' transaction (see there), for one or many calls' emails.
-// It returns how many emails it wrote (an email already present is skipped).
-func createEmails(tx *bbolt.Tx, recs []walRecord) (int, error) {
-	total := 0
-	for _, r := range recs {
-		n, err := createEmailsTx(tx, r.Emails, r.Events)
-		if err != nil {
-			return 0, err
-		}
-		total += n
-	}
-	return total, nil
 }

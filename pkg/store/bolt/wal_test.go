@@ -25,6 +25,21 @@ func walCreated(e store.Email) []store.Event {
 	return []store.Event{{ID: "created", EmailID: e.ID, Status: "QUEUED", CreatedAt: e.CreatedAt}}
 }
 
+// logRecord is a record of the log as append writes it.
+func logRecord(t *testing.T, seq uint64, emails ...store.Email) []byte {
+	t.Helper()
+	var events []store.Event
+	for _, e := range emails {
+		events = append(events, walCreated(e)...)
+	}
+	raw, err := encodeRecord(walRecord{Emails: emails, Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	numbered(raw, seq)
+	return raw
+}
+
 func withCampaign(t *testing.T, s *Store) {
 	t.Helper()
 	if err := s.CreateCampaign(t.Context(), store.Campaign{ID: "camp-1", TeamID: 1, Name: "log", CreatedAt: time.Now()}); err != nil {
@@ -80,15 +95,10 @@ func TestReplayAppliesWhatTheLogHolds(t *testing.T) {
 		t.Fatalf("Close left the log: %v", left)
 	}
 
-	var log []byte
-	for _, r := range []walRecord{{Emails: []store.Email{a}, Events: walCreated(a)}, {Emails: []store.Email{b, c}, Events: append(walCreated(b), walCreated(c)...)}} {
-		raw, err := encodeRecord(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log = append(log, raw...)
-	}
-	torn, _ := encodeRecord(walRecord{Emails: []store.Email{d}, Events: walCreated(d)})
+	// Record 1 (a) is the one bbolt has; record 2 repeats a (a retried request) with b and c;
+	// record 3 (d) was cut short by the kill.
+	log := append(logRecord(t, 1, a), logRecord(t, 2, a, b, c)...)
+	torn := logRecord(t, 3, d)
 	log = append(log, torn[:len(torn)-5]...)
 	log = append(log, make([]byte, 4096)...) // the rest of the segment's zeros
 	if err := os.WriteFile(filepath.Join(path+walExt, "00000000000000000001"+walExt), log, 0o600); err != nil {
@@ -221,5 +231,110 @@ func TestLoggedEmailsAreReadAtOnce(t *testing.T) {
 	}
 	if total := counted(t, s); total != senders/2*each {
 		t.Errorf("campaign total = %d, want %d (each email once)", total, senders/2*each)
+	}
+}
+
+// TestReplaySkipsWhatWasApplied: an email the log still holds (its segment is the one being
+// written) but bbolt has applied and then deleted (retention) must not come back when the
+// process is killed: the log's records up to the last one applied are skipped at the start.
+func TestReplaySkipsWhatWasApplied(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mailroom.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCampaign(t, s)
+	old := walEmail("em-old", time.Now().UTC().Add(-100*24*time.Hour), "old")
+	if err := s.CreateEmails(ctx, []store.Email{old}, walCreated(old)); err != nil {
+		t.Fatal(err)
+	}
+	s.SetRetention(90 * 24 * time.Hour)
+	if n, err := s.ExpireEmails(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("ExpireEmails = %d, %v; want 1", n, err)
+	}
+	// The kill: the files as they are now (bbolt idle, every commit on disk), opened elsewhere.
+	killed := filepath.Join(t.TempDir(), "mailroom.db")
+	copyFile(t, path, killed)
+	if err := os.Mkdir(killed+walExt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, f := range segments(t, path+walExt) {
+		raw, _ := os.ReadFile(f)
+		held += len(parseRecords(raw))
+		copyFile(t, f, filepath.Join(killed+walExt, filepath.Base(f)))
+	}
+	if held == 0 {
+		t.Fatal("the log holds no record: the test would not test the replay")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := Open(killed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if k.Replayed != 0 {
+		t.Errorf("Replayed = %d, want 0", k.Replayed)
+	}
+	if _, err := k.GetEmail(ctx, "em-old"); err != store.ErrNotFound {
+		t.Errorf("the expired email: %v, want ErrNotFound (it came back from the log)", err)
+	}
+	if total := counted(t, k); total != 1 {
+		t.Errorf("campaign total = %d, want 1 (counted again)", total)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	raw, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseWritesTheLastBatchIntoANewSegment: at a graceful stop, the last batch the syncer
+// writes may not fit in its segment; Close must still get it a new one, write it and apply it.
+func TestCloseWritesTheLastBatchIntoANewSegment(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "mailroom.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.wal
+	w.fileSize = w.segSize - 10 // the syncer is idle: its next write needs a new segment
+	e := walEmail("em-last", time.Now().UTC(), "last")
+	b, err := w.enqueue(walRecord{Emails: []store.Email{e}, Events: walCreated(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close hangs")
+	}
+	<-b.done
+	if b.err != nil {
+		t.Fatalf("the last batch: %v", b.err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.GetEmail(ctx, "em-last"); err != nil {
+		t.Errorf("the last batch's email after Close: %v", err)
 	}
 }
