@@ -144,9 +144,25 @@ func (s *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEve
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// What bbolt would refuse is refused before it is logged: a logged record is applied
+	// until it goes in.
+	for _, e := range emails {
+		if len(e.ID) == 0 || len(e.ID) > maxIDLen {
+			return fmt.Errorf("bolt: an email id of %d bytes", len(e.ID))
+		}
+	}
+	for _, ev := range firstEvents {
+		if len(ev.ID) > maxIDLen || len(ev.EmailID) > maxIDLen {
+			return fmt.Errorf("bolt: an event id of %d bytes", len(ev.ID))
+		}
+	}
 	// Copies: the caller may reuse its slices before the applier gets to them.
 	return s.wal.append(walRecord{Emails: slices.Clone(emails), Events: slices.Clone(firstEvents)})
 }
+
+// maxIDLen bounds the ids CreateEmails takes, far below bbolt's 32 KB keys (an id is part of
+// several index keys).
+const maxIDLen = 1024
 
 // createEmailsTx is CreateEmails' writes, applied from the log (wal.go).
 func createEmailsTx(tx *bbolt.Tx, emails []store.Email, firstEvents []store.Event) (created int, err error) {

@@ -327,15 +327,23 @@ func zeroed(path, dir string, size int64) (*os.File, error) {
 // rotate closes the segment being written (its records stay until applied) and starts the
 // next one.
 func (w *wal) rotate() error {
+	earlier := w.wanted // asked when the segment was half full: its answer may be old
 	w.askNext()
 	var nf walFile
-	select {
-	case nf = <-w.next:
-	case err := <-w.prepErr:
-		w.wanted = false // asked again at the next rotate
-		return err
-	case <-w.prepDone:
-		return errClosed
+	for nf.f == nil {
+		select {
+		case nf = <-w.next:
+		case err := <-w.prepErr:
+			w.wanted = false
+			if earlier { // that attempt failed a while ago: try again now
+				earlier = false
+				w.askNext()
+				continue
+			}
+			return err // asked again at the next rotate
+		case <-w.prepDone:
+			return errClosed
+		}
 	}
 	if w.f != nil {
 		_ = w.f.Close()
@@ -491,7 +499,7 @@ func (w *wal) write(b *walBatch) {
 		}
 	}
 	off := w.fileSize
-	_, err := w.f.WriteAt(b.buf, off) // past the zeros, the file grows: still whole
+	written, err := w.f.WriteAt(b.buf, off) // past the zeros, the file grows: still whole
 	if err == nil {
 		err = datasync(w.f)
 	}
@@ -499,7 +507,7 @@ func (w *wal) write(b *walBatch) {
 		err = fmt.Errorf("bolt: write the log: %w", err)
 		// What reached the disk must not be applied at the next start: its callers are told
 		// it failed.
-		if zerr := w.zero(off, len(b.buf)); zerr != nil {
+		if zerr := w.zero(off, written); zerr != nil {
 			slog.Error("bolt: a failed write to the log could not be undone", "err", zerr)
 		}
 		w.mu.Lock()
@@ -520,10 +528,8 @@ func (w *wal) write(b *walBatch) {
 
 // zero overwrites n bytes at off with zeros and syncs them.
 func (w *wal) zero(off int64, n int) error {
-	if _, err := w.f.WriteAt(make([]byte, n), off); err != nil {
-		return err
-	}
-	return datasync(w.f)
+	_, err := w.f.WriteAt(make([]byte, n), off)
+	return errors.Join(err, datasync(w.f))
 }
 
 // finish hands b to the applier (a failed batch too: applied moves past it in order) and

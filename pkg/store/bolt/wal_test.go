@@ -338,3 +338,63 @@ func TestCloseWritesTheLastBatchIntoANewSegment(t *testing.T) {
 		t.Errorf("the last batch's email after Close: %v", err)
 	}
 }
+
+// TestAnIDBboltRefusesIsNotLogged: a record the applier could never write would hold every
+// read that waits for the log, and every later start; CreateEmails refuses it first.
+func TestAnIDBboltRefusesIsNotLogged(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(filepath.Join(t.TempDir(), "mailroom.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e := walEmail(strings.Repeat("x", 40<<10), time.Now().UTC(), "too long")
+	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err == nil {
+		t.Fatal("CreateEmails took a 40 KB id")
+	}
+	ok := walEmail("em-ok", time.Now().UTC(), "fine")
+	if err := s.CreateEmails(ctx, []store.Email{ok}, walCreated(ok)); err != nil {
+		t.Fatal(err)
+	}
+	if _, total, err := s.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 1}); err != nil || total != 1 {
+		t.Errorf("ListEmails after the refused id: total %d, %v; want 1", total, err)
+	}
+}
+
+// TestAnOldPreparationFailureIsTriedAgain: the next segment is asked for when the current one
+// is half full; if making it failed then, the rotation that needs it tries again instead of
+// failing the send with the old error.
+func TestAnOldPreparationFailureIsTriedAgain(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "mailroom.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := s.wal
+	// The next segment's name is taken by a directory: preparing it fails.
+	blocker := filepath.Join(path+walExt, "00000000000000000002"+walExt)
+	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	w.fileSize = w.segSize/2 + 1 // the syncer is idle: its next write asks for the next segment
+	first := walEmail("em-1", time.Now().UTC(), "one")
+	if err := s.CreateEmails(ctx, []store.Email{first}, walCreated(first)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(blocker); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wal.settle(ctx); err != nil { // the syncer is idle again
+		t.Fatal(err)
+	}
+	w.fileSize = w.segSize - 10 // the next write needs the next segment
+	second := walEmail("em-2", time.Now().UTC(), "two")
+	if err := s.CreateEmails(ctx, []store.Email{second}, walCreated(second)); err != nil {
+		t.Fatalf("the send that needs the next segment, once it can be made: %v", err)
+	}
+	if _, err := s.GetEmail(ctx, "em-2"); err != nil {
+		t.Error(err)
+	}
+}
