@@ -25,6 +25,18 @@ func walCreated(e store.Email) []store.Event {
 	return []store.Event{{ID: "created", EmailID: e.ID, Status: "QUEUED", CreatedAt: e.CreatedAt}}
 }
 
+// openLogged opens a store in a new folder, closed at the end of the test.
+func openLogged(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mailroom.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
+}
+
 // logRecord is a record of the log as append writes it.
 func logRecord(t *testing.T, seq uint64, emails ...store.Email) []byte {
 	t.Helper()
@@ -143,12 +155,7 @@ func TestReplayAppliesWhatTheLogHolds(t *testing.T) {
 // segments and deletes each one bbolt holds entirely, so it stays a few segments long.
 func TestLogSegmentsGoOnceApplied(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "mailroom.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openLogged(t)
 	body := strings.Repeat("x", 64<<10)
 	at := time.Now().UTC()
 	n := 3 * walSegmentSize / len(body)
@@ -184,11 +191,7 @@ func TestLogSegmentsGoOnceApplied(t *testing.T) {
 // although every id is sent by two of them.
 func TestLoggedEmailsAreReadAtOnce(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(filepath.Join(t.TempDir(), "mailroom.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := openLogged(t)
 	withCampaign(t, s)
 	at := time.Now().UTC()
 	const senders, each = 16, 40
@@ -343,11 +346,7 @@ func TestCloseWritesTheLastBatchIntoANewSegment(t *testing.T) {
 // read that waits for the log, and every later start; CreateEmails refuses it first.
 func TestAnIDBboltRefusesIsNotLogged(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(filepath.Join(t.TempDir(), "mailroom.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := openLogged(t)
 	e := walEmail(strings.Repeat("x", 40<<10), time.Now().UTC(), "too long")
 	if err := s.CreateEmails(ctx, []store.Email{e}, nil); err == nil {
 		t.Fatal("CreateEmails took a 40 KB id")
@@ -366,12 +365,7 @@ func TestAnIDBboltRefusesIsNotLogged(t *testing.T) {
 // failing the send with the old error.
 func TestAnOldPreparationFailureIsTriedAgain(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "mailroom.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openLogged(t)
 	w := s.wal
 	// The next segment's name is taken by a directory: preparing it fails.
 	blocker := filepath.Join(path+walExt, "00000000000000000002"+walExt)
