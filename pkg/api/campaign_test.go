@@ -209,6 +209,12 @@ func TestCampaignScheduleNaturalLanguage(t *testing.T) {
 	if got := e.campaign(d.ID); got.Status != "SCHEDULED" || !strings.Contains(*got.ScheduledAt, "T10:00:00") {
 		t.Errorf("after schedule: %+v", got)
 	}
+	// An ISO 8601 time without a zone (what Python's datetime.isoformat() gives) is UTC.
+	later := time.Now().UTC().AddDate(0, 0, 3).Truncate(time.Second)
+	e.mustDo("POST", "/api/v1/campaigns/"+d.ID+"/schedule", `{"scheduledAt":"`+later.Format("2006-01-02T15:04:05")+`"}`, &ok)
+	if got := e.campaign(d.ID); got.ScheduledAt == nil || !strings.HasPrefix(*got.ScheduledAt, later.Format("2006-01-02T15:04:05")) {
+		t.Errorf("after an ISO 8601 schedule without a zone: %+v, want %s UTC", got, later.Format("2006-01-02T15:04:05"))
+	}
 	r := e.do("POST", "/api/v1/campaigns/"+d.ID+"/schedule", `{"scheduledAt":"whenever"}`)
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "tomorrow 9am") {
 		t.Errorf("unparseable time = %d %s", r.status, msg)

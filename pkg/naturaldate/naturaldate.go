@@ -1,5 +1,13 @@
 // Package naturaldate reads a campaign's scheduledAt as people write it, in English, evaluated
-// in UTC: RFC 3339, or a phrase of a small grammar that only names times to come:
+// in UTC. A date written out in full is read as it says:
+//
+//	RFC 3339 and ISO 8601             ("2026-12-24T09:00:00Z", "2026-12-24T09:00:00+0200",
+//	                                   "2026-12-24T09:00", "2026-12-24 09:00:00", "2026-12-24")
+//	the date forms of HTTP and mail   ("Thu, 24 Dec 2026 09:00:00 GMT", RFC 1123, 850, 822)
+//	a month written out, with a year  ("December 24, 2026 9:00", "Dec 24 2026 at 9am",
+//	                                   "24 December 2026")
+//
+// (without a zone, in UTC; without a time, at midnight). A phrase names a time to come:
 //
 //	now
 //	in <n> minute(s) | hour(s) | day(s) | week(s)       ("in 2 hours", "in an hour")
@@ -7,11 +15,12 @@
 //	<time>                                               ("5pm": today, or tomorrow once past)
 //
 // where <time> is 9am, 9 am, 9:30pm, 21:15, noon or midnight. A day without a time keeps the
-// current time of day; a weekday is the next one after today. Anything else — a past
-// ("last monday", "2 days ago"), a bare number, a date in a local format — is not understood
-// and the caller asks for RFC 3339. The grammar is written here rather than taken from a
-// date-parsing library: those compile rules for several languages when a program starts, which
-// every cold start of a function that links them pays, and they accept phrases about the past.
+// current time of day; a weekday is the next one after today. Anything else — a phrase about
+// the past ("last monday", "2 days ago"), a bare number, a numeric date whose order depends on
+// the country ("03/04/2027"), an impossible date ("Feb 30 2027") — is not understood and the
+// caller asks for RFC 3339. The grammar is written here rather than taken from a date-parsing
+// library: those compile rules for several languages when a program starts, which every cold
+// start of a function that links them pays, and they accept phrases about the past.
 package naturaldate
 
 import (
@@ -47,8 +56,8 @@ func Parse(s string, now time.Time) (time.Time, error) {
 	if len(s) > MaxLen {
 		return time.Time{}, ErrNotUnderstood
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC(), nil
+	if t, ok := Absolute(s); ok {
+		return t, nil
 	}
 	now = now.UTC().Truncate(time.Second)
 	s = strings.NewReplacer(",", " ", "a.m.", "am", "p.m.", "pm").Replace(strings.ToLower(s))
@@ -119,6 +128,93 @@ func Parse(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, ErrNotUnderstood // "today 9am" at noon names the past
 	}
 	return t, nil
+}
+
+// layouts are the full dates time.Parse reads (a layout without a zone reads UTC; a fraction
+// of a second after the seconds is read too).
+var layouts = []string{
+	time.RFC3339,
+	"2006-01-02T15:04:05Z0700", "2006-01-02T15:04:05Z07", "2006-01-02T15:04:05",
+	"2006-01-02T15:04Z07:00", "2006-01-02T15:04Z0700", "2006-01-02T15:04",
+	"2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05Z0700", "2006-01-02 15:04:05",
+	"2006-01-02 15:04Z07:00", "2006-01-02 15:04",
+	"2006-01-02",
+	time.RFC1123, time.RFC1123Z, time.RFC850, time.RFC822, time.RFC822Z,
+	"Mon, 2 Jan 2006 15:04:05 MST", "Mon, 2 Jan 2006 15:04:05 -0700", // mail's one-digit day
+}
+
+var months = map[string]time.Month{
+	"january": time.January, "february": time.February, "march": time.March, "april": time.April,
+	"may": time.May, "june": time.June, "july": time.July, "august": time.August,
+	"september": time.September, "october": time.October, "november": time.November, "december": time.December,
+	"jan": time.January, "feb": time.February, "mar": time.March, "apr": time.April, "jun": time.June,
+	"jul": time.July, "aug": time.August, "sep": time.September, "sept": time.September, "oct": time.October,
+	"nov": time.November, "dec": time.December,
+}
+
+// Absolute reads a date written out in full (the package's first list), in UTC. It does not
+// look at the clock: the date may be past.
+func Absolute(s string) (time.Time, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) > MaxLen {
+		return time.Time{}, false
+	}
+	for _, layout := range layouts {
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			continue
+		}
+		if zone, _ := t.Zone(); strings.Contains(layout, "MST") && zone != "GMT" && zone != "UTC" && zone != "UT" {
+			// Go reads an abbreviation it does not know (PST, CET) as UTC: 8 hours off.
+			// Only the universal ones are certain.
+			return time.Time{}, false
+		}
+		return t.UTC(), true
+	}
+	words := strings.Fields(strings.NewReplacer(",", " ", "a.m.", "am", "p.m.", "pm").Replace(strings.ToLower(s)))
+	if len(words) < 3 {
+		return time.Time{}, false
+	}
+	// "December 24 2026" or "24 December 2026", then [at] [<time>].
+	month, ok := months[words[0]]
+	dayWord := words[1]
+	if !ok {
+		if month, ok = months[words[1]]; !ok {
+			return time.Time{}, false
+		}
+		dayWord = words[0]
+	}
+	dayWord = strings.TrimRight(dayWord, "stndrh") // 24th, 1st, 2nd, 3rd
+	day, err := number(dayWord)
+	if err != nil || len(dayWord) > 2 || len(words[2]) != 4 {
+		return time.Time{}, false
+	}
+	year, err := number(words[2])
+	if err != nil {
+		return time.Time{}, false
+	}
+	t := time.Date(year, month, day, 0, 0, 0, 0, time.UTC)
+	if t.Day() != day || t.Month() != month {
+		return time.Time{}, false // February 30th
+	}
+	rest := words[3:]
+	if len(rest) > 0 && rest[0] == "at" {
+		rest = rest[1:]
+		if len(rest) == 0 {
+			return time.Time{}, false
+		}
+	}
+	if len(rest) == 0 {
+		return t, true
+	}
+	if len(rest) > 2 || (len(rest) == 2 && rest[1] != "am" && rest[1] != "pm") {
+		return time.Time{}, false
+	}
+	clock, ok := timeOfDay(strings.Join(rest, ""))
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.Add(clock), true
 }
 
 // in reads "<n> <unit>" after "in".

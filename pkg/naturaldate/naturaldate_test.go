@@ -39,6 +39,22 @@ func TestParse(t *testing.T) {
 		{"tomorrow 5 p.m.", at(5, 17, 0)},
 		{"tomorrow 9:30 A.M.", at(5, 9, 30)},
 		{"tomorrow 09:00", at(5, 9, 0)},
+		// Dates written out in full, UTC unless they say otherwise; midnight without a time.
+		{"2026-05-01T09:00:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01T09:00:00.250", time.Date(2026, 5, 1, 9, 0, 0, 250e6, time.UTC)},
+		{"2026-05-01T11:00:00+0200", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01T11:00:00+02", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01T09:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01 09:00:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01 04:00-05:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)},
+		{"Fri, 01 May 2026 09:00:00 GMT", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"Fri, 1 May 2026 11:00:00 +0200", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"December 24, 2026 9:00", time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)},
+		{"Dec 24 2026 at 9pm", time.Date(2026, 12, 24, 21, 0, 0, 0, time.UTC)},
+		{"24 December 2026", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)},
+		{"September 1st, 2026 at 10:30 a.m.", time.Date(2026, 9, 1, 10, 30, 0, 0, time.UTC)},
+		{"2025-01-01T00:00:00Z", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}, // past: the caller decides
 	} {
 		got, err := naturaldate.Parse(c.in, now)
 		if err != nil || !got.Equal(c.want) {
@@ -51,6 +67,8 @@ func TestParse(t *testing.T) {
 		"03/04/2027", "Feb 30", "tomorrow at", "monday tuesday", strings.Repeat("in 2 hours ", 10),
 		"tomorrow -5:00", "-1:00", "tomorrow 9:-5", "tomorrow -0:-5", "in +3 hours", "tomorrow 2 1:15",
 		"tomorrow 1 2:30pm", "9:30 am pm",
+		"Feb 30 2027", "February 29, 2027", "Fri, 01 May 2026 09:00:00 PST", "2026-13-01", "2026-05-01T25:00",
+		"December 24, 26 9:00", "December 24 2026 at", "December 2026", "24 2026 December", "December 24, 2026 9",
 	} {
 		if got, err := naturaldate.Parse(in, now); !errors.Is(err, naturaldate.ErrNotUnderstood) {
 			t.Errorf("Parse(%q) = %v, %v; want not understood", in, got, err)
@@ -58,7 +76,8 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// FuzzParse: no input panics, and whatever is understood (but RFC 3339) is not in the past.
+// FuzzParse: no input panics, and whatever is understood but a date written out in full is not
+// in the past.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"tomorrow 9am", "next monday 10:00", "in 2 hours", "5pm", "now", "12:60", "next"} {
 		f.Add(s)
@@ -67,7 +86,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		got, err := naturaldate.Parse(s, now)
 		if err == nil && got.Before(now) {
-			if _, rfc := time.Parse(time.RFC3339, strings.TrimSpace(s)); rfc != nil {
+			if _, full := naturaldate.Absolute(s); !full {
 				t.Errorf("Parse(%q) = %v, before now", s, got)
 			}
 		}
