@@ -61,12 +61,14 @@ type Attachment struct {
 	size     int
 }
 
-// reservedHeaders are set by Mailroom itself; a caller may not set them.
+// reservedHeaders are set by Mailroom itself; a caller may not set them. In-Reply-To and
+// References are the caller's to set (a reply to a message Mailroom never sent has no
+// inReplyToId): they then replace what inReplyToId would give, as in useSend.
 var reservedHeaders = map[string]bool{
 	"from": true, "to": true, "cc": true, "bcc": true, "subject": true, "reply-to": true,
 	"sender": true, "date": true, "message-id": true, "mime-version": true, "content-type": true,
-	"content-transfer-encoding": true, "x-usesend-email-id": true, "in-reply-to": true,
-	"references": true, "return-path": true, "dkim-signature": true,
+	"content-transfer-encoding": true, "x-usesend-email-id": true, "return-path": true,
+	"dkim-signature": true,
 }
 
 // blockedExtensions are attachment types SES refuses to send.

@@ -33,6 +33,12 @@ func TestDecodeRequestValid(t *testing.T) {
 	if r.Attachments[0].size != 5 {
 		t.Errorf("attachment size = %d", r.Attachments[0].size)
 	}
+	// The threading headers are the caller's, for a reply to a message Mailroom did not send.
+	r, err = DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"Re: hi","text":"t",
+		"headers":{"In-Reply-To":"<abc@mail.example.org>","References":"<root@mail.example.org> <abc@mail.example.org>"}}`))
+	if err != nil || len(r.Headers) != 2 || r.Headers[0].Name != "In-Reply-To" || r.Headers[1].Name != "References" {
+		t.Errorf("threading headers = %+v, %v", r.Headers, err)
+	}
 	// A name may be in any script (the message encodes it); a domain in its punycode form.
 	r, err = DecodeRequest([]byte(`{"to":"Zoë Ng <zoe@xn--bcher-kva.de>","from":"Jürgen <j@example.com>","subject":"s","text":"t"}`))
 	if err != nil || r.To[0] != "Zoë Ng <zoe@xn--bcher-kva.de>" || r.From != "Jürgen <j@example.com>" {

@@ -77,9 +77,14 @@ func build(m Message, now time.Time) ([]byte, error) {
 	}
 	msg.SetMessageIDWithValue(messageID)
 	if m.InReplyTo != "" {
+		// The caller's own In-Reply-To or References (custom headers) win over the reply's.
 		ref := "<" + strings.Trim(m.InReplyTo, "<>") + ">"
-		msg.SetGenHeader(gomail.HeaderInReplyTo, ref)
-		msg.SetGenHeader(gomail.HeaderReferences, ref)
+		if !hasHeader(m.Headers, "In-Reply-To") {
+			msg.SetGenHeader(gomail.HeaderInReplyTo, ref)
+		}
+		if !hasHeader(m.Headers, "References") {
+			msg.SetGenHeader(gomail.HeaderReferences, ref)
+		}
 	}
 	if m.EmailID != "" {
 		msg.SetGenHeader(gomail.Header(EmailIDHeader), m.EmailID)
@@ -112,6 +117,16 @@ func build(m Message, now time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("build message: write: %w", err)
 	}
 	return insertHeaders(buf.Bytes(), m.Headers), nil
+}
+
+// hasHeader reports whether headers hold one named name (case-insensitive).
+func hasHeader(headers []Header, name string) bool {
+	for _, h := range headers {
+		if strings.EqualFold(h.Name, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // insertHeaders appends the custom headers, in the caller's order and with repeats kept, at the

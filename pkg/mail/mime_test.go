@@ -179,6 +179,38 @@ func walk(t testing.TB, header map[string][]string, body io.Reader, ctypes *[]st
 	return []leaf{{contentType: mediaType, filename: filename, body: data}}, nil
 }
 
+// TestCallersThreadingHeadersWin: an In-Reply-To or References of the caller's own replaces
+// what the reply (InReplyTo) would give, each on its own; neither appears twice.
+func TestCallersThreadingHeadersWin(t *testing.T) {
+	base := Message{From: "a@acme.test", To: []string{"b@example.com"}, Subject: "Re: x", Text: "t",
+		InReplyTo: "<previous@acme.test>"}
+	for _, c := range []struct {
+		headers              []Header
+		inReplyTo, reference string
+	}{
+		{nil, "<previous@acme.test>", "<previous@acme.test>"},
+		{[]Header{{"References", "<root@other.test> <mid@other.test>"}}, "<previous@acme.test>", "<root@other.test> <mid@other.test>"},
+		{[]Header{{"in-reply-to", "<mid@other.test>"}}, "<mid@other.test>", "<previous@acme.test>"},
+	} {
+		m := base
+		m.Headers = c.headers
+		raw, err := Build(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msg.Header["In-Reply-To"]; len(got) != 1 || got[0] != c.inReplyTo {
+			t.Errorf("headers %v: In-Reply-To = %q, want %q once", c.headers, got, c.inReplyTo)
+		}
+		if got := msg.Header["References"]; len(got) != 1 || got[0] != c.reference {
+			t.Errorf("headers %v: References = %q, want %q once", c.headers, got, c.reference)
+		}
+	}
+}
+
 func TestBuildParsesBack(t *testing.T) {
 	cases := goldenCases()
 	full := cases[3].msg
