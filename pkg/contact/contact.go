@@ -247,9 +247,11 @@ func (f Fields) Validate(at string, requireEmail bool) (string, error) {
 }
 
 // merge applies the fields to a contact. A new contact is subscribed unless the request says
-// otherwise; an existing unsubscribed contact stays unsubscribed unless the request explicitly
-// sets subscribed: true (an import must not silently re-subscribe anyone).
-func (f Fields) merge(c *store.Contact, existed bool, now time.Time) {
+// otherwise. An existing unsubscribed contact is re-subscribed only by a PATCH of that contact
+// (patch) saying subscribed: true: an upsert or an import (POST, PUT, bulk) that says so leaves
+// it unsubscribed, as in useSend, so that an app's routine sync of its users never undoes an
+// unsubscribe.
+func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
 	if f.FirstName != nil {
 		c.FirstName = *f.FirstName
 	}
@@ -267,6 +269,9 @@ func (f Fields) merge(c *store.Contact, existed bool, now time.Time) {
 	switch {
 	case f.Subscribed != nil:
 		if *f.Subscribed && existed && !c.Subscribed {
+			if !patch {
+				break
+			}
 			c.SubscribedAt = now // older unsubscribe links stop working
 		}
 		c.Subscribed = *f.Subscribed
@@ -287,7 +292,7 @@ func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fie
 	}
 	now := s.Now().UTC()
 	c, err := s.Store.PutContact(ctx, teamID, bookID, norm, NewID("ct"), func(c *store.Contact, existed bool) error {
-		f.merge(c, existed, now)
+		f.merge(c, existed, false, now)
 		return nil
 	})
 	return c, bookErr(err)
@@ -310,7 +315,7 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 			return 0, err
 		}
 		puts[i] = store.ContactPut{Email: norm, NewID: NewID("ct"), Fn: func(c *store.Contact, existed bool) error {
-			f.merge(c, existed, now)
+			f.merge(c, existed, false, now)
 			return nil
 		}}
 	}
@@ -356,7 +361,7 @@ func (s *Service) Update(ctx context.Context, teamID int64, bookID, id string, f
 		if norm != "" {
 			c.Email = norm
 		}
-		f.merge(c, true, now)
+		f.merge(c, true, true, now)
 		return nil
 	})
 	switch {

@@ -32,8 +32,8 @@ func newService(t *testing.T) (*contact.Service, string) {
 }
 
 // TestUpsertSubscription: the subscription rules of an upsert by email. A new contact is
-// subscribed unless it says otherwise; an unsubscribed contact stays unsubscribed through an
-// import that does not say "subscribed": true, which alone re-subscribes it.
+// subscribed unless it says otherwise; an unsubscribed contact stays unsubscribed through any
+// upsert, "subscribed": true included (only a PATCH re-subscribes: TestPatchResubscribes).
 func TestUpsertSubscription(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -46,7 +46,7 @@ func TestUpsertSubscription(t *testing.T) {
 		{"new, subscribed true", nil, ptr(true), true},
 		{"unsubscribed, re-imported without the field", ptr(false), nil, false},
 		{"unsubscribed, re-imported with false", ptr(false), ptr(false), false},
-		{"unsubscribed, explicitly re-subscribed", ptr(false), ptr(true), true},
+		{"unsubscribed, re-imported with true", ptr(false), ptr(true), false},
 		{"subscribed, re-imported without the field", ptr(true), nil, true},
 		{"subscribed, unsubscribed by the request", ptr(true), ptr(false), false},
 	} {
@@ -76,6 +76,28 @@ func TestUpsertSubscription(t *testing.T) {
 				t.Errorf("%d contacts (%v), want 1", n, err)
 			}
 		})
+	}
+}
+
+// TestPatchResubscribes: a bulk import saying "subscribed": true leaves an unsubscribed contact
+// unsubscribed, and keeps its other fields coming; a PATCH of the contact re-subscribes it.
+func TestPatchResubscribes(t *testing.T) {
+	s, book := newService(t)
+	ctx := context.Background()
+	c, err := s.Upsert(ctx, 1, book, contact.Fields{Email: ptr("ann@example.org"), Subscribed: ptr(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Bulk(ctx, 1, book, []contact.Fields{{Email: ptr("ann@example.org"), FirstName: ptr("Ann"), Subscribed: ptr(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, 1, book, c.ID)
+	if err != nil || got.Subscribed || got.FirstName != "Ann" {
+		t.Fatalf("after a bulk import with subscribed true: %+v, %v; want unsubscribed, named Ann", got, err)
+	}
+	got, err = s.Update(ctx, 1, book, c.ID, contact.Fields{Subscribed: ptr(true)})
+	if err != nil || !got.Subscribed {
+		t.Fatalf("after a PATCH with subscribed true: %+v, %v; want subscribed", got, err)
 	}
 }
 

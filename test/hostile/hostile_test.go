@@ -445,6 +445,7 @@ func TestOldUnsubscribeLinkAfterResubscribing(t *testing.T) {
 	if strings.Contains(link, "reader") {
 		t.Errorf("the link %s shows the recipient", link)
 	}
+	contactID := ""
 	subscribed := func() bool {
 		code, out := w.do(t, "a", "GET", "/api/v1/contactBooks/"+w.bookA+"/contacts", "")
 		if code != 200 {
@@ -457,13 +458,19 @@ func TestOldUnsubscribeLinkAfterResubscribing(t *testing.T) {
 		if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 {
 			t.Fatalf("contacts: %s", out)
 		}
+		contactID = list[0].ID
 		return list[0].Subscribed
 	}
 	if code, out := w.do(t, "", "POST", link, ""); code != 200 || subscribed() {
 		t.Fatalf("unsubscribe: %d %s; still subscribed %v", code, truncate(out), subscribed())
 	}
-	// The contact subscribes again (its book's owner sets it back).
+	// An upsert saying subscribed leaves an unsubscribed contact unsubscribed; the contact
+	// subscribes again when its book's owner sets it back with a PATCH.
 	w.must(t, "a", "POST", "/api/v1/contactBooks/"+w.bookA+"/contacts", `{"email":"reader@example.org","subscribed":true}`)
+	if subscribed() {
+		t.Fatal("an upsert re-subscribed the contact")
+	}
+	w.must(t, "a", "PATCH", "/api/v1/contactBooks/"+w.bookA+"/contacts/"+contactID, `{"subscribed":true}`)
 	if !subscribed() {
 		t.Fatal("the contact did not subscribe again")
 	}
