@@ -417,6 +417,18 @@ func TestContactsAPI(t *testing.T) {
 	if len(list) != 2 || list[0].Email != "u1@example.org" {
 		t.Errorf("page 2 = %+v", list) // email order: ann, u0, u1, u2, u3, u4
 	}
+	// Without a limit a list holds up to 5000 contacts (useSend's default, which its Python
+	// SDK's contacts.list relies on), not a page of 50.
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", "["+strings.Join(bulk[5:120], ",")+"]", &res)
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts", "", &list)
+	if len(list) != 121 {
+		t.Errorf("a list without a limit holds %d contacts, want all 121", len(list))
+	}
+	if r := e.do("GET", "/api/v1/contactBooks/"+bookID+"/contacts?limit=5001", ""); r.status != 400 {
+		t.Errorf("limit 5001 = %d, want 400", r.status)
+	} else if _, msg := r.errorOf(t); !strings.Contains(msg, "limit") || !strings.Contains(msg, "5000") {
+		t.Errorf("limit 5001: %q, want it to name limit and 5000", msg)
+	}
 	ids := []string{}
 	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts?emails=u0@example.org,u1@example.org", "", &list)
 	for _, c := range list {

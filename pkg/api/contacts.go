@@ -207,7 +207,7 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := paging(r)
+	page, limit, err := pagingUpTo(r, ContactsLimit, ContactsLimit)
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,15 @@ func loneSurrogate(b []byte) bool {
 
 // paging reads page (≥ 1, default 1) and limit (1..100, default 50).
 func paging(r *http.Request) (page, limit int, err error) {
+	return pagingUpTo(r, 50, 100)
+}
+
+// ContactsLimit is the default and the largest limit of a contact list: useSend answers up to
+// 5000 contacts when no limit is given, and its Python SDK's contacts.list relies on it.
+const ContactsLimit = 5000
+
+// pagingUpTo reads page and limit, limit defaulting to def and at most max.
+func pagingUpTo(r *http.Request, def, max int) (page, limit int, err error) {
 	v := r.URL.Query()
 	intParam := func(name string, def, min, max int) (int, error) {
 		s := v.Get(name)
@@ -109,7 +118,7 @@ func paging(r *http.Request) (page, limit int, err error) {
 	if page, err = intParam("page", 1, 1, 1_000_000); err != nil {
 		return 0, 0, err
 	}
-	limit, err = intParam("limit", 50, 1, 100)
+	limit, err = intParam("limit", def, 1, max)
 	return page, limit, err
 }
 
