@@ -179,6 +179,51 @@ func decodeQP(s string) string {
 	return strings.NewReplacer("=\r\n", "", "=3D", "=").Replace(s)
 }
 
+// TestCampaignFromEditorContent: a campaign's content in the email editor's JSON (what
+// useSend's SDKs send as content) is rendered to html, personalised per contact like an html
+// body; a document the editor cannot have made is a 400 naming content.
+func TestCampaignFromEditorContent(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`, `{"email":"bob@example.org"}`)
+	content := `{"type":"doc","content":[
+		{"type":"heading","attrs":{"level":1},"content":[{"type":"text","text":"Spring news"}]},
+		{"type":"paragraph","content":[{"type":"text","text":"Hello "},{"type":"variable","attrs":{"id":"firstName","fallback":"friend"}},{"type":"text","text":"!"}]},
+		{"type":"button","attrs":{"text":"Read more","url":"https://example.com/news","buttonColor":"#000000","textColor":"#ffffff"}},
+		{"type":"unsubscribeFooter","content":[{"type":"paragraph","content":[{"type":"text","text":"Unsubscribe","marks":[{"type":"link","attrs":{"href":"{{usesend_unsubscribe_url}}"}}]}]}]}]}`
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Editor","from":"news@example.com","subject":"News","contactBookId":"`+bookID+`",
+		"content":`+jsonString(content)+`,"sendNow":true}`, &c)
+	c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Sent == 2 })
+	if c.Content == nil || !strings.Contains(*c.Content, `"type":"doc"`) || c.HTML == nil || !strings.Contains(*c.HTML, "<h1") {
+		t.Errorf("the campaign keeps its content and shows its html: content %v, html %v", c.Content != nil, c.HTML != nil)
+	}
+	for addr, hello := range map[string]string{"ann@example.org": "Hello Ann!", "bob@example.org": "Hello friend!"} {
+		msgs := e.outboxFor(addr)
+		if len(msgs) != 1 {
+			t.Fatalf("%s has %d messages", addr, len(msgs))
+		}
+		body := decodeQP(msgs[0])
+		for _, want := range []string{hello, ">Spring news</h1>", `<a href="https://example.com/news"`, ">Read more</a>", `<a href="http`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s's message lacks %q", addr, want)
+			}
+		}
+		if strings.Contains(body, `"type"`) || strings.Contains(body, "{{") {
+			t.Errorf("%s's message shows the document or a placeholder", addr)
+		}
+	}
+	for doc, want := range map[string]string{
+		`{"type":"doc","content":[{"type":"columns"}]}`:                                                `content: node type "columns" is not supported`,
+		`{"type":"doc","content":[{"type":"paragraph","content":[{"type":"text","text":"no link"}]}]}`: "content: must contain the unsubscribe link placeholder",
+		`{"type":"doc"`: "content: invalid JSON",
+	} {
+		r := e.do("POST", "/api/v1/campaigns", `{"name":"Bad","from":"news@example.com","subject":"News","contactBookId":"`+bookID+`","content":`+jsonString(doc)+`}`)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, want) {
+			t.Errorf("content %s = %d %q, want 400 %q", doc, r.status, msg, want)
+		}
+	}
+}
+
 func TestCampaignScheduleNaturalLanguage(t *testing.T) {
 	e := newEnv(t)
 	bookID := e.book(`{"email":"ann@example.org"}`)

@@ -175,8 +175,9 @@ func (g *generator) operations() map[string]operation {
 		"BulkDeleteContacts": {in: bulkDeleteRequest{}, out: bulkDeleted{}, desc: "count is the number of contacts that existed."},
 
 		"CreateCampaign": {in: campaignRequest{}, out: campaignView{},
-			desc: "html or content is required; html must carry the {{usesend_unsubscribe_url}} placeholder. " +
-				"Without sendNow or scheduledAt the campaign is a draft."},
+			desc: "html or content is required, and must carry the {{usesend_unsubscribe_url}} placeholder. content is the " +
+				"email editor's JSON document, rendered to the campaign's html (it wins over html); content that is not " +
+				"a JSON object is taken as html. Without sendNow or scheduledAt the campaign is a draft."},
 		"ListCampaigns": {out: campaignList{}, desc: fmt.Sprintf("%d campaigns a page, newest first.", campaign.ListPageSize),
 			params: []obj{pageParam,
 				query("status", "Only campaigns in this status", obj{"type": "string", "enum": []string{store.CampaignDraft,
@@ -635,7 +636,7 @@ type campaignRequest struct {
 	Subject            string      `json:"subject"`
 	PreviewText        string      `json:"previewText,omitempty"`
 	ContactBookID      string      `json:"contactBookId"`
-	Content            string      `json:"content,omitempty" doc:"The editor's content, when there is no html"`
+	Content            string      `json:"content,omitempty" doc:"The email editor's JSON document (ProseMirror: {\"type\":\"doc\",\"content\":[...]}), rendered to the html"`
 	HTML               string      `json:"html,omitempty"`
 	ReplyTo            addressList `json:"replyTo,omitempty"`
 	CC                 addressList `json:"cc,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mailroom/mailroom/pkg/contact"
+	"github.com/mailroom/mailroom/pkg/editor"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -57,12 +58,25 @@ func (r *Request) validate() error {
 		// Every recipient's email carries the campaign's cc, bcc and reply-to as well.
 		return fault.Field("cc", "the contact, cc, bcc and replyTo together are at most %d addresses (%d)", email.MaxRecipients, n)
 	}
+	field := "html"
+	if editor.IsDocument(r.Content) {
+		// The email editor's document, as useSend's SDKs send it: rendered once here, and the
+		// html it gives is the campaign's (it wins over an html given with it, as in useSend).
+		html, err := editor.Render(r.Content)
+		if err != nil {
+			return fault.Field("content", "%v", err)
+		}
+		if len(html) > MaxHTMLBytes {
+			return fault.Field("content", "renders to more than %d KB of html", MaxHTMLBytes>>10)
+		}
+		r.HTML, field = html, "content"
+	}
 	body := r.HTML
 	if body == "" {
-		body = r.Content
+		body, field = r.Content, "content"
 	}
 	if !HasUnsubscribe(body) {
-		return fault.Field("html", "must contain the unsubscribe link placeholder {{usesend_unsubscribe_url}}")
+		return fault.Field(field, "must contain the unsubscribe link placeholder {{usesend_unsubscribe_url}}")
 	}
 	if r.BatchSize == 0 {
 		r.BatchSize = DefaultBatchSize
