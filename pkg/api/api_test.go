@@ -417,6 +417,34 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestInReplyToKeepsTheKeysScope: a key restricted to a domain cannot reply to an email of the
+// team's other domains, which it cannot read either: the id is not found, as an unknown one.
+func TestInReplyToKeepsTheKeysScope(t *testing.T) {
+	e := newEnv(t)
+	first := e.send(`{"from":"a@example.com","to":"b@example.org","subject":"Hi","text":"t"}`)
+	var d struct{ ID int64 }
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.example"}`, &d)
+	key := e.keyFor(store.PermissionFull, d.ID)
+	reply := func(to string) response {
+		return e.request(key, "POST", "/api/v1/emails", []byte(`{"from":"a@other.example","to":"b@example.org","subject":"Re: Hi","text":"t","inReplyToId":"`+to+`"}`))
+	}
+	hidden, unknown := reply(first), reply("emnope")
+	if _, msg := hidden.errorOf(t); hidden.status != 400 || msg != "inReplyToId: email "+first+" not found" {
+		t.Errorf("a reply to another domain's email: %d %s", hidden.status, hidden.body)
+	}
+	if unknown.status != 400 {
+		t.Errorf("a reply to an unknown email: %d %s", unknown.status, unknown.body)
+	}
+	own := e.request(key, "POST", "/api/v1/emails", []byte(`{"from":"a@other.example","to":"b@example.org","subject":"Hi","text":"t"}`))
+	var sent struct{ EmailID string }
+	if err := json.Unmarshal(own.body, &sent); own.status != 200 || err != nil {
+		t.Fatalf("a send from the key's own domain: %d %s", own.status, own.body)
+	}
+	if r := reply(sent.EmailID); r.status != 200 {
+		t.Errorf("a reply to the key's own domain's email: %d %s", r.status, r.body)
+	}
+}
+
 // TestIdempotentReplayKeepsTheKeysScope: a key restricted to another domain that repeats a
 // teammate's request with its Idempotency-Key gets the 403 it gets without the key, not the
 // teammate's email ids.

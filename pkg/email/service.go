@@ -395,7 +395,8 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 	}
 	if r.InReplyToID != "" {
 		ref, err := s.Store.GetEmail(ctx, r.InReplyToID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && ref.TeamID != p.TeamID) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (ref.TeamID != p.TeamID || p.DomainID != 0 && ref.DomainID != p.DomainID)) {
+			// A key restricted to a domain does not see the team's other domains' emails.
 			return store.Email{}, fault.Field("inReplyToId", "email %s not found", r.InReplyToID)
 		}
 		if err != nil {
