@@ -64,8 +64,8 @@ func (f Fields) validate(create bool) error {
 			}
 			return nil
 		}
-		if required && strings.TrimSpace(*v) == "" {
-			return fault.Field(field, "must not be empty")
+		if (required || field == "name") && strings.TrimSpace(*v) == "" {
+			return fault.Field(field, "must not be empty") // a name given, on update too
 		}
 		if len(*v) > max {
 			return fault.Field(field, "at most %d bytes", max)

@@ -38,6 +38,15 @@ func TestFieldsValidate(t *testing.T) {
 			t.Errorf("validate(%+v) = %v, want %q", f, err, want)
 		}
 	}
+	// An update need not name the template, but a name it gives is not blank.
+	if err := (Fields{Text: s("x")}).validate(false); err != nil {
+		t.Errorf("an update without a name: %v", err)
+	}
+	for _, name := range []string{"", "   "} {
+		if err := (Fields{Name: s(name)}).validate(false); err == nil || err.Error() != "name: must not be empty" {
+			t.Errorf("an update to the name %q: %v, want name: must not be empty", name, err)
+		}
+	}
 }
 
 // TestRenderedSizeIsTheRenderedLength: RenderedSize, computed without rendering, is the length
