@@ -577,6 +577,13 @@ func TestListEmails(t *testing.T) {
 			t.Errorf("?%s = %d %s", q, r.status, code)
 		}
 	}
+	// Every list says the same of a page out of range: the range.
+	for _, path := range []string{"/api/v1/emails?page=1000001", "/api/v1/campaigns?page=1000001", "/api/v1/campaigns?page=0", "/api/v1/suppressions?page=0"} {
+		r := e.do("GET", path, "")
+		if _, msg := r.errorOf(t); r.status != 400 || msg != "page: must be an integer from 1 to 1000000" {
+			t.Errorf("%s = %d %q", path, r.status, msg)
+		}
+	}
 }
 
 func TestGetEmailScoping(t *testing.T) {

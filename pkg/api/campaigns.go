@@ -7,7 +7,6 @@ import (
 	"html"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/contact"
@@ -143,13 +142,9 @@ func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error 
 
 func (s *Services) listCampaigns(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	page := 1
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1_000_000 {
-			return fault.Field("page", "must be an integer of at least 1")
-		}
-		page = n
+	page, err := pageOf(r)
+	if err != nil {
+		return err
 	}
 	list, pages, err := s.Campaigns.List(r.Context(), principal(r).TeamID, principal(r).DomainID, page, q.Get("status"), q.Get("search"))
 	if err != nil {

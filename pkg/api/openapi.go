@@ -114,7 +114,7 @@ type bounded struct {
 }
 
 func (g *generator) operations() map[string]operation {
-	pageParam := query("page", "The page, from 1", obj{"type": "integer", "minimum": 1, "maximum": 1_000_000, "default": 1})
+	pageParam := query("page", "The page, from 1", obj{"type": "integer", "minimum": 1, "maximum": MaxPage, "default": 1})
 	limitParam := query("limit", "Items per page", obj{"type": "integer", "minimum": 1, "maximum": 100, "default": 50})
 	domain := query("domainId", "Only this domain (default: the key's domain, else the whole team)",
 		obj{"type": "integer", "format": "int64", "minimum": 1})

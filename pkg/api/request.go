@@ -99,27 +99,32 @@ const ContactsLimit = 5000
 
 // pagingUpTo reads page and limit, limit defaulting to def and at most max.
 func pagingUpTo(r *http.Request, def, max int) (page, limit int, err error) {
-	v := r.URL.Query()
-	intParam := func(name string, def, min, max int) (int, error) {
-		s := v.Get(name)
-		if s == "" {
-			return def, nil
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < min || (max > 0 && n > max) {
-			if max > 0 {
-				return 0, fault.Field(name, "must be an integer from %d to %d", min, max)
-			}
-			return 0, fault.Field(name, "must be an integer of at least %d", min)
-		}
-		return n, nil
-	}
-	// page is capped so that (page-1)*limit cannot overflow.
-	if page, err = intParam("page", 1, 1, 1_000_000); err != nil {
+	if page, err = pageOf(r); err != nil {
 		return 0, 0, err
 	}
-	limit, err = intParam("limit", def, 1, max)
+	limit, err = intQuery(r, "limit", def, 1, max)
 	return page, limit, err
+}
+
+// MaxPage caps page, so that (page-1)*limit cannot overflow.
+const MaxPage = 1_000_000
+
+// pageOf reads page: 1..MaxPage, default 1.
+func pageOf(r *http.Request) (int, error) {
+	return intQuery(r, "page", 1, 1, MaxPage)
+}
+
+// intQuery reads the integer query parameter name, min..max, def when absent.
+func intQuery(r *http.Request, name string, def, min, max int) (int, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < min || n > max {
+		return 0, fault.Field(name, "must be an integer from %d to %d", min, max)
+	}
+	return n, nil
 }
 
 // decodeObject decodes a JSON object body into v, mapping type errors to the field.

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/hooks"
@@ -188,11 +187,9 @@ func (s *Services) listWebhookCalls(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 100 {
-			return fault.Field("limit", "must be 1 to 100")
-		}
+	limit, err := intQuery(r, "limit", 20, 1, 100)
+	if err != nil {
+		return err
 	}
 	before := r.URL.Query().Get("before")
 	if len(before) > 64 {
