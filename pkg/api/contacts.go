@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/mailroom/mailroom/pkg/contact"
@@ -165,11 +167,40 @@ func (s *Services) deleteContactBook(w http.ResponseWriter, r *http.Request) err
 
 // contactIn is a contact in a request body.
 type contactIn struct {
-	Email      *string           `json:"email"`
-	FirstName  *string           `json:"firstName"`
-	LastName   *string           `json:"lastName"`
-	Properties map[string]string `json:"properties"`
-	Subscribed *bool             `json:"subscribed"`
+	Email      *string   `json:"email"`
+	FirstName  *string   `json:"firstName"`
+	LastName   *string   `json:"lastName"`
+	Properties stringMap `json:"properties"`
+	Subscribed *bool     `json:"subscribed"`
+}
+
+func (c contactIn) fields() contact.Fields {
+	return contact.Fields{Email: c.Email, FirstName: c.FirstName, LastName: c.LastName, Properties: c.Properties, Subscribed: c.Subscribed}
+}
+
+// stringMap is an object of strings whose type error names the key: "properties.plan: must be
+// a string", not "properties".
+type stringMap map[string]string
+
+func (m *stringMap) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return &json.UnmarshalTypeError{Value: "value", Type: reflect.TypeFor[map[string]string]()}
+	}
+	if raw == nil {
+		*m = nil
+		return nil
+	}
+	out := make(stringMap, len(raw))
+	for k, v := range raw {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return &json.UnmarshalTypeError{Value: "value", Type: reflect.TypeFor[string](), Field: k}
+		}
+		out[k] = s
+	}
+	*m = out
+	return nil
 }
 
 func contactFields(w http.ResponseWriter, r *http.Request) (contact.Fields, error) {
@@ -181,7 +212,7 @@ func contactFields(w http.ResponseWriter, r *http.Request) (contact.Fields, erro
 	if err := decodeObject(body, &in); err != nil {
 		return contact.Fields{}, err
 	}
-	return contact.Fields(in), nil
+	return in.fields(), nil
 }
 
 // upsertContact serves POST .../contacts and PUT .../contacts/{contactId}: both upsert by email.
@@ -300,16 +331,26 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	var in []contactIn
+	var elems []json.RawMessage
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
-	if err := json.Unmarshal(body, &in); err != nil {
+	if err := json.Unmarshal(body, &elems); err != nil {
 		return fault.Field("body", "must be an array of contacts {email, firstName, lastName, properties, subscribed}")
 	}
-	list := make([]contact.Fields, len(in))
-	for i, c := range in {
-		list[i] = contact.Fields(c)
+	list := make([]contact.Fields, len(elems))
+	for i, raw := range elems {
+		var c contactIn
+		if err := decodeObject(raw, &c); err != nil {
+			if fe, ok := fault.As(err); ok && fe.Kind == fault.Invalid {
+				if rest, whole := strings.CutPrefix(fe.Message, "body: "); whole {
+					return fault.Field(fmt.Sprintf("[%d]", i), "%s", rest)
+				}
+				return fault.Field("", "[%d].%s", i, fe.Message)
+			}
+			return err
+		}
+		list[i] = c.fields()
 	}
 	n, err := s.Contacts.Bulk(r.Context(), principal(r).TeamID, book, list)
 	if err != nil {

@@ -115,6 +115,14 @@ func TestRequestEdges(t *testing.T) {
 		`{"from":"a@example.com","to":"b@example.org","subject":"s","text":"t","headers":{"X-A":"a\u0000b"}}`), "headers.X-A: must not contain CR, LF or NUL")
 	// A non-ASCII address is refused with its reason wherever an address is taken.
 	bookID := e.book(`{"email":"ann@example.org"}`)
+	// A type error names the field down to the property, or the bulk element by its index.
+	refused("a send body that is an array", e.raw("POST", "/api/v1/emails", `[]`), "body: must be an object")
+	refused("a property that is a number", e.raw("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"p@example.org","properties":{"plan":"pro","seats":3}}`),
+		"properties.seats: must be a string")
+	refused("a bulk element's property", e.raw("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `[{"email":"p@example.org"},{"email":"q@example.org","properties":{"seats":3}}]`),
+		"[1].properties.seats: must be a string")
+	refused("a bulk element that is not an object", e.raw("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `[{"email":"p@example.org"},"q@example.org"]`),
+		"[1]: must be a JSON object")
 	for _, c := range []struct{ path, body, field string }{
 		{"/api/v1/emails", `{"from":"a@example.com","to":"zoë@example.org","subject":"s","text":"t"}`, "to"},
 		{"/api/v1/campaigns", `{"name":"N","from":"zoë@example.com","subject":"s","contactBookId":"` + bookID + `","html":` + jsonString(campaignHTML) + `}`, "from"},

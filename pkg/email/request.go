@@ -138,7 +138,11 @@ func decodeRequest(body []byte, at string) (Request, error) {
 		if !json.Valid(body) {
 			return Request{}, ErrMalformedJSON
 		}
-		return Request{}, fault.Field(strings.TrimSuffix(at, "."), "must be an object")
+		field := strings.TrimSuffix(at, ".")
+		if field == "" {
+			field = "body" // a single send's body; a batch's element is named by its index
+		}
+		return Request{}, fault.Field(field, "must be an object")
 	}
 	// A field that is not one of the send's is refused, not dropped: a misspelt "reply_to"
 	// or "htm" would otherwise send something else than was meant.

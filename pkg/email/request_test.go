@@ -70,7 +70,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		kind             fault.Kind
 	}{
 		{"malformed", `{"to":`, "Malformed JSON in request body", fault.Invalid},
-		{"not object", `[1]`, "must be an object", fault.Invalid},
+		{"not object", `[1]`, "body: must be an object", fault.Invalid},
 		{"missing to", `{` + base + `}`, "to: is required", fault.Invalid},
 		{"to wrong type", `{"to":5,` + base + `}`, "to: must be a string or an array of strings", fault.Invalid},
 		{"bad address", `{"to":"nope",` + base + `}`, `to: invalid email address "nope"`, fault.Invalid},
