@@ -187,7 +187,11 @@ func (s *Services) handler(routes []Route) http.Handler {
 func CleanPaths(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ep := r.URL.EscapedPath()
-		if cp := cleanPath(ep); cp != ep && strings.HasPrefix(cp, "/api/") {
+		cp := cleanPath(ep)
+		if strings.HasPrefix(cp, "/api/") {
+			cp = strings.TrimSuffix(cp, "/") // no API route ends in "/": /api/v1/domains/ is the list
+		}
+		if cp != ep && strings.HasPrefix(cp, "/api/") {
 			if p, err := url.PathUnescape(cp); err == nil {
 				r2 := *r
 				u := *r.URL

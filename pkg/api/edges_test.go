@@ -60,6 +60,11 @@ func TestUncleanPathsAreServed(t *testing.T) {
 	if r := e.raw("GET", "/api/v1/./emails/../emails/"+sent.EmailID, ""); r.status != 200 || !bytes.Contains(r.body, []byte(sent.EmailID)) {
 		t.Errorf("GET with dot segments = %d %s", r.status, r.body)
 	}
+	for _, p := range []string{"/api/v1/emails/", "/api/v1/emails/" + sent.EmailID + "/", "/api/v1/domains//"} {
+		if r := e.raw("GET", p, ""); r.status != 200 {
+			t.Errorf("GET %s (a trailing slash) = %d %s", p, r.status, r.body)
+		}
+	}
 	// An encoded "/" stays in its segment: the id "x/../../domains/<id>" is refused as an
 	// address, and does not reach the route of the domain it spells.
 	domain := fmt.Sprint(e.domain)
