@@ -577,6 +577,17 @@ func TestListEmails(t *testing.T) {
 			t.Errorf("?%s = %d %s", q, r.status, code)
 		}
 	}
+	// An email's own createdAt, as shown (to the millisecond), finds it as either bound.
+	e.clock.Add(1234567 * time.Nanosecond)
+	id := e.send(simple)
+	var got struct{ CreatedAt string }
+	e.mustDo("GET", "/api/v1/emails/"+id, "", &got)
+	for _, q := range []string{"endDate=" + got.CreatedAt, "startDate=" + got.CreatedAt + "&endDate=" + got.CreatedAt} {
+		e.mustDo("GET", "/api/v1/emails?"+q, "", &p)
+		if len(p.Data) == 0 || p.Data[0].ID != id {
+			t.Errorf("?%s finds %+v, want %s first", q, p.Data, id)
+		}
+	}
 	// Every list says the same of a page out of range: the range.
 	for _, path := range []string{"/api/v1/emails?page=1000001", "/api/v1/campaigns?page=1000001", "/api/v1/campaigns?page=0", "/api/v1/suppressions?page=0"} {
 		r := e.do("GET", path, "")

@@ -110,6 +110,16 @@ func parseListQuery(r *http.Request) (email.ListQuery, error) {
 	if q.End, err = timeParam("endDate"); err != nil {
 		return q, err
 	}
+	if q.End != nil {
+		// The end is inclusive to the precision it is written in: createdAt is shown to the
+		// millisecond, so an email's own createdAt as endDate finds it.
+		switch {
+		case q.End.Nanosecond() == 0:
+			*q.End = q.End.Add(time.Second - 1)
+		case q.End.Nanosecond()%int(time.Millisecond) == 0:
+			*q.End = q.End.Add(time.Millisecond - 1)
+		}
+	}
 	if q.Start != nil && q.End != nil && q.End.Before(*q.Start) {
 		return q, fault.Field("endDate", "must not be before startDate")
 	}

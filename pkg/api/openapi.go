@@ -130,7 +130,7 @@ func (g *generator) operations() map[string]operation {
 		"ListEmails": {out: listOf[emailItem]{}, desc: "Newest first. A body too large to list is null, flagged htmlOmitted or textOmitted: " +
 			"GET /api/v1/emails/{emailId} has it.", params: []obj{pageParam, limitParam,
 			query("startDate", "Only emails created at or after", obj{"type": "string", "format": "date-time"}),
-			query("endDate", "Only emails created at or before", obj{"type": "string", "format": "date-time"}),
+			query("endDate", "Only emails created at or before (inclusive to the precision it is written in: to the millisecond, the whole millisecond)", obj{"type": "string", "format": "date-time"}),
 			query("domainId", "Only these domains (repeated or comma-separated, at most 25)",
 				obj{"type": "array", "items": obj{"type": "integer", "format": "int64", "minimum": 1}})}},
 		"GetEmail":    {out: emailDetail{}},
