@@ -154,8 +154,8 @@ func (w *Worker) sendUnclaimed(ctx context.Context, id string) (sent bool, err e
 			return false, nil
 		}
 	}
-	msg, dom, reason, err := w.prepare(ctx, e)
-	if err != nil || reason != "" {
+	msg, dom, why, err := w.prepare(ctx, e)
+	if err != nil || why.reason != "" {
 		return false, nil
 	}
 	raw, err := mail.Build(msg)
@@ -238,17 +238,17 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 		return w.finish(ctx, id, now, dropStatus, "", map[string]string{"error": dropWhy})
 	}
 
-	msg, dom, reason, err := w.prepare(ctx, e)
+	msg, dom, why, err := w.prepare(ctx, e)
 	if err != nil {
 		return w.release(ctx, id, now, err, nil)
 	}
-	if reason != "" {
-		status := store.StatusFailed
-		if reason == reasonSuppressed {
-			status = store.StatusSuppressed
+	if why.reason != "" {
+		status, data := store.StatusFailed, map[string]string{"error": why.reason}
+		if why.suppression != "" {
+			status, data["suppressionType"] = store.StatusSuppressed, why.suppression
 		}
-		log.Info("email not sent", "status", status, "reason", reason)
-		return w.finish(ctx, id, now, status, "", map[string]string{"error": reason})
+		log.Info("email not sent", "status", status, "reason", why.reason)
+		return w.finish(ctx, id, now, status, "", data)
 	}
 	raw, err := mail.Build(msg)
 	if err != nil {
@@ -360,26 +360,30 @@ func MessageIDHeader(e store.Email) string {
 	return "<" + e.ID + "@" + email.DomainOf(e.From) + ">"
 }
 
+// skip says why an email is not sent; for one whose every recipient is suppressed, also the
+// kind of the suppression as webhooks name it (Bounce, Complaint or Manual).
+type skip struct{ reason, suppression string }
+
 const reasonSuppressed = "Every recipient in to is on the suppression list"
 
 // prepare checks the domain and suppressions and builds the message. A non-empty reason means
 // the email must not be sent; an error means the check itself failed (retry later).
-func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, store.Domain, string, error) {
-	msg, reason, err := w.message(ctx, e)
-	if err != nil || reason != "" {
-		return mail.Message{}, store.Domain{}, reason, err
+func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, store.Domain, skip, error) {
+	msg, why, err := w.message(ctx, e)
+	if err != nil || why.reason != "" {
+		return mail.Message{}, store.Domain{}, why, err
 	}
 	dom, err := w.Store.GetDomain(ctx, e.TeamID, e.DomainID)
 	if errors.Is(err, store.ErrNotFound) {
-		return mail.Message{}, store.Domain{}, "The sending domain no longer exists", nil
+		return mail.Message{}, store.Domain{}, skip{reason: "The sending domain no longer exists"}, nil
 	}
 	if err != nil {
-		return mail.Message{}, store.Domain{}, "", fmt.Errorf("get domain: %w", err)
+		return mail.Message{}, store.Domain{}, skip{}, fmt.Errorf("get domain: %w", err)
 	}
 	if dom.Status != store.DomainSuccess {
-		return mail.Message{}, store.Domain{}, "The sending domain is not verified", nil
+		return mail.Message{}, store.Domain{}, skip{reason: "The sending domain is not verified"}, nil
 	}
-	return msg, dom, "", nil
+	return msg, dom, skip{}, nil
 }
 
 // outgoing is the built message of e for the mailer, through its domain's configuration set.
@@ -404,7 +408,7 @@ func (w *Worker) configurationSet(d store.Domain) string {
 }
 
 // message checks suppressions and builds the message of e.
-func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, string, error) {
+func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, skip, error) {
 	all := append(append(append([]string{}, e.To...), e.CC...), e.BCC...)
 	bare := make([]string, len(all))
 	for i, a := range all {
@@ -412,7 +416,7 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, stri
 	}
 	supp, err := w.Store.GetSuppressions(ctx, e.TeamID, bare)
 	if err != nil {
-		return mail.Message{}, "", fmt.Errorf("get suppressions: %w", err)
+		return mail.Message{}, skip{}, fmt.Errorf("get suppressions: %w", err)
 	}
 	keep := func(list []string) []string {
 		var out []string
@@ -428,7 +432,7 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, stri
 		ReplyTo: e.ReplyTo, Subject: e.Subject,
 	}
 	if len(msg.To) == 0 {
-		return mail.Message{}, reasonSuppressed, nil
+		return mail.Message{}, skip{reason: reasonSuppressed, suppression: suppressionKind(supp, e.To)}, nil
 	}
 	if e.Content.HTML != nil {
 		msg.HTML = *e.Content.HTML
@@ -442,7 +446,7 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, stri
 	for _, a := range e.Content.Attachments {
 		data, err := email.DecodeAttachment(a.Content)
 		if err != nil {
-			return mail.Message{}, "An attachment could not be decoded", nil
+			return mail.Message{}, skip{reason: "An attachment could not be decoded"}, nil
 		}
 		msg.Attachments = append(msg.Attachments, mail.Attachment{Filename: a.Filename, Data: data})
 	}
@@ -456,7 +460,22 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, stri
 			}
 		}
 	}
-	return msg, "", nil
+	return msg, skip{}, nil
+}
+
+// suppressionKind names why the addresses to are suppressed, as webhooks do: Bounce when one
+// of them hard-bounced, else Complaint when one complained, else Manual.
+func suppressionKind(supp map[string]store.Suppression, to []string) string {
+	kind := "Manual"
+	for _, a := range to {
+		switch supp[strings.ToLower(email.AddressOnly(a))].Reason {
+		case store.ReasonHardBounce:
+			return "Bounce"
+		case store.ReasonComplaint:
+			kind = "Complaint"
+		}
+	}
+	return kind
 }
 
 // send hands the message to the mailer, each attempt within the account's rate (Pacer). A

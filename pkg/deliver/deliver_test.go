@@ -17,6 +17,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/ingest"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	"github.com/mailroom/mailroom/pkg/sesevent"
@@ -791,6 +792,35 @@ func TestExclusiveTakesTheStoreClaimOtherwise(t *testing.T) {
 	}
 	if e, _ := st.GetEmail(ctx, ids[2]); e.Status != store.StatusFailed {
 		t.Errorf("unverified domain: %s; want FAILED", e.Status)
+	}
+}
+
+// TestSuppressedSaysWhy: an email whose every recipient is suppressed records the kind of its
+// suppression, which the email.suppressed webhook carries: Bounce, Complaint or Manual.
+func TestSuppressedSaysWhy(t *testing.T) {
+	ctx := context.Background()
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 3)
+	for i, c := range []struct{ reason, kind string }{
+		{store.ReasonHardBounce, "Bounce"}, {store.ReasonComplaint, "Complaint"}, {store.ReasonManual, "Manual"},
+	} {
+		if err := st.PutSuppression(ctx, store.Suppression{TeamID: 1, Email: "b@example.org", Reason: c.reason, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Deliver(ctx, ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		e, events, err := st.GetEmailDetail(ctx, ids[i])
+		if err != nil || e.Status != store.StatusSuppressed {
+			t.Fatalf("%s: %s, %v; want SUPPRESSED", c.reason, e.Status, err)
+		}
+		hook, ok := hooks.EmailEvent(e, events[len(events)-1])
+		if !ok || hook.Type != "email.suppressed" || hook.Data.(hooks.EmailData).Suppression.Type != c.kind {
+			t.Errorf("%s: webhook %+v, want email.suppressed of type %s", c.reason, hook, c.kind)
+		}
+		if err := st.DeleteSuppression(ctx, 1, "b@example.org"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

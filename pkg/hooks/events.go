@@ -95,7 +95,11 @@ func EmailEvent(e store.Email, ev store.Event) (Event, bool) {
 		}
 		d.Failed = &FailedData{Reason: reason}
 	case store.StatusSuppressed:
-		d.Suppression = &SuppressionData{Type: "Manual", Reason: str("error"), Source: "suppression list"}
+		kind := str("suppressionType") // Bounce, Complaint or Manual (the worker's, from the list entries)
+		if kind == "" {
+			kind = "Manual"
+		}
+		d.Suppression = &SuppressionData{Type: kind, Reason: str("error"), Source: "suppression list"}
 	case "OPENED":
 		d.Open = &EngagementData{Timestamp: str("timestamp"), UserAgent: str("userAgent"), IP: str("ipAddress")}
 	case "CLICKED":
