@@ -199,7 +199,10 @@ func TestWebhookRecordEvents(t *testing.T) {
 
 	bookID := e.book()
 	var ct struct{ ContactID string }
-	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"ann@example.org","firstName":"Ann"}`, &ct)
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"ann@example.org","firstName":"Ann","properties":{"plan":"free"}}`, &ct)
+	// A change of a property alone is an update too (the upsert must not change the stored
+	// contact's map in place, or the store sees no change).
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"ann@example.org","properties":{"plan":"pro"}}`, nil)
 	e.mustDo("PATCH", "/api/v1/contactBooks/"+bookID+"/contacts/"+ct.ContactID, `{"firstName":"Anne"}`, nil)
 	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID+"/contacts/"+ct.ContactID, "", nil)
 	var dom struct{ ID int64 }
@@ -212,7 +215,7 @@ func TestWebhookRecordEvents(t *testing.T) {
 		`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &c)
 	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" })
 
-	want := []string{"contact.created", "contact.updated", "contact.deleted", "domain.created", "domain.verified",
+	want := []string{"contact.created", "contact.updated", "contact.updated", "contact.deleted", "domain.created", "domain.verified",
 		"domain.deleted", "contact.created", "campaign.started", "campaign.sent"}
 	var types []string
 	var calls []hookCall
@@ -245,6 +248,7 @@ func TestWebhookRecordEvents(t *testing.T) {
 	}
 	for i, check := range []map[string]any{
 		{"id": ct.ContactID, "email": "ann@example.org", "firstName": "Ann", "contactBookId": bookID, "subscribed": true},
+		{"id": ct.ContactID, "firstName": "Ann"},
 		{"id": ct.ContactID, "firstName": "Anne"},
 		{"id": ct.ContactID, "firstName": "Anne"},
 		{"id": float64(dom.ID), "name": "example.net"},
@@ -259,5 +263,8 @@ func TestWebhookRecordEvents(t *testing.T) {
 				t.Errorf("%s data %s = %v, want %v (%v)", want[i], k, datas[i][k], v, datas[i])
 			}
 		}
+	}
+	if props, _ := datas[1]["properties"].(map[string]any); props["plan"] != "pro" {
+		t.Errorf("the upsert's contact.updated carries properties %v, want plan pro", datas[1]["properties"])
 	}
 }

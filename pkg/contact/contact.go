@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -259,12 +260,12 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
 		c.LastName = *f.LastName
 	}
 	if f.Properties != nil {
-		if c.Properties == nil {
-			c.Properties = map[string]string{}
-		}
-		for k, v := range f.Properties {
-			c.Properties[k] = v
-		}
+		// A new map: the one c holds may be shared with the stored contact the change is
+		// compared with (a store's "before"), which must not change with it.
+		props := make(map[string]string, len(c.Properties)+len(f.Properties))
+		maps.Copy(props, c.Properties)
+		maps.Copy(props, f.Properties)
+		c.Properties = props
 	}
 	switch {
 	case f.Subscribed != nil:
