@@ -825,14 +825,17 @@ func simulate(j job) []sesevent.Event {
 			out = append(out, bounce(base, rcpt, now, sesevent.BounceSubTypeOnAccountSuppressionList,
 				"Amazon SES did not send the message to this address because it is on the suppression list for your account."))
 		case simComplaint:
+			// The complaint comes after the delivery, never in the same millisecond: the
+			// history and the webhooks keep the order of the events' times.
+			complained := now.Add(time.Millisecond)
 			out = append(out, delivery, sesevent.Event{EventType: sesevent.TypeComplaint, Mail: base,
 				Complaint: &sesevent.Complaint{
 					ComplainedRecipients:  []sesevent.Recipient{{EmailAddress: rcpt}},
-					Timestamp:             now,
+					Timestamp:             complained,
 					FeedbackID:            j.messageID + "-complaint",
 					UserAgent:             "Amazon SES Mailbox Simulator",
 					ComplaintFeedbackType: "abuse",
-					ArrivalDate:           now.Format(time.RFC3339Nano),
+					ArrivalDate:           complained.Format(time.RFC3339Nano),
 				}})
 		default: // success, ooto (SES also sends an auto-reply, which is no event) and real addresses
 			out = append(out, delivery)

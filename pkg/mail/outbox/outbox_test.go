@@ -151,6 +151,9 @@ func TestSimulator(t *testing.T) {
 					if e.Complaint.ComplaintFeedbackType != w.subType {
 						t.Errorf("complaint = %+v", e.Complaint)
 					}
+					if !e.Timestamp().After(got[i-1].Timestamp()) {
+						t.Errorf("complaint at %v, not after its delivery at %v", e.Timestamp(), got[i-1].Timestamp())
+					}
 				}
 				// What the events function stores must decode like an SES record.
 				if _, err := sesevent.Decode(mustJSON(t, e)); err != nil {
