@@ -202,7 +202,7 @@ func (g *generator) operations() map[string]operation {
 		"DeleteWebhook":       {out: success{}},
 		"RotateWebhookSecret": {out: webhookView{}, desc: "The answer carries the new secret, shown only here."},
 		"TestWebhook":         {out: callView{}},
-		"ListWebhookCalls": {out: listOf[callView]{}, desc: "Newest first.", params: []obj{
+		"ListWebhookCalls": {out: listOf[callView]{}, desc: "Newest first, a page at a time by before= (a log has no total: count is the calls in this page).", params: []obj{
 			query("limit", "Calls per page", obj{"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
 			query("before", "Only calls older than this call id (the next page)", obj{"type": "string"})}},
 		"ReplayWebhookCall": {out: callView{}},
