@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/housekeeping"
 	"github.com/mailroom/mailroom/pkg/ingest"
-	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/mail/outbox"
 	"github.com/mailroom/mailroom/pkg/sesevent"
