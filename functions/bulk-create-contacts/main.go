@@ -3,6 +3,9 @@
 // Command bulk-create-contacts is the BulkCreateContacts Lambda function: Adds or updates up to 1000 contacts (POST /api/v1/contactBooks/{contactBookId}/contacts/bulk).
 package main
 
-import "github.com/mailroom/mailroom/pkg/lambdafn"
+import (
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
+)
 
-func main() { lambdafn.Main("BulkCreateContacts") }
+func main() { lambdafn.Main("BulkCreateContacts", withsecret.Unsubscribe) }

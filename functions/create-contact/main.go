@@ -3,6 +3,9 @@
 // Command create-contact is the CreateContact Lambda function: Adds or updates a contact by email (POST /api/v1/contactBooks/{contactBookId}/contacts).
 package main
 
-import "github.com/mailroom/mailroom/pkg/lambdafn"
+import (
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
+)
 
-func main() { lambdafn.Main("CreateContact") }
+func main() { lambdafn.Main("CreateContact", withsecret.Unsubscribe) }

@@ -3,6 +3,9 @@
 // Command upsert-contact is the UpsertContact Lambda function: Creates or replaces a contact by email (PUT /api/v1/contactBooks/{contactBookId}/contacts/{contactId}).
 package main
 
-import "github.com/mailroom/mailroom/pkg/lambdafn"
+import (
+	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
+)
 
-func main() { lambdafn.Main("UpsertContact") }
+func main() { lambdafn.Main("UpsertContact", withsecret.Unsubscribe) }

@@ -133,6 +133,8 @@ var Routes = []Route{
 
 	{Method: "GET", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribeForm},
 	{Method: "POST", Path: "/unsubscribe/{token}", Function: "Unsubscribe", Summary: "Unsubscribes a campaign's recipient from its signed link", Public: true, handler: (*Services).unsubscribe},
+	{Method: "GET", Path: "/subscribe/{token}", Function: "ConfirmSubscription", Summary: "Confirms a double opt-in subscription from its signed link", Public: true, handler: (*Services).confirmForm},
+	{Method: "POST", Path: "/subscribe/{token}", Function: "ConfirmSubscription", Summary: "Confirms a double opt-in subscription from its signed link", Public: true, handler: (*Services).confirm},
 }
 
 // Handler serves every route (the local server).

@@ -289,9 +289,10 @@ func (s *Services) resumeCampaign(w http.ResponseWriter, r *http.Request) error 
 type page struct {
 	Title, Text string
 	Form        bool
+	Button      string // the form's button ("Unsubscribe" when empty)
 }
 
-// writePage writes the unsubscribe page. It is built with html.EscapeString rather than
+// writePage writes the page of a link in a mailbox (unsubscribe, confirm a subscription). It is built with html.EscapeString rather than
 // html/template: a binary that links a template package keeps every exported method of every
 // type (templates call methods by name), which doubles each Lambda function's size and the
 // time it takes to start.
@@ -302,7 +303,11 @@ func writePage(w http.ResponseWriter, status int, p page) {
 	title, text := html.EscapeString(p.Title), html.EscapeString(p.Text)
 	form := ""
 	if p.Form {
-		form = `<form method="post"><button type="submit" style="font-size:1.1rem;padding:.6rem 1.4rem">Unsubscribe</button></form>` + "\n"
+		button := p.Button
+		if button == "" {
+			button = "Unsubscribe"
+		}
+		form = `<form method="post"><button type="submit" style="font-size:1.1rem;padding:.6rem 1.4rem">` + html.EscapeString(button) + `</button></form>` + "\n"
 	}
 	_, _ = io.WriteString(w, `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
@@ -313,7 +318,7 @@ func writePage(w http.ResponseWriter, status int, p page) {
 }
 
 func (s *Services) unsubscribeForm(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.Campaigns.Signer.Verify(r.Context(), r.PathValue("token")); errors.Is(err, campaign.ErrBadToken) {
+	if _, err := s.Campaigns.UnsubscribeLink(r.Context(), r.PathValue("token")); errors.Is(err, campaign.ErrBadToken) {
 		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This unsubscribe link is not valid."})
 		return nil
 	} else if err != nil {
@@ -340,5 +345,43 @@ func (s *Services) unsubscribe(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writePage(w, http.StatusOK, page{Title: "Unsubscribed", Text: "You will not receive these emails any more."})
+	return nil
+}
+
+// confirmForm shows a double opt-in link's page: a button that confirms (a POST), so that a
+// link scanner's GET subscribes nobody.
+func (s *Services) confirmForm(w http.ResponseWriter, r *http.Request) error {
+	_, err := s.Campaigns.ConfirmLink(r.Context(), r.PathValue("token"))
+	switch {
+	case errors.Is(err, campaign.ErrBadToken):
+		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This confirmation link is not valid."})
+	case errors.Is(err, campaign.ErrLinkExpired):
+		writePage(w, http.StatusGone, page{Title: "Link expired", Text: "This confirmation link has expired. Sign up again to get a new one."})
+	case err != nil:
+		return err // the keys could not be read: a 500, not a link called invalid
+	default:
+		writePage(w, http.StatusOK, page{Title: "Confirm your subscription", Text: "Confirm that you want to receive these emails?", Form: true, Button: "Confirm"})
+	}
+	return nil
+}
+
+func (s *Services) confirm(w http.ResponseWriter, r *http.Request) error {
+	subscribed, err := s.Campaigns.Confirm(r.Context(), r.PathValue("token"))
+	switch {
+	case errors.Is(err, campaign.ErrBadToken):
+		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This confirmation link is not valid."})
+	case errors.Is(err, campaign.ErrLinkExpired):
+		writePage(w, http.StatusGone, page{Title: "Link expired", Text: "This confirmation link has expired. Sign up again to get a new one."})
+	case err != nil:
+		if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {
+			writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This confirmation link is not valid any more."})
+			return nil
+		}
+		return err
+	case !subscribed:
+		writePage(w, http.StatusOK, page{Title: "Not subscribed", Text: "This address unsubscribed after the link was sent, so the link does not subscribe it again."})
+	default:
+		writePage(w, http.StatusOK, page{Title: "Subscription confirmed", Text: "Thank you: you will receive these emails."})
+	}
 	return nil
 }

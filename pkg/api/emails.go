@@ -153,17 +153,21 @@ func (s *Services) getEmail(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// unsubscribeLink matches the token of an unsubscribe link (PUBLIC_URL/unsubscribe/<token>).
+// unsubscribeLink matches the token of an unsubscribe or double opt-in link
+// (PUBLIC_URL/unsubscribe/<token>, PUBLIC_URL/subscribe/<token>).
 var unsubscribeLink = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(/unsubscribe/)[A-Za-z0-9_\-.~%]+`)
+	return regexp.MustCompile(`(/(?:un)?subscribe/)[A-Za-z0-9_\-.~%]+`)
 })
 
-// hidesLinks reports whether p may not see the unsubscribe links of e: a campaign email, to a
-// key that may not manage the team (a SENDING key). With a link, it could unsubscribe the
-// campaign's recipients.
-func hidesLinks(p auth.Principal, e store.Email) bool { return e.CampaignID != "" && !p.CanManage() }
+// hidesLinks reports whether p may not see the contact's links in e: an email to a contact (a
+// campaign's, a double opt-in confirmation), to a key that may not manage the team (a SENDING
+// key). With a link, it could unsubscribe the campaign's recipients, or subscribe a contact
+// who never confirmed.
+func hidesLinks(p auth.Principal, e store.Email) bool {
+	return (e.CampaignID != "" || e.ContactID != "") && !p.CanManage()
+}
 
-// redactLinks replaces the token of every unsubscribe link in s by "redacted".
+// redactLinks replaces the token of every unsubscribe and confirmation link in s by "redacted".
 func redactLinks(s string) string { return unsubscribeLink().ReplaceAllString(s, "${1}redacted") }
 
 // redactFor hides the unsubscribe links of the emails p may not see them in (hidesLinks).

@@ -209,6 +209,8 @@ func (g *generator) operations() map[string]operation {
 
 		"Unsubscribe": {page: true, desc: "GET shows a confirmation form (link scanners unsubscribe nobody); " +
 			"POST, the form's and a mail client's RFC 8058 one-click, unsubscribes."},
+		"ConfirmSubscription": {page: true, desc: "The link of a double opt-in email: GET shows a Confirm button (link " +
+			"scanners subscribe nobody); POST, the button's, subscribes the contact waiting for it. A link works for 7 days (410 after)."},
 	}
 }
 
@@ -602,10 +604,10 @@ type bookChange struct {
 	Emoji              *string           `json:"emoji,omitempty"`
 	Properties         map[string]string `json:"properties,omitempty"`
 	Variables          []string          `json:"variables,omitempty" doc:"The contacts' properties campaigns may use"`
-	DoubleOptInEnabled *bool             `json:"doubleOptInEnabled,omitempty"`
-	DoubleOptInFrom    *string           `json:"doubleOptInFrom,omitempty"`
-	DoubleOptInSubject *string           `json:"doubleOptInSubject,omitempty"`
-	DoubleOptInContent *string           `json:"doubleOptInContent,omitempty"`
+	DoubleOptInEnabled *bool             `json:"doubleOptInEnabled,omitempty" doc:"New contacts wait, not subscribed, until they confirm through the link of their confirmation email (default false)"`
+	DoubleOptInFrom    *string           `json:"doubleOptInFrom,omitempty" doc:"From of the confirmation email, on a verified domain (default hello@ the team's oldest verified domain)"`
+	DoubleOptInSubject *string           `json:"doubleOptInSubject,omitempty" doc:"Its subject ({{firstName}}, {{lastName}}, {{email}} filled in)"`
+	DoubleOptInContent *string           `json:"doubleOptInContent,omitempty" doc:"Its body: the email editor's JSON document, or html, with the {{doubleOptInUrl}} placeholder"`
 }
 
 type bookRequest struct {

@@ -58,7 +58,9 @@ type Deps struct {
 // functions wire them.
 func NewServices(d Deps) *Services {
 	dir := &domain.Directory{Domains: d.Store, TTL: 30 * time.Second, Now: d.Now}
-	contacts := &contact.Service{Store: d.Store, Now: d.Now, Log: d.Log}
+	contacts := &contact.Service{Store: d.Store, Now: d.Now, Log: d.Log, Domains: dir,
+		DoubleOptIn: &campaign.DoubleOptIn{Store: d.Store, Domains: dir, Signer: d.Signer, Dispatcher: d.Dispatcher,
+			Now: d.Now, Metrics: d.Metrics}}
 	return &Services{
 		Auth: auth.NewAuthenticator(d.Store, d.AuthCacheTTL),
 		Emails: &email.Service{Store: d.Store, Domains: dir, Scheduler: d.EmailScheduler, Dispatcher: d.Dispatcher,

@@ -65,7 +65,7 @@ type Service struct {
 	Scheduler  Scheduler
 	Dispatcher email.Dispatcher
 	Signer     Signer
-	Contacts   Unsubscriber
+	Contacts   Subscriptions
 	Now        func() time.Time
 	Log        *slog.Logger
 	// Metrics counts the emails a step writes (nil: none).

@@ -26,6 +26,11 @@ type Link struct {
 	CampaignID string `json:"p"`
 	Email      string `json:"m"`           // finds the contact if it was deleted and imported again
 	MadeAt     int64  `json:"a,omitempty"` // Unix milliseconds
+	// Confirm makes the link a double opt-in confirmation (ConfirmURL), which subscribes: only
+	// the confirmation route takes it, and the unsubscribe route only the links without it.
+	Confirm bool `json:"o,omitempty"`
+	// ExpiresAt (Unix milliseconds) is when a confirmation link stops working.
+	ExpiresAt int64 `json:"x,omitempty"`
 }
 
 // Signer makes and checks unsubscribe URLs. A token is the link's JSON sealed with
@@ -130,6 +135,12 @@ func (s Signer) URL(l Link) string {
 	return strings.TrimSuffix(s.BaseURL, "/") + "/unsubscribe/" + s.Token(l)
 }
 
+// ConfirmURL returns the double opt-in confirmation URL of a link (Confirm is set on it).
+func (s Signer) ConfirmURL(l Link) string {
+	l.Confirm = true
+	return strings.TrimSuffix(s.BaseURL, "/") + "/subscribe/" + s.Token(l)
+}
+
 // open unseals a token's body with a key.
 func open(secret []byte, sealed, prefix string) ([]byte, bool) {
 	g, err := aead(secret)
@@ -220,6 +231,12 @@ func (s Signer) Verify(ctx context.Context, token string) (Link, error) {
 	return l, nil
 }
 
+// Subscriptions are what links change of a contact (contact.Service).
+type Subscriptions interface {
+	Unsubscriber
+	Confirmer
+}
+
 // Unsubscriber marks a contact unsubscribed (contact.Service).
 type Unsubscriber interface {
 	Unsubscribe(ctx context.Context, teamID int64, bookID, id, email string, linkMadeAt time.Time) (bool, error)
@@ -229,7 +246,7 @@ type Unsubscriber interface {
 // unsubscribed counter counts the recipient once (through the email's Counted kinds, so a
 // second click or a scanner's retry does not count again).
 func (s *Service) Unsubscribe(ctx context.Context, token string) (Link, error) {
-	l, err := s.Signer.Verify(ctx, token)
+	l, err := s.UnsubscribeLink(ctx, token)
 	if err != nil {
 		return Link{}, err
 	}
@@ -256,3 +273,45 @@ func (s *Service) Unsubscribe(ctx context.Context, token string) (Link, error) {
 }
 
 var errAlreadyCounted = errors.New("already counted")
+
+// UnsubscribeLink checks an unsubscribe token: a confirmation link is not one (ErrBadToken).
+func (s *Service) UnsubscribeLink(ctx context.Context, token string) (Link, error) {
+	l, err := s.Signer.Verify(ctx, token)
+	if err == nil && l.Confirm {
+		return Link{}, ErrBadToken
+	}
+	return l, err
+}
+
+// ConfirmLink checks a double opt-in confirmation token: an unsubscribe link is not one, and
+// an expired one is ErrLinkExpired.
+func (s *Service) ConfirmLink(ctx context.Context, token string) (Link, error) {
+	l, err := s.Signer.Verify(ctx, token)
+	switch {
+	case err != nil:
+		return Link{}, err
+	case !l.Confirm:
+		return Link{}, ErrBadToken
+	case l.ExpiresAt > 0 && s.Now().UnixMilli() > l.ExpiresAt:
+		return Link{}, ErrLinkExpired
+	}
+	return l, nil
+}
+
+// ErrLinkExpired is a confirmation link past its time.
+var ErrLinkExpired = errors.New("the confirmation link has expired")
+
+// Confirmer subscribes a contact waiting for its double opt-in (contact.Service).
+type Confirmer interface {
+	Confirm(ctx context.Context, teamID int64, bookID, id, email string) (bool, error)
+}
+
+// Confirm acts on a double opt-in link: the pending contact is subscribed. It reports whether
+// the contact is subscribed now (false: it unsubscribed, or was removed, meanwhile).
+func (s *Service) Confirm(ctx context.Context, token string) (bool, error) {
+	l, err := s.ConfirmLink(ctx, token)
+	if err != nil {
+		return false, err
+	}
+	return s.Contacts.Confirm(ctx, l.TeamID, l.BookID, l.ContactID, l.Email)
+}

@@ -1,6 +1,7 @@
 // Package contact manages contact books and their contacts: the audiences of campaigns.
-// Contacts are unique by email within a book; POST and PUT upsert by email, and an
-// unsubscribed contact is only re-subscribed when a request says subscribed: true explicitly.
+// Contacts are unique by email within a book; POST and PUT upsert by email, and only a PATCH
+// re-subscribes an unsubscribed contact. A book with double opt-in keeps a new contact waiting,
+// not subscribed, until it confirms through the link of its confirmation email.
 package contact
 
 import (
@@ -11,10 +12,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/mailroom/mailroom/pkg/editor"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -37,6 +41,43 @@ type Service struct {
 	Store Store
 	Now   func() time.Time
 	Log   *slog.Logger
+	// Domains finds a team's domain by name: a double opt-in email's from must be on a verified
+	// one (nil: not checked).
+	Domains DomainLookup
+	// DoubleOptIn sends the confirmation emails of contacts added to a book with double opt-in
+	// (campaign.DoubleOptIn; nil where no route adds contacts).
+	DoubleOptIn Confirmations
+}
+
+// DomainLookup finds a team's domain by name (domain.Directory).
+type DomainLookup interface {
+	Lookup(ctx context.Context, teamID int64, name string) (store.Domain, error)
+}
+
+// Confirmations sends the double opt-in emails of contacts waiting for their confirmation.
+type Confirmations interface {
+	SendConfirmations(ctx context.Context, book store.ContactBook, contacts []store.Contact) error
+}
+
+// The double opt-in defaults: a book that enables it without a subject or content gets these.
+const (
+	DefaultDoubleOptInSubject = "Please confirm your subscription"
+	// DefaultDoubleOptInContent is an email editor document: a line, a Confirm button to the
+	// confirmation link, and why the email came.
+	DefaultDoubleOptInContent = `{"type":"doc","content":[` +
+		`{"type":"paragraph","content":[{"type":"text","text":"Please confirm that you want to receive our emails."}]},` +
+		`{"type":"button","attrs":{"text":"Confirm","url":"{{doubleOptInUrl}}","alignment":"left","borderRadius":"8","buttonColor":"#000000","textColor":"#ffffff"}},` +
+		`{"type":"paragraph","content":[{"type":"text","text":"If you did not ask for this, ignore this email: you will not be subscribed."}]}]}`
+)
+
+// doubleOptInURL matches the confirmation link's placeholder {{doubleOptInUrl}}.
+// It is compiled on first use: every function that links this package pays for an init regexp.
+var doubleOptInURL = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\{\{\s*doubleOptInUrl\s*\}\}`) })
+
+// HasConfirmationLink reports whether a double opt-in content (html, or an editor document
+// whose button, link or variable names it) carries the {{doubleOptInUrl}} placeholder.
+func HasConfirmationLink(content string) bool {
+	return doubleOptInURL().MatchString(content) || strings.Contains(strings.ToLower(content), `"id":"doubleoptinurl"`)
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -84,12 +125,46 @@ func (f BookFields) validate(create bool) error {
 			return fault.Field(fmt.Sprintf("variables[%d]", i), "%q is not a variable name (letters, digits, _ and -)", v)
 		}
 	}
-	if f.DoubleOptInFrom != nil && *f.DoubleOptInFrom != "" {
-		if _, err := email.ParseAddress(*f.DoubleOptInFrom); err != nil {
+	if f.DoubleOptInFrom != nil && strings.TrimSpace(*f.DoubleOptInFrom) != "" {
+		from, err := email.ParseAddress(*f.DoubleOptInFrom)
+		if err != nil {
 			return email.AddressError("doubleOptInFrom", *f.DoubleOptInFrom, err)
+		}
+		*f.DoubleOptInFrom = from
+	}
+	if f.DoubleOptInSubject != nil && (len(*f.DoubleOptInSubject) > email.MaxSubjectBytes || strings.ContainsAny(*f.DoubleOptInSubject, "\r\n")) {
+		return fault.Field("doubleOptInSubject", "at most %d bytes on one line", email.MaxSubjectBytes)
+	}
+	if f.DoubleOptInContent != nil && strings.TrimSpace(*f.DoubleOptInContent) != "" {
+		if len(*f.DoubleOptInContent) > MaxDoubleOptInContent {
+			return fault.Field("doubleOptInContent", "at most %d KB", MaxDoubleOptInContent>>10)
+		}
+		if !HasConfirmationLink(*f.DoubleOptInContent) {
+			return fault.Field("doubleOptInContent", "must include the {{doubleOptInUrl}} placeholder")
+		}
+		if editor.IsDocument(*f.DoubleOptInContent) {
+			if _, err := editor.Render(*f.DoubleOptInContent); err != nil {
+				return fault.Field("doubleOptInContent", "%v", err)
+			}
 		}
 	}
 	return nil
+}
+
+// MaxDoubleOptInContent bounds a book's double opt-in content.
+const MaxDoubleOptInContent = 256 << 10
+
+// checkFrom refuses a double opt-in from whose domain is not a verified domain of the team.
+func (s *Service) checkFrom(ctx context.Context, teamID int64, from string) error {
+	if from == "" || s.Domains == nil {
+		return nil
+	}
+	name := email.DomainOf(from)
+	d, err := s.Domains.Lookup(ctx, teamID, name)
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.Status != store.DomainSuccess {
+		return fault.Field("doubleOptInFrom", "domain %s is not a verified domain of this team", name)
+	}
+	return err
 }
 
 func validVariable(v string) bool {
@@ -136,12 +211,26 @@ func (f BookFields) apply(b *store.ContactBook) {
 	if f.DoubleOptInEnabled != nil {
 		b.DoubleOptInEnabled = *f.DoubleOptInEnabled
 	}
+	// A blank subject or content is the default one, as in useSend: a book with double opt-in
+	// always has an email to send.
+	b.DoubleOptInFrom = strings.TrimSpace(b.DoubleOptInFrom)
+	if strings.TrimSpace(b.DoubleOptInSubject) == "" && (b.DoubleOptInEnabled || f.DoubleOptInSubject != nil) {
+		b.DoubleOptInSubject = DefaultDoubleOptInSubject
+	}
+	if strings.TrimSpace(b.DoubleOptInContent) == "" && (b.DoubleOptInEnabled || f.DoubleOptInContent != nil) {
+		b.DoubleOptInContent = DefaultDoubleOptInContent
+	}
 }
 
 // CreateBook makes a contact book.
 func (s *Service) CreateBook(ctx context.Context, teamID int64, f BookFields) (store.ContactBook, error) {
 	if err := f.validate(true); err != nil {
 		return store.ContactBook{}, err
+	}
+	if f.DoubleOptInFrom != nil {
+		if err := s.checkFrom(ctx, teamID, *f.DoubleOptInFrom); err != nil {
+			return store.ContactBook{}, err
+		}
 	}
 	now := s.Now().UTC()
 	b := store.ContactBook{ID: NewID("cb"), TeamID: teamID, Properties: map[string]string{}, Variables: []string{}, CreatedAt: now, UpdatedAt: now}
@@ -167,6 +256,11 @@ func (s *Service) Books(ctx context.Context, teamID int64) ([]store.ContactBook,
 func (s *Service) UpdateBook(ctx context.Context, teamID int64, id string, f BookFields) (store.ContactBook, error) {
 	if err := f.validate(false); err != nil {
 		return store.ContactBook{}, err
+	}
+	if f.DoubleOptInFrom != nil {
+		if err := s.checkFrom(ctx, teamID, *f.DoubleOptInFrom); err != nil {
+			return store.ContactBook{}, err
+		}
 	}
 	b, err := s.Store.UpdateContactBook(ctx, teamID, id, func(b *store.ContactBook) error {
 		f.apply(b)
@@ -276,6 +370,7 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
 			c.SubscribedAt = now // older unsubscribe links stop working
 		}
 		c.Subscribed = *f.Subscribed
+		c.Pending = false // said outright: no confirmation is awaited any more
 	case !existed:
 		c.Subscribed = true
 	}
@@ -285,18 +380,57 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
 	c.UpdatedAt = now
 }
 
-// Upsert creates the contact with that email in the book or updates it (POST and PUT).
+// Upsert creates the contact with that email in the book or updates it (POST and PUT). In a
+// book with double opt-in a new contact waits for its confirmation (doubleOptIn).
 func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fields) (store.Contact, error) {
 	norm, err := f.Validate("", true)
 	if err != nil {
 		return store.Contact{}, err
 	}
+	book, err := s.Book(ctx, teamID, bookID)
+	if err != nil {
+		return store.Contact{}, err
+	}
 	now := s.Now().UTC()
+	confirm := false
 	c, err := s.Store.PutContact(ctx, teamID, bookID, norm, NewID("ct"), func(c *store.Contact, existed bool) error {
 		f.merge(c, existed, false, now)
+		confirm = doubleOptIn(book, f, c, existed)
 		return nil
 	})
-	return c, bookErr(err)
+	if err != nil {
+		return store.Contact{}, bookErr(err)
+	}
+	if confirm {
+		s.confirm(ctx, book, []store.Contact{c})
+	}
+	return c, nil
+}
+
+// doubleOptIn applies a book's double opt-in to a contact just merged, and reports whether a
+// confirmation email is due: a new contact that did not say subscribed: false waits for its
+// confirmation instead of being subscribed, and one still waiting gets a new email each time it
+// is added again. A subscribed contact, or one that unsubscribed, gets none.
+func doubleOptIn(book store.ContactBook, f Fields, c *store.Contact, existed bool) bool {
+	if !book.DoubleOptInEnabled || f.Subscribed != nil && !*f.Subscribed {
+		return false
+	}
+	if !existed && c.Subscribed {
+		c.Subscribed, c.Pending = false, true
+	}
+	return c.Pending
+}
+
+// confirm sends the confirmation emails of contacts waiting for their double opt-in. A failure
+// is logged, not returned: the contacts are written, and adding one again sends its email.
+func (s *Service) confirm(ctx context.Context, book store.ContactBook, contacts []store.Contact) {
+	if s.DoubleOptIn == nil {
+		s.Log.Error("double opt-in: no confirmation email can be sent here", "bookId", book.ID)
+		return
+	}
+	if err := s.DoubleOptIn.SendConfirmations(ctx, book, contacts); err != nil {
+		s.Log.Error("double opt-in: confirmation emails not sent", "bookId", book.ID, "contacts", len(contacts), "err", err)
+	}
 }
 
 // Bulk upserts up to MaxBulk contacts; every element is validated before any is written, and
@@ -308,8 +442,13 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if len(list) > MaxBulk {
 		return 0, fault.Field("body", "at most %d contacts", MaxBulk)
 	}
+	book, err := s.Book(ctx, teamID, bookID)
+	if err != nil {
+		return 0, err
+	}
 	puts := make([]store.ContactPut, len(list))
 	now := s.Now().UTC()
+	confirm := map[string]bool{} // by email: the last put of an address decides
 	for i, f := range list {
 		norm, err := f.Validate(fmt.Sprintf("[%d].", i), true)
 		if err != nil {
@@ -317,15 +456,23 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 		}
 		puts[i] = store.ContactPut{Email: norm, NewID: NewID("ct"), Fn: func(c *store.Contact, existed bool) error {
 			f.merge(c, existed, false, now)
+			confirm[norm] = doubleOptIn(book, f, c, existed)
 			return nil
 		}}
-	}
-	if _, err := s.Book(ctx, teamID, bookID); err != nil {
-		return 0, err
 	}
 	start := time.Now()
 	done, err := s.Store.PutContacts(ctx, teamID, bookID, puts)
 	s.Log.Info("bulk import", "bookId", bookID, "written", len(done), "of", len(list), "elapsedMs", time.Since(start).Milliseconds())
+	var pending []store.Contact
+	for _, c := range done {
+		if confirm[c.Email] {
+			pending = append(pending, c)
+			confirm[c.Email] = false // once per address
+		}
+	}
+	if len(pending) > 0 {
+		s.confirm(ctx, book, pending)
+	}
 	if err != nil {
 		return len(done), bookErr(err)
 	}
@@ -374,6 +521,35 @@ func (s *Service) Update(ctx context.Context, teamID int64, bookID, id string, f
 	return c, err
 }
 
+// Confirm subscribes a contact waiting for its double opt-in, found by id or, if it was
+// removed and added again, by email. It reports whether the contact is subscribed now: a
+// contact that unsubscribed meanwhile (or was never pending) is left as it is.
+func (s *Service) Confirm(ctx context.Context, teamID int64, bookID, id, addr string) (bool, error) {
+	subscribed := false
+	confirm := func(id string) error {
+		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
+			if c.Pending {
+				now := s.Now().UTC()
+				c.Subscribed, c.Pending, c.SubscribedAt, c.UpdatedAt = true, false, now, now
+			}
+			subscribed = c.Subscribed
+			return nil
+		})
+		return err
+	}
+	err := confirm(id)
+	if errors.Is(err, store.ErrNotFound) && addr != "" {
+		found, _, lerr := s.Store.ListContacts(ctx, teamID, bookID, store.ContactFilter{Emails: []string{strings.ToLower(addr)}, Limit: 1})
+		if lerr == nil && len(found) == 1 {
+			err = confirm(found[0].ID)
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return false, errContactNotFound
+	}
+	return subscribed, err
+}
+
 // Delete removes contacts by id (one, or a bulk of up to MaxBulk) and reports how many existed.
 func (s *Service) Delete(ctx context.Context, teamID int64, bookID string, ids []string) (int, error) {
 	if len(ids) == 0 {
@@ -405,7 +581,7 @@ func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, add
 				return ErrLinkBeforeResubscribe
 			}
 			changed = c.Subscribed
-			c.Subscribed = false
+			c.Subscribed, c.Pending = false, false
 			c.UpdatedAt = s.Now().UTC()
 			return nil
 		})

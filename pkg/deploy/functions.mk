@@ -52,6 +52,7 @@ FUNCTION_DIRS := \
 	ListWebhookCalls:list-webhook-calls \
 	ReplayWebhookCall:replay-webhook-call \
 	Unsubscribe:unsubscribe \
+	ConfirmSubscription:confirm-subscription \
 	SendWorker:send-worker \
 	ScheduledSend:scheduled-send \
 	CampaignBatch:campaign-batch \

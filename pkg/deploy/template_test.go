@@ -457,7 +457,8 @@ func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 // TestUnsubscribeLinks: the unsubscribe secret is generated and kept with the stack's data (or
 // an existing one is named), reaches functions only as its ARN (never its value, in a
 // parameter, a literal or an environment variable), and the
-// public routes are the API's, without the authorizer (the signed token is the credential);
+// public routes (the unsubscribe and double opt-in links) are the API's, without the authorizer
+// (the signed token is the credential);
 // every other route uses the API's default authorizer.
 func TestUnsubscribeLinks(t *testing.T) {
 	tpl := loadTemplate(t)
@@ -506,7 +507,7 @@ func TestUnsubscribeLinks(t *testing.T) {
 		}
 	}
 	slices.Sort(public)
-	if want := []string{"GET /unsubscribe/{token}", "POST /unsubscribe/{token}"}; !slices.Equal(public, want) {
+	if want := []string{"GET /subscribe/{token}", "GET /unsubscribe/{token}", "POST /subscribe/{token}", "POST /unsubscribe/{token}"}; !slices.Equal(public, want) {
 		t.Errorf("public routes %v, want %v", public, want)
 	}
 	for id, fn := range resources(t, tpl, "AWS::Serverless::Function") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -202,6 +203,29 @@ var contactSteps = []step{
 			e.t.Errorf("after a second POST the unsubscribed counter is %d, want 1", n)
 		}
 	}},
+	// Double opt-in: the book turns it on and CreateContact adds ada, who waits for her
+	// confirmation email's link (confirmToken); its GET shows the button, its POST subscribes.
+	{function: "ConfirmSubscription", prepare: confirmToken, page: func(e *env, resp events.APIGatewayV2HTTPResponse) {
+		wantPage(e, resp, ">Confirm</button>")
+		if c := e.fixture.contact(e, e.doiContactID); c.Subscribed || !c.Pending {
+			e.t.Errorf("after the GET: %+v; want the contact still waiting, not subscribed", c)
+		}
+	}},
+	{function: "ConfirmSubscription", sample: "confirm-subscription-post", prepare: confirmToken, page: func(e *env, resp events.APIGatewayV2HTTPResponse) {
+		wantPage(e, resp, "Subscription confirmed")
+		if c := e.fixture.contact(e, e.doiContactID); !c.Subscribed || c.Pending {
+			e.t.Errorf("after the POST: %+v; want the contact subscribed", c)
+		}
+		// An unsubscribe link is no confirmation link: it subscribes nobody.
+		out, err := e.handler.Invoke(context.Background(), unsubscribeToken(e, readSample(e.t, "confirm-subscription-post")))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var r events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(out, &r); err != nil || r.StatusCode != 404 {
+			e.t.Errorf("an unsubscribe token at /subscribe: %d (%v), want 404", r.StatusCode, err)
+		}
+	}},
 	{function: "DeleteCampaign", prepare: campaignPath, check: func(e *env, b map[string]any) {
 		e.wantField(b, "id", e.campaignID)
 		if _, err := e.fixture.admin.Store.GetCampaign(context.Background(), e.teamID, e.campaignID); !errors.Is(err, store.ErrNotFound) {
@@ -375,9 +399,9 @@ func campaignPayload(e *env, raw []byte) []byte {
 	return []byte(aws.ToString(sch.Target.Input))
 }
 
-// checkCampaignBatch: the first invocation ran step 0 (alan; charles is unsubscribed) and,
-// its deadline near, scheduled step 1; firing that runs the rest (grace and margaret, then the
-// empty step that finds the book done). Every subscribed contact has one email, queued, with
+// checkCampaignBatch: the first invocation ran step 0 (alan and grace: charles, unsubscribed,
+// takes no place in the batch of 2) and, its deadline near, scheduled step 1; firing that runs
+// the rest (margaret, and the book is done). Every subscribed contact has one email, queued, with
 // its one-click unsubscribe headers, and the campaign is SENT with a total of 3.
 func checkCampaignBatch(e *env, out []byte) {
 	ctx := context.Background()
@@ -385,8 +409,8 @@ func checkCampaignBatch(e *env, out []byte) {
 		e.t.Errorf("output %s", out)
 	}
 	c := e.fixture.campaign(e)
-	if c.BatchesDone != 1 || c.Status != store.CampaignRunning || c.Counters[store.CountTotal] != 1 {
-		e.t.Fatalf("after the first invocation: %s, %d steps, total %d; want RUNNING, 1, 1",
+	if c.BatchesDone != 1 || c.Status != store.CampaignRunning || c.Counters[store.CountTotal] != 2 {
+		e.t.Fatalf("after the first invocation: %s, %d steps, total %d; want RUNNING, 1, 2",
 			c.Status, c.BatchesDone, c.Counters[store.CountTotal])
 	}
 	next := e.fixture.checkCampaignInvoked(e, 1)
@@ -457,3 +481,63 @@ func wantPage(e *env, resp events.APIGatewayV2HTTPResponse, text string) {
 		e.t.Errorf("page does not contain %q:\n%s", text, resp.Body)
 	}
 }
+
+// confirmToken turns double opt-in on for the book, adds ada through the CreateContact function
+// (she waits for her confirmation) and puts the token of the link in her confirmation email
+// into the sample.
+func confirmToken(e *env, raw []byte) []byte {
+	if e.confirmToken == "" {
+		e.confirmToken = e.fixture.doubleOptIn(e)
+	}
+	return pathID("token", func(e *env) string { return e.confirmToken })(e, raw)
+}
+
+func (f *fixture) doubleOptIn(e *env) string {
+	ctx := context.Background()
+	const ada = "ada@example.org"
+	if _, err := f.admin.Store.UpdateContactBook(ctx, e.teamID, e.bookID, func(b *store.ContactBook) error {
+		b.DoubleOptInEnabled, b.DoubleOptInSubject = true, "Confirm, {{firstName}}"
+		b.DoubleOptInContent = `<p>Hi {{firstName}}, <a href="{{doubleOptInUrl}}">confirm</a></p>`
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	var req events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(bookPath(e, readSample(e.t, "create-contact")), &req); err != nil {
+		e.t.Fatal(err)
+	}
+	req.Body = `{"email":"` + ada + `","firstName":"Ada"}`
+	in, _ := json.Marshal(req)
+	out, err := f.handler(e.t, "CreateContact").Invoke(ctx, in)
+	var resp events.APIGatewayV2HTTPResponse
+	if err != nil || json.Unmarshal(out, &resp) != nil || resp.StatusCode != 200 {
+		e.t.Fatalf("CreateContact of %s: %v %s", ada, err, out)
+	}
+	var created struct{ ContactID string }
+	_ = json.Unmarshal([]byte(resp.Body), &created)
+	e.doiContactID = created.ContactID
+	if c := f.contact(e, e.doiContactID); c.Subscribed || !c.Pending {
+		e.t.Fatalf("%s in a book with double opt-in: %+v; want waiting for her confirmation", ada, c)
+	}
+	list, _, err := f.admin.Store.ListEmails(ctx, store.EmailFilter{TeamID: e.teamID, Limit: 20})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range list {
+		if len(m.To) != 1 || m.To[0] != ada {
+			continue
+		}
+		full, err := f.admin.Store.GetEmail(ctx, m.ID)
+		if err != nil || full.Content.HTML == nil || full.Subject != "Confirm, Ada" || full.ContactID != e.doiContactID {
+			e.t.Fatalf("the confirmation email: %+v, %v", full, err)
+		}
+		if tok := confirmLink.FindStringSubmatch(*full.Content.HTML); tok != nil {
+			return tok[1]
+		}
+		e.t.Fatalf("no confirmation link in %s", *full.Content.HTML)
+	}
+	e.t.Fatalf("no confirmation email to %s among %d emails", ada, len(list))
+	return ""
+}
+
+var confirmLink = regexp.MustCompile(`href="[^"]*/subscribe/([A-Za-z0-9._-]+)"`)

@@ -111,9 +111,11 @@ var uses = map[string]Ports{
 	"DeleteContactBook": {Table: Writes(PutItem, DeleteItem)},
 	// Contacts: a new one is a transaction of its item and the book's count; a change of email
 	// moves it (delete, put, repoint, and a check that the book still exists).
-	"CreateContact":      {Table: Writes(PutItem, UpdateItem)},
-	"UpsertContact":      {Table: Writes(PutItem, UpdateItem)},
-	"BulkCreateContacts": {Table: Writes(PutItem, UpdateItem)},
+	// In a book with double opt-in, a new contact gets its confirmation email: written as a
+	// send writes an email (content and list entries in batches), with a signed link.
+	"CreateContact":      {Table: Writes(PutItem, UpdateItem, BatchWriteItem), Unsubscribe: Read},
+	"UpsertContact":      {Table: Writes(PutItem, UpdateItem, BatchWriteItem), Unsubscribe: Read},
+	"BulkCreateContacts": {Table: Writes(PutItem, UpdateItem, BatchWriteItem), Unsubscribe: Read},
 	"UpdateContact":      {Table: Writes(PutItem, UpdateItem, DeleteItem, ConditionCheckItem)},
 	"DeleteContact":      {Table: Writes(UpdateItem, DeleteItem)},
 	"BulkDeleteContacts": {Table: Writes(UpdateItem, DeleteItem)},
@@ -129,6 +131,8 @@ var uses = map[string]Ports{
 	// Unsubscribing rewrites the contact (same key) and the email's counted kinds, and counts
 	// the campaign's unsubscribed recipient: no delete, no batch, no transaction.
 	"Unsubscribe": {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
+	// Confirming a double opt-in rewrites the contact (same key), checking the signed link.
+	"ConfirmSubscription": {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
 	// The worker sends. The scheduled-send target re-arms a schedule that fired before its
 	// email's time. A batch step signs unsubscribe links, schedules the next step after a
 	// batch window or invokes it when its own deadline nears, and re-arms a start that fired

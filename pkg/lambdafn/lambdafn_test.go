@@ -84,6 +84,8 @@ type env struct {
 	// unsubToken the token of the unsubscribe link in its email to contactID.
 	bookID, contactID, campaignID, unsubToken string
 	contacts                                  map[string]string
+	// confirmToken is the double opt-in link's token of doiContactID (ada).
+	confirmToken, doiContactID string
 
 	// webhookID is the webhook created, with its secret (and the one a rotation replaced);
 	// webhookCallID a call of its delivery log.

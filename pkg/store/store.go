@@ -257,6 +257,9 @@ type Contact struct {
 	LastName   string
 	Properties map[string]string
 	Subscribed bool
+	// Pending: added to a book with double opt-in, the contact has not confirmed yet (it is
+	// not subscribed meanwhile, and campaigns leave it out).
+	Pending bool `json:",omitempty" dynamodbav:",omitempty"`
 	// SubscribedAt is when the contact last went from unsubscribed to subscribed (zero: never
 	// unsubscribed). An unsubscribe link made before it no longer unsubscribes the contact.
 	SubscribedAt time.Time

@@ -1,0 +1,164 @@
+package api_test
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// confirmLinkIn finds the double opt-in link in a message.
+var confirmLinkIn = regexp.MustCompile(`href="(http[^"]*/subscribe/([A-Za-z0-9._-]+))"`)
+
+// awaitOutbox waits until addr has n messages in the outbox, and returns them.
+func (e *env) awaitOutbox(addr string, n int) []string {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		msgs := e.outboxFor(addr)
+		if len(msgs) >= n || time.Now().After(deadline) {
+			if len(msgs) != n {
+				e.t.Fatalf("%s has %d messages, want %d", addr, len(msgs), n)
+			}
+			return msgs
+		}
+	}
+}
+
+func page(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestDoubleOptIn: in a book with double opt-in, a new contact waits unsubscribed for its
+// confirmation email, whose link's GET shows a button and whose POST subscribes it; campaigns
+// leave waiting contacts out; adding a waiting contact again sends a new email; a contact added
+// as unsubscribed gets none; links expire after 7 days; unsubscribe and confirmation links are
+// not each other's.
+func TestDoubleOptIn(t *testing.T) {
+	e := newEnv(t)
+	var book struct {
+		ID                                     string
+		DoubleOptInEnabled                     bool
+		DoubleOptInSubject, DoubleOptInContent *string
+	}
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Newsletter","doubleOptInEnabled":true}`, &book)
+	if !book.DoubleOptInEnabled || book.DoubleOptInSubject == nil || *book.DoubleOptInSubject != "Please confirm your subscription" ||
+		book.DoubleOptInContent == nil || !strings.Contains(*book.DoubleOptInContent, "{{doubleOptInUrl}}") {
+		t.Fatalf("a book enabling double opt-in gets the default email: %+v", book)
+	}
+	contacts := "/api/v1/contactBooks/" + book.ID + "/contacts"
+	subscribed := func(addr string) bool {
+		var list []struct{ Subscribed bool }
+		e.mustDo("GET", contacts+"?emails="+addr, "", &list)
+		if len(list) != 1 {
+			t.Fatalf("%s: %d contacts", addr, len(list))
+		}
+		return list[0].Subscribed
+	}
+	e.mustDo("POST", contacts, `{"email":"ann@example.org","firstName":"Ann"}`, nil)
+	if subscribed("ann@example.org") {
+		t.Fatal("ann is subscribed before confirming")
+	}
+	msg := decodeQP(e.awaitOutbox("ann@example.org", 1)[0])
+	if !strings.Contains(msg, "Subject: Please confirm your subscription") || !strings.Contains(msg, "From: <hello@example.com>") {
+		t.Errorf("the confirmation email's subject or from:\n%.400s", msg)
+	}
+	m := confirmLinkIn.FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("no confirmation link in:\n%s", msg)
+	}
+	link, token := m[1], m[2]
+	// A SENDING key reads the email with its link redacted: with it, it could subscribe ann.
+	var list struct{ Data []struct{ ID string } }
+	e.mustDo("GET", "/api/v1/emails", "", &list)
+	sending := e.keyFor(store.PermissionSending, 0)
+	if r := e.request(sending, "GET", "/api/v1/emails", nil); r.status != 200 || strings.Contains(string(r.body), token) {
+		t.Errorf("a SENDING key lists the emails: %d, with the confirmation token: %v", r.status, strings.Contains(string(r.body), token))
+	}
+	for _, em := range list.Data {
+		r := e.request(sending, "GET", "/api/v1/emails/"+em.ID, nil)
+		if r.status != 200 || strings.Contains(string(r.body), token) {
+			t.Errorf("a SENDING key reads email %s: %d, with the confirmation token: %v", em.ID, r.status, strings.Contains(string(r.body), token))
+		}
+	}
+	if code, body := page(t, "GET", link); code != 200 || !strings.Contains(body, ">Confirm</button>") {
+		t.Errorf("GET link = %d %s", code, body)
+	}
+	if subscribed("ann@example.org") {
+		t.Fatal("a GET of the link subscribed ann")
+	}
+	for range 2 {
+		if code, body := page(t, "POST", link); code != 200 || !strings.Contains(body, "Subscription confirmed") {
+			t.Errorf("POST link = %d %s", code, body)
+		}
+	}
+	if !subscribed("ann@example.org") {
+		t.Fatal("ann is not subscribed after confirming")
+	}
+	// The links are not each other's: a confirmation link does not unsubscribe, and a tampered
+	// one is not valid.
+	if code, _ := page(t, "POST", strings.Replace(link, "/subscribe/", "/unsubscribe/", 1)); code != 404 || !subscribed("ann@example.org") {
+		t.Errorf("the confirmation link at /unsubscribe = %d", code)
+	}
+	if code, _ := page(t, "POST", strings.Replace(link, token, "x"+token, 1)); code != 404 {
+		t.Errorf("a tampered link = %d", code)
+	}
+
+	// bob waits; adding him again sends a new email; carl, added unsubscribed, gets none; a
+	// bulk import sends one email per new contact.
+	e.mustDo("POST", contacts, `{"email":"bob@example.org"}`, nil)
+	e.mustDo("PUT", contacts+"/any", `{"email":"bob@example.org","subscribed":true}`, nil)
+	e.awaitOutbox("bob@example.org", 2)
+	e.mustDo("POST", contacts, `{"email":"carl@example.org","subscribed":false}`, nil)
+	e.mustDo("POST", contacts+"/bulk", `[{"email":"dee@example.org"},{"email":"eve@example.org"},{"email":"ann@example.org"}]`, nil)
+	e.awaitOutbox("dee@example.org", 1)
+	e.awaitOutbox("eve@example.org", 1)
+	if subscribed("bob@example.org") || subscribed("carl@example.org") || subscribed("dee@example.org") || !subscribed("ann@example.org") {
+		t.Error("only ann should be subscribed")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(e.outboxFor("carl@example.org")); n != 0 {
+		t.Errorf("carl, added unsubscribed, got %d emails", n)
+	}
+	if n := len(e.outboxFor("ann@example.org")); n != 1 {
+		t.Errorf("ann, subscribed, got %d emails after the bulk import, want her one confirmation", n)
+	}
+
+	// A campaign goes to ann alone: the contacts waiting are not subscribed.
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"News","from":"news@example.com","subject":"Hi","contactBookId":"`+book.ID+
+		`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &c)
+	if c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" }); c.Total != 1 {
+		t.Errorf("campaign total %d, want 1 (ann)", c.Total)
+	}
+
+	// Seven days on, bob's links have expired.
+	bobs := confirmLinkIn.FindStringSubmatch(decodeQP(e.outboxFor("bob@example.org")[0]))
+	e.clock.Add(7*24*time.Hour + time.Minute)
+	if code, body := page(t, "POST", bobs[1]); code != 410 || !strings.Contains(body, "expired") || subscribed("bob@example.org") {
+		t.Errorf("an expired link = %d %s", code, body)
+	}
+
+	// The book's double opt-in email is checked when set.
+	for body, want := range map[string]string{
+		`{"doubleOptInFrom":"news@unverified.example"}`:  "doubleOptInFrom: domain unverified.example is not a verified domain",
+		`{"doubleOptInContent":"<p>Please confirm</p>"}`: "doubleOptInContent: must include the {{doubleOptInUrl}} placeholder",
+		`{"doubleOptInContent":"{\"type\":\"doc\",\"content\":[{\"type\":\"paragraph\",\"content\":[{\"type\":\"variable\",\"attrs\":{\"id\":\"doubleOptInUrl\"}}]},{\"type\":\"columns\"}]}"}`: `doubleOptInContent: node type "columns" is not supported`,
+	} {
+		r := e.do("PATCH", "/api/v1/contactBooks/"+book.ID, body)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, want) {
+			t.Errorf("PATCH %s = %d %q, want 400 %q", body, r.status, msg, want)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/contact"
+	"github.com/mailroom/mailroom/pkg/editor"
+	"github.com/mailroom/mailroom/pkg/email"
+	"github.com/mailroom/mailroom/pkg/metric"
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// ConfirmFor is how long a double opt-in confirmation link works.
+const ConfirmFor = 7 * 24 * time.Hour
+
+// DoubleOptIn sends the confirmation emails of contacts added to a book with double opt-in
+// (contact.Confirmations). Each is an ordinary email of the team (listed, with its history and
+// webhooks), from the book's doubleOptInFrom or else hello@ the team's oldest verified domain,
+// with the book's subject and content: {{doubleOptInUrl}} is the contact's signed confirmation
+// link (working for ConfirmFor), and {{email}}, {{firstName}} and {{lastName}} are the
+// contact's.
+type DoubleOptIn struct {
+	Store      Store
+	Domains    Domains
+	Signer     Signer
+	Dispatcher email.Dispatcher
+	Now        func() time.Time
+	Metrics    metric.Counter
+}
+
+// ErrNoSendingDomain: the team has no verified domain to send a confirmation from.
+var ErrNoSendingDomain = errors.New("double opt-in needs a verified domain to send from")
+
+// SendConfirmations writes one confirmation email per contact, and hands them to delivery.
+func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactBook, contacts []store.Contact) error {
+	if len(contacts) == 0 {
+		return nil
+	}
+	if err := d.Signer.Ready(ctx); err != nil {
+		return err
+	}
+	dom, from, err := d.sender(ctx, book)
+	if err != nil {
+		return err
+	}
+	subject := book.DoubleOptInSubject
+	if strings.TrimSpace(subject) == "" {
+		subject = contact.DefaultDoubleOptInSubject
+	}
+	body := book.DoubleOptInContent
+	if strings.TrimSpace(body) == "" {
+		body = contact.DefaultDoubleOptInContent
+	}
+	if editor.IsDocument(body) {
+		if body, err = editor.Render(body); err != nil {
+			return fmt.Errorf("double opt-in content: %w", err)
+		}
+	}
+	now := d.Now().UTC()
+	emails := make([]store.Email, 0, len(contacts))
+	events := make([]store.Event, 0, len(contacts))
+	for _, ct := range contacts {
+		link := d.Signer.ConfirmURL(Link{TeamID: book.TeamID, BookID: book.ID, ContactID: ct.ID, Email: ct.Email,
+			MadeAt: now.UnixMilli(), ExpiresAt: now.Add(ConfirmFor).UnixMilli()})
+		values := map[string]string{"doubleoptinurl": link, "email": ct.Email, "firstname": ct.FirstName, "lastname": ct.LastName}
+		htmlBody := Render(body, values, true)
+		text := fmt.Sprintf("Please confirm your subscription: %s\n", link)
+		e := store.Email{
+			ID: contact.NewID("em"), TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
+			Subject:   oneLine.Replace(Render(subject, values, false)),
+			Content:   store.Content{HTML: &htmlBody, Text: &text},
+			CreatedAt: now, ContactID: ct.ID,
+		}
+		_ = email.Create(&e, store.StatusQueued, now) // a new email may always be QUEUED
+		emails = append(emails, e)
+		events = append(events, store.Event{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now})
+	}
+	for start := 0; start < len(emails); start += writeChunk {
+		end := min(start+writeChunk, len(emails))
+		if err := d.Store.CreateEmails(ctx, emails[start:end], events[start:end]); err != nil {
+			return err
+		}
+		metric.Add(ctx, d.Metrics, metric.EmailsAccepted, end-start)
+		if d.Dispatcher != nil {
+			ids := make([]string, 0, end-start)
+			for _, e := range emails[start:end] {
+				ids = append(ids, e.ID)
+			}
+			d.Dispatcher.Dispatch(ctx, ids...)
+		}
+	}
+	return nil
+}
+
+// sender is the domain and From of a book's confirmation emails.
+func (d *DoubleOptIn) sender(ctx context.Context, book store.ContactBook) (store.Domain, string, error) {
+	if from := strings.TrimSpace(book.DoubleOptInFrom); from != "" {
+		name := email.DomainOf(from)
+		dom, err := d.Domains.Lookup(ctx, book.TeamID, name)
+		if errors.Is(err, store.ErrNotFound) || err == nil && dom.Status != store.DomainSuccess {
+			return store.Domain{}, "", fmt.Errorf("%w: %s is not a verified domain of the team", ErrNoSendingDomain, name)
+		}
+		return dom, from, err
+	}
+	domains, err := d.Store.ListDomains(ctx, book.TeamID)
+	if err != nil {
+		return store.Domain{}, "", err
+	}
+	var oldest *store.Domain
+	for i, dom := range domains {
+		if dom.Status == store.DomainSuccess && (oldest == nil || dom.CreatedAt.Before(oldest.CreatedAt)) {
+			oldest = &domains[i]
+		}
+	}
+	if oldest == nil {
+		return store.Domain{}, "", ErrNoSendingDomain
+	}
+	return *oldest, "hello@" + oldest.Name, nil
+}
