@@ -360,7 +360,7 @@ func (s *Services) confirmForm(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err // the keys could not be read: a 500, not a link called invalid
 	default:
-		writePage(w, http.StatusOK, page{Title: "Confirm your subscription", Text: "Confirm that you want to receive these emails?", Form: true, Button: "Confirm"})
+		writePage(w, http.StatusOK, page{Title: "Confirm your subscription", Text: "Confirm that you want to receive these emails.", Form: true, Button: "Confirm"})
 	}
 	return nil
 }

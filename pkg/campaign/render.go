@@ -60,10 +60,18 @@ func Render(s string, values map[string]string, escape bool) string {
 	})
 }
 
-// withPreview puts the preview text first in the body, hidden, where mail clients show it.
+// withPreview puts the preview text first in the body, hidden, where mail clients show it:
+// right after <body ...> in a whole document, else before the html.
 func withPreview(body, preview string) string {
 	if preview == "" {
 		return body
 	}
-	return `<div style="display:none;max-height:0;overflow:hidden;mso-hide:all">` + html.EscapeString(preview) + "</div>" + body
+	div := `<div style="display:none;max-height:0;overflow:hidden;mso-hide:all">` + html.EscapeString(preview) + "</div>"
+	if i := strings.Index(strings.ToLower(body), "<body"); i >= 0 {
+		if end := strings.IndexByte(body[i:], '>'); end >= 0 {
+			at := i + end + 1
+			return body[:at] + div + body[at:]
+		}
+	}
+	return div + body
 }

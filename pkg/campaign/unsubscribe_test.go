@@ -262,3 +262,19 @@ func TestKeyringStaysOutOfLogs(t *testing.T) {
 		t.Errorf("swapped id and key: %v", err)
 	}
 }
+
+// TestPreviewGoesInTheBody: the hidden preview text is the first thing in a whole document's
+// body (nothing may come before its doctype), and before a fragment.
+func TestPreviewGoesInTheBody(t *testing.T) {
+	for body, want := range map[string]string{
+		`<!DOCTYPE html><html><head><title>x</title></head><BODY style="margin:0"><p>Hi</p></body></html>`: `<!DOCTYPE html><html><head><title>x</title></head><BODY style="margin:0"><div style="display:none;max-height:0;overflow:hidden;mso-hide:all">Soon &amp; now</div><p>Hi</p></body></html>`,
+		`<p>Hi</p>`: `<div style="display:none;max-height:0;overflow:hidden;mso-hide:all">Soon &amp; now</div><p>Hi</p>`,
+	} {
+		if got := withPreview(body, "Soon & now"); got != want {
+			t.Errorf("withPreview(%q) =\n%s\nwant\n%s", body, got, want)
+		}
+	}
+	if got := withPreview("<p>Hi</p>", ""); got != "<p>Hi</p>" {
+		t.Errorf("no preview: %s", got)
+	}
+}
