@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
 
+	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -225,7 +227,7 @@ func (s *Services) upsertContact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.Contacts.Upsert(r.Context(), principal(r).TeamID, id, f)
+	c, err := s.Contacts.Upsert(withPublicURL(r), principal(r).TeamID, id, f)
 	if err != nil {
 		return err
 	}
@@ -352,7 +354,7 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 		}
 		list[i] = c.fields()
 	}
-	n, err := s.Contacts.Bulk(r.Context(), principal(r).TeamID, book, list)
+	n, err := s.Contacts.Bulk(withPublicURL(r), principal(r).TeamID, book, list)
 	if err != nil {
 		return err
 	}
@@ -381,4 +383,18 @@ func (s *Services) bulkDeleteContacts(w http.ResponseWriter, r *http.Request) er
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "count": n})
 	return nil
+}
+
+// withPublicURL is r's context with the address r came to (https, unless it says otherwise),
+// where a double opt-in link goes when the service has no PUBLIC_URL: on AWS, API Gateway's
+// host, which routes by it.
+func withPublicURL(r *http.Request) context.Context {
+	scheme := "https"
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" {
+		scheme = p
+	}
+	if r.Host == "" {
+		return r.Context()
+	}
+	return campaign.WithPublicURL(r.Context(), scheme+"://"+r.Host)
 }

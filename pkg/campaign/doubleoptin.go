@@ -32,6 +32,19 @@ type DoubleOptIn struct {
 	Metrics    metric.Counter
 }
 
+type publicURLKey struct{}
+
+// WithPublicURL says at what address the API is reached, for the links of what ctx writes when
+// the service has no configured one (an API function on AWS: the address its request came to).
+func WithPublicURL(ctx context.Context, url string) context.Context {
+	return context.WithValue(ctx, publicURLKey{}, url)
+}
+
+func publicURL(ctx context.Context) string {
+	u, _ := ctx.Value(publicURLKey{}).(string)
+	return u
+}
+
 // ErrNoSendingDomain: the team has no verified domain to send a confirmation from.
 var ErrNoSendingDomain = errors.New("double opt-in needs a verified domain to send from")
 
@@ -42,6 +55,13 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 	}
 	if err := d.Signer.Ready(ctx); err != nil {
 		return err
+	}
+	signer := d.Signer
+	if signer.BaseURL == "" {
+		signer.BaseURL = publicURL(ctx)
+	}
+	if signer.BaseURL == "" {
+		return errors.New("double opt-in: no public URL to put the confirmation link on")
 	}
 	dom, from, err := d.sender(ctx, book)
 	if err != nil {
@@ -64,7 +84,7 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 	emails := make([]store.Email, 0, len(contacts))
 	events := make([]store.Event, 0, len(contacts))
 	for _, ct := range contacts {
-		link := d.Signer.ConfirmURL(Link{TeamID: book.TeamID, BookID: book.ID, ContactID: ct.ID, Email: ct.Email,
+		link := signer.ConfirmURL(Link{TeamID: book.TeamID, BookID: book.ID, ContactID: ct.ID, Email: ct.Email,
 			MadeAt: now.UnixMilli(), ExpiresAt: now.Add(ConfirmFor).UnixMilli()})
 		values := map[string]string{"doubleoptinurl": link, "email": ct.Email, "firstname": ct.FirstName, "lastname": ct.LastName}
 		htmlBody := Render(body, values, true)

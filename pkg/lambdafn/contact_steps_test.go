@@ -540,4 +540,6 @@ func (f *fixture) doubleOptIn(e *env) string {
 	return ""
 }
 
-var confirmLink = regexp.MustCompile(`href="[^"]*/subscribe/([A-Za-z0-9._-]+)"`)
+// confirmLink is the whole link, on the stack's PUBLIC_URL: a recipient's mail client has no
+// other base to resolve it against.
+var confirmLink = regexp.MustCompile(`href="https?://[^"/]+[^"]*/subscribe/([A-Za-z0-9._-]+)"`)

@@ -112,7 +112,9 @@ var uses = map[string]Ports{
 	// Contacts: a new one is a transaction of its item and the book's count; a change of email
 	// moves it (delete, put, repoint, and a check that the book still exists).
 	// In a book with double opt-in, a new contact gets its confirmation email: written as a
-	// send writes an email (content and list entries in batches), with a signed link.
+	// send writes an email (content and list entries in batches), with a signed link. The link
+	// is on the address the request came to (API Gateway's Host): PUBLIC_URL names the API,
+	// which an API function cannot be given without a circular dependency.
 	"CreateContact":      {Table: Writes(PutItem, UpdateItem, BatchWriteItem), Unsubscribe: Read},
 	"UpsertContact":      {Table: Writes(PutItem, UpdateItem, BatchWriteItem), Unsubscribe: Read},
 	"BulkCreateContacts": {Table: Writes(PutItem, UpdateItem, BatchWriteItem), Unsubscribe: Read},
