@@ -187,7 +187,7 @@ func TestCampaignFromEditorContent(t *testing.T) {
 	bookID := e.book(`{"email":"ann@example.org","firstName":"Ann"}`, `{"email":"bob@example.org"}`)
 	content := `{"type":"doc","content":[
 		{"type":"heading","attrs":{"level":1},"content":[{"type":"text","text":"Spring news"}]},
-		{"type":"paragraph","content":[{"type":"text","text":"Hello "},{"type":"variable","attrs":{"id":"firstName","fallback":"friend"}},{"type":"text","text":"!"}]},
+		{"type":"paragraph","content":[{"type":"text","text":"Hello "},{"type":"variable","attrs":{"id":"firstName","fallback":"Tom & Jerry"}},{"type":"text","text":"!"}]},
 		{"type":"button","attrs":{"text":"Read more","url":"https://example.com/news","buttonColor":"#000000","textColor":"#ffffff"}},
 		{"type":"unsubscribeFooter","content":[{"type":"paragraph","content":[{"type":"text","text":"Unsubscribe","marks":[{"type":"link","attrs":{"href":"{{usesend_unsubscribe_url}}"}}]}]}]}]}`
 	var c campaignOut
@@ -197,7 +197,7 @@ func TestCampaignFromEditorContent(t *testing.T) {
 	if c.Content == nil || !strings.Contains(*c.Content, `"type":"doc"`) || c.HTML == nil || !strings.Contains(*c.HTML, "<h1") {
 		t.Errorf("the campaign keeps its content and shows its html: content %v, html %v", c.Content != nil, c.HTML != nil)
 	}
-	for addr, hello := range map[string]string{"ann@example.org": "Hello Ann!", "bob@example.org": "Hello friend!"} {
+	for addr, hello := range map[string]string{"ann@example.org": "Hello Ann!", "bob@example.org": "Hello Tom &amp; Jerry!"} {
 		msgs := e.outboxFor(addr)
 		if len(msgs) != 1 {
 			t.Fatalf("%s has %d messages", addr, len(msgs))
@@ -216,12 +216,17 @@ func TestCampaignFromEditorContent(t *testing.T) {
 		`{"type":"doc","content":[{"type":"columns"}]}`:                                                `content: node type "columns" is not supported`,
 		`{"type":"doc","content":[{"type":"paragraph","content":[{"type":"text","text":"no link"}]}]}`: "content: must contain the unsubscribe link placeholder",
 		`{"type":"doc"`: "content: invalid JSON",
+		`{"content":[]}`: "content: not an email editor document",
 	} {
 		r := e.do("POST", "/api/v1/campaigns", `{"name":"Bad","from":"news@example.com","subject":"News","contactBookId":"`+bookID+`","content":`+jsonString(doc)+`}`)
 		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, want) {
 			t.Errorf("content %s = %d %q, want 400 %q", doc, r.status, msg, want)
 		}
 	}
+	// html in content that starts with a placeholder is html, as before.
+	var h campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Html","from":"news@example.com","subject":"News","contactBookId":"`+bookID+
+		`","content":`+jsonString(`{{firstName}}, hello. <a href="{{usesend_unsubscribe_url}}">u</a>`)+`}`, &h)
 }
 
 func TestCampaignScheduleNaturalLanguage(t *testing.T) {

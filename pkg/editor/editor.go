@@ -42,9 +42,12 @@ const MaxDepth = 64
 // ErrNotADocument is the error of JSON that is not an editor document.
 var ErrNotADocument = errors.New(`not an email editor document (a JSON object with "type": "doc")`)
 
-// IsDocument reports whether s looks like an editor document rather than HTML: a JSON object.
+// IsDocument reports whether s is meant as an editor document rather than HTML: it starts with
+// "{" but not with a placeholder's "{{" (html may begin "{{firstName}}, hello"). Render says
+// what is wrong with one that is not a document after all.
 func IsDocument(s string) bool {
-	return strings.HasPrefix(strings.TrimSpace(s), "{")
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "{") && !strings.HasPrefix(s, "{{")
 }
 
 // Render parses the document s and renders it as a whole HTML page.
@@ -294,7 +297,8 @@ func (r *renderer) image(n Node) error {
 }
 
 // Placeholder is the {{name}} (or {{name,fallback=Text}}) of a variable, in the form the
-// campaign's personalisation fills in; characters that would end it early are dropped.
+// campaign's personalisation fills in (and escapes, the fallback too); characters that would
+// end it early, and angle brackets, are dropped from the fallback.
 func Placeholder(name, fallback string) string {
 	name = strings.Map(func(r rune) rune {
 		if r == '_' || r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
@@ -305,11 +309,11 @@ func Placeholder(name, fallback string) string {
 	if name == "" {
 		return ""
 	}
-	fallback = strings.NewReplacer("{", "", "}", "").Replace(strings.TrimSpace(fallback))
+	fallback = strings.NewReplacer("{", "", "}", "", "<", "", ">", "").Replace(strings.TrimSpace(fallback))
 	if fallback == "" {
 		return "{{" + name + "}}"
 	}
-	return "{{" + name + ",fallback=" + html.EscapeString(fallback) + "}}"
+	return "{{" + name + ",fallback=" + fallback + "}}"
 }
 
 // link checks a link (or, image, an image source) and returns it escaped for an attribute: a
@@ -321,6 +325,12 @@ func link(u string, image bool) (string, error) {
 		return "#", nil
 	}
 	if strings.HasPrefix(u, "{{") && strings.HasSuffix(u, "}}") && !strings.Contains(u[2:len(u)-2], "}") {
+		// A placeholder: its fallback is a link too, and is checked as one.
+		if _, fallback, ok := strings.Cut(u[2:len(u)-2], "fallback="); ok {
+			if _, err := link(strings.TrimSpace(fallback), image); err != nil {
+				return "", err
+			}
+		}
 		return html.EscapeString(u), nil
 	}
 	parsed, err := url.Parse(u)
