@@ -215,7 +215,7 @@ func TestCampaignFromEditorContent(t *testing.T) {
 	for doc, want := range map[string]string{
 		`{"type":"doc","content":[{"type":"columns"}]}`:                                                `content: node type "columns" is not supported`,
 		`{"type":"doc","content":[{"type":"paragraph","content":[{"type":"text","text":"no link"}]}]}`: "content: must contain the unsubscribe link placeholder",
-		`{"type":"doc"`: "content: invalid JSON",
+		`{"type":"doc"`:  "content: invalid JSON",
 		`{"content":[]}`: "content: not an email editor document",
 	} {
 		r := e.do("POST", "/api/v1/campaigns", `{"name":"Bad","from":"news@example.com","subject":"News","contactBookId":"`+bookID+`","content":`+jsonString(doc)+`}`)
