@@ -143,6 +143,16 @@ func TestDoubleOptIn(t *testing.T) {
 		t.Errorf("campaign total %d, want 1 (ann)", c.Total)
 	}
 
+	// A link confirms the address it went to: after fay's address changes to gus's, her link
+	// subscribes nobody.
+	var fay struct{ ContactID string }
+	e.mustDo("POST", contacts, `{"email":"fay@example.org"}`, &fay)
+	fays := confirmLinkIn.FindStringSubmatch(decodeQP(e.awaitOutbox("fay@example.org", 1)[0]))
+	e.mustDo("PATCH", contacts+"/"+fay.ContactID, `{"email":"gus@example.org"}`, nil)
+	if code, _ := page(t, "POST", fays[1]); code != 404 || subscribed("gus@example.org") {
+		t.Errorf("fay's link after her address changed = %d; gus subscribed: %v", code, subscribed("gus@example.org"))
+	}
+
 	// Seven days on, bob's links have expired.
 	bobs := confirmLinkIn.FindStringSubmatch(decodeQP(e.outboxFor("bob@example.org")[0]))
 	e.clock.Add(7*24*time.Hour + time.Minute)

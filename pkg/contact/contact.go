@@ -528,6 +528,11 @@ func (s *Service) Confirm(ctx context.Context, teamID int64, bookID, id, addr st
 	subscribed := false
 	confirm := func(id string) error {
 		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
+			if addr != "" && !strings.EqualFold(c.Email, addr) {
+				// Its address changed since the link was sent: the link confirms the address it
+				// went to, not the one the contact has now.
+				return store.ErrNotFound
+			}
 			if c.Pending {
 				now := s.Now().UTC()
 				c.Subscribed, c.Pending, c.SubscribedAt, c.UpdatedAt = true, false, now, now
