@@ -72,7 +72,9 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 		subject = contact.DefaultDoubleOptInSubject
 	}
 	body := book.DoubleOptInContent
-	if strings.TrimSpace(body) == "" {
+	if strings.TrimSpace(body) == "" || !contact.HasConfirmationLink(body) {
+		// A book stored before its content was checked may have none: the email must carry
+		// the link, or the contact could never confirm.
 		body = contact.DefaultDoubleOptInContent
 	}
 	if editor.IsDocument(body) {

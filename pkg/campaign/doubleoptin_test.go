@@ -1,0 +1,70 @@
+package campaign
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
+)
+
+// TestConfirmationAlwaysCarriesItsLink: a book stored before its double opt-in content was
+// checked may have content without {{doubleOptInUrl}}: its contacts get the default email, with
+// the link, rather than one they cannot confirm with. The link is on the request's address
+// when the signer has none (an API function on AWS), and there is none without either.
+func TestConfirmationAlwaysCarriesItsLink(t *testing.T) {
+	ctx := context.Background()
+	s, st := stepFixture(t, 1)
+	d := &DoubleOptIn{Store: st, Domains: domainsOf{st}, Signer: s.Signer, Now: time.Now}
+	book := store.ContactBook{ID: "cbbench", TeamID: 1, DoubleOptInEnabled: true, DoubleOptInContent: "<p>Welcome aboard</p>"}
+	ct := benchContact(0)
+	if err := d.SendConfirmations(ctx, book, []store.Contact{ct}); err != nil {
+		t.Fatal(err)
+	}
+	signer := s.Signer
+	signer.BaseURL = ""
+	d.Signer = signer
+	if err := d.SendConfirmations(ctx, book, []store.Contact{ct}); err == nil {
+		t.Error("a confirmation with no public URL to link to was written")
+	}
+	if err := d.SendConfirmations(WithPublicURL(ctx, "https://api.example.net"), book, []store.Contact{ct}); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := st.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 10})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("%d emails, %v; want 2", len(list), err)
+	}
+	bases := map[string]bool{}
+	for _, m := range list {
+		e, err := st.GetEmail(ctx, m.ID)
+		if err != nil || e.Content.HTML == nil {
+			t.Fatal(err)
+		}
+		html := *e.Content.HTML
+		i := strings.Index(html, "/subscribe/")
+		if i < 0 || !strings.Contains(html, ">Confirm</a>") {
+			t.Fatalf("no confirmation button and link in %s", html)
+		}
+		bases[html[strings.LastIndex(html[:i], `href="`)+6:i]] = true
+	}
+	if !bases["http://127.0.0.1:3000"] || !bases["https://api.example.net"] {
+		t.Errorf("links on %v, want the signer's and the request's", bases)
+	}
+}
+
+// domainsOf looks domains up by name in a store.
+type domainsOf struct{ st Store }
+
+func (d domainsOf) Lookup(ctx context.Context, teamID int64, name string) (store.Domain, error) {
+	list, err := d.st.ListDomains(ctx, teamID)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	for _, x := range list {
+		if x.Name == name {
+			return x, nil
+		}
+	}
+	return store.Domain{}, store.ErrNotFound
+}
