@@ -99,7 +99,9 @@ func bookFields(w http.ResponseWriter, r *http.Request) (contact.BookFields, err
 	if err := decodeObject(body, &in); err != nil {
 		return contact.BookFields{}, err
 	}
-	return contact.BookFields(in), nil
+	return contact.BookFields{Name: in.Name, Emoji: in.Emoji, Properties: in.Properties, Variables: in.Variables,
+		DoubleOptInEnabled: in.DoubleOptInEnabled, DoubleOptInFrom: in.DoubleOptInFrom, DoubleOptInSubject: in.DoubleOptInSubject,
+		DoubleOptInContent: in.DoubleOptInContent, KeyDomain: principal(r).DomainID}, nil
 }
 
 func (s *Services) listContactBooks(w http.ResponseWriter, r *http.Request) error {

@@ -160,6 +160,25 @@ func TestDoubleOptIn(t *testing.T) {
 		t.Errorf("an expired link = %d %s", code, body)
 	}
 
+	// A key restricted to a domain sets a double opt-in email only from its own domain: with
+	// one from another domain of the team, it could send what it likes from there.
+	var other struct{ ID int64 }
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.example"}`, &other)
+	restricted := e.keyFor(store.PermissionFull, other.ID)
+	for body, want := range map[string]int{
+		`{"name":"R","doubleOptInEnabled":true,"doubleOptInFrom":"ceo@example.com"}`:    403,
+		`{"name":"R","doubleOptInEnabled":true}`:                                        403,
+		`{"name":"R","doubleOptInEnabled":true,"doubleOptInFrom":"news@other.example"}`: 200,
+		`{"name":"R"}`: 200,
+	} {
+		if r := e.request(restricted, "POST", "/api/v1/contactBooks", []byte(body)); r.status != want {
+			t.Errorf("a restricted key's book %s = %d %s, want %d", body, r.status, r.body, want)
+		}
+	}
+	if r := e.request(restricted, "PATCH", "/api/v1/contactBooks/"+book.ID, []byte(`{"doubleOptInSubject":"Wire transfer"}`)); r.status != 403 {
+		t.Errorf("a restricted key rewrites the team's double opt-in email: %d %s", r.status, r.body)
+	}
+
 	// The book's double opt-in email is checked when set.
 	for body, want := range map[string]string{
 		`{"doubleOptInFrom":"news@unverified.example"}`:  "doubleOptInFrom: domain unverified.example is not a verified domain",

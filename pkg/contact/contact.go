@@ -108,6 +108,15 @@ type BookFields struct {
 	DoubleOptInFrom    *string
 	DoubleOptInSubject *string
 	DoubleOptInContent *string
+	// KeyDomain is the domain the caller's API key is restricted to (0: any). Such a key sets a
+	// book's double opt-in email only from its own domain: the email goes out from that From
+	// with the content the key wrote.
+	KeyDomain int64
+}
+
+// touchesDoubleOptIn reports whether f sets any of the double opt-in fields.
+func (f BookFields) touchesDoubleOptIn() bool {
+	return f.DoubleOptInEnabled != nil || f.DoubleOptInFrom != nil || f.DoubleOptInSubject != nil || f.DoubleOptInContent != nil
 }
 
 func (f BookFields) validate(create bool) error {
@@ -154,17 +163,33 @@ func (f BookFields) validate(create bool) error {
 // MaxDoubleOptInContent bounds a book's double opt-in content.
 const MaxDoubleOptInContent = 256 << 10
 
-// checkFrom refuses a double opt-in from whose domain is not a verified domain of the team.
-func (s *Service) checkFrom(ctx context.Context, teamID int64, from string) error {
-	if from == "" || s.Domains == nil {
+// checkDoubleOptIn checks the double opt-in email of book b as f leaves it: its from must be
+// on a verified domain of the team and, for a key restricted to a domain, on that domain.
+func (s *Service) checkDoubleOptIn(ctx context.Context, f BookFields, b store.ContactBook) error {
+	if !f.touchesDoubleOptIn() {
 		return nil
 	}
-	name := email.DomainOf(from)
-	d, err := s.Domains.Lookup(ctx, teamID, name)
+	if b.DoubleOptInFrom == "" {
+		if f.KeyDomain != 0 {
+			return fault.New(fault.Forbidden, "doubleOptInFrom: this API key may only send from its own domain: name a from on it")
+		}
+		return nil
+	}
+	if s.Domains == nil {
+		return nil
+	}
+	name := email.DomainOf(b.DoubleOptInFrom)
+	d, err := s.Domains.Lookup(ctx, b.TeamID, name)
 	if errors.Is(err, store.ErrNotFound) || err == nil && d.Status != store.DomainSuccess {
 		return fault.Field("doubleOptInFrom", "domain %s is not a verified domain of this team", name)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if f.KeyDomain != 0 && d.ID != f.KeyDomain {
+		return fault.New(fault.Forbidden, "doubleOptInFrom: this API key may only send from its own domain")
+	}
+	return nil
 }
 
 func validVariable(v string) bool {
@@ -227,14 +252,12 @@ func (s *Service) CreateBook(ctx context.Context, teamID int64, f BookFields) (s
 	if err := f.validate(true); err != nil {
 		return store.ContactBook{}, err
 	}
-	if f.DoubleOptInFrom != nil {
-		if err := s.checkFrom(ctx, teamID, *f.DoubleOptInFrom); err != nil {
-			return store.ContactBook{}, err
-		}
-	}
 	now := s.Now().UTC()
 	b := store.ContactBook{ID: NewID("cb"), TeamID: teamID, Properties: map[string]string{}, Variables: []string{}, CreatedAt: now, UpdatedAt: now}
 	f.apply(&b)
+	if err := s.checkDoubleOptIn(ctx, f, b); err != nil {
+		return store.ContactBook{}, err
+	}
 	if err := s.Store.CreateContactBook(ctx, b); err != nil {
 		return store.ContactBook{}, fmt.Errorf("create contact book: %w", err)
 	}
@@ -257,15 +280,10 @@ func (s *Service) UpdateBook(ctx context.Context, teamID int64, id string, f Boo
 	if err := f.validate(false); err != nil {
 		return store.ContactBook{}, err
 	}
-	if f.DoubleOptInFrom != nil {
-		if err := s.checkFrom(ctx, teamID, *f.DoubleOptInFrom); err != nil {
-			return store.ContactBook{}, err
-		}
-	}
 	b, err := s.Store.UpdateContactBook(ctx, teamID, id, func(b *store.ContactBook) error {
 		f.apply(b)
 		b.UpdatedAt = s.Now().UTC()
-		return nil
+		return s.checkDoubleOptIn(ctx, f, *b)
 	})
 	return b, bookErr(err)
 }
