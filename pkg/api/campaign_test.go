@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -474,6 +475,27 @@ func TestContactsAPI(t *testing.T) {
 	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts", "", &list)
 	if len(list) != 121 {
 		t.Errorf("a list without a limit holds %d contacts, want all 121", len(list))
+	}
+	// A page whose answer would pass Lambda's 6 MB is refused, naming limit: contacts with 50
+	// properties of 2 KB take about 100 KB each.
+	props := map[string]string{}
+	for i := range contact.MaxProperties {
+		props[fmt.Sprintf("p%02d", i)] = strings.Repeat("x", contact.MaxValue)
+	}
+	for i := range 60 {
+		if _, err := e.app.Services.Contacts.Upsert(context.Background(), e.teamID, bookID, contact.Fields{
+			Email: new(fmt.Sprintf("big%02d@example.org", i)), Properties: props}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := e.do("GET", "/api/v1/contactBooks/"+bookID+"/contacts", ""); r.status != 400 {
+		t.Errorf("a 6 MB page = %d, want 400", r.status)
+	} else if _, msg := r.errorOf(t); !strings.HasPrefix(msg, "limit: ") {
+		t.Errorf("a 6 MB page: %q, want it to name limit", msg)
+	}
+	e.mustDo("GET", "/api/v1/contactBooks/"+bookID+"/contacts?limit=20", "", &list)
+	if len(list) != 20 {
+		t.Errorf("a smaller page holds %d contacts, want 20", len(list))
 	}
 	if r := e.do("GET", "/api/v1/contactBooks/"+bookID+"/contacts?limit=5001", ""); r.status != 400 {
 		t.Errorf("limit 5001 = %d, want 400", r.status)
