@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
@@ -894,4 +895,37 @@ func delivered(t *testing.T, st store.Store, id string) (store.Email, []store.Ev
 		t.Errorf("%s: %s/%s, history %v; want SENT/DELIVERED, QUEUED SENT DELIVERED once each", id, e.Status, e.LatestStatus, statuses)
 	}
 	return e, evs
+}
+
+// TestPoolYieldsToTheForeground: while the foreground is busy the pool starts one delivery per
+// gap across all its workers (here an hour: one, then none), and once it is idle the rest go
+// out at once.
+func TestPoolYieldsToTheForeground(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, _, ids := setup(t, m, 5)
+	p := NewPool(w, 4, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer p.Close(context.Background())
+	var busy atomic.Bool
+	busy.Store(true)
+	p.YieldTo(busy.Load, time.Hour)
+	p.Dispatch(context.Background(), ids...)
+	sent := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.sent)
+	}
+	for deadline := time.Now().Add(5 * time.Second); sent() < 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // room for a worker that would not wait its turn
+	if n := sent(); n != 1 {
+		t.Fatalf("%d sent while the foreground is busy, want the one of the first gap", n)
+	}
+	busy.Store(false)
+	for deadline := time.Now().Add(5 * time.Second); sent() < len(ids) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := sent(); n != len(ids) {
+		t.Errorf("%d of %d sent once the foreground is idle", n, len(ids))
+	}
 }

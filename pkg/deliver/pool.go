@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,51 @@ type Pool struct {
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// yieldTo: see YieldTo. ymu is held by the one worker waiting for its turn.
+	yieldTo atomic.Pointer[foreground]
+	ymu     sync.Mutex
+	ynext   time.Time
+}
+
+// foreground is what delivery yields to (YieldTo).
+type foreground struct {
+	busy func() bool
+	gap  time.Duration
+}
+
+// YieldTo makes delivery yield to foreground work, as a mail server's queue runner yields to
+// the connections it accepts: while busy reports true (the local server is answering API
+// requests), the pool starts at most one delivery per gap across all its workers, so that the
+// requests get the processors and the disk; once busy is false it runs at full speed again.
+// Delivery never stops: under requests without end it still sends one email per gap.
+func (p *Pool) YieldTo(busy func() bool, gap time.Duration) {
+	p.yieldTo.Store(&foreground{busy: busy, gap: gap})
+}
+
+// yield waits while the foreground is busy and this worker's turn has not come.
+func (p *Pool) yield() {
+	f := p.yieldTo.Load()
+	if f == nil || !f.busy() {
+		return
+	}
+	p.ymu.Lock()
+	defer p.ymu.Unlock()
+	for f.busy() {
+		now := time.Now()
+		if !now.Before(p.ynext) {
+			p.ynext = now.Add(f.gap)
+			return
+		}
+		// Look again soon: the foreground may have gone idle.
+		t := time.NewTimer(min(p.ynext.Sub(now), 2*time.Millisecond))
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
 }
 
 // NewPool starts n delivery goroutines.
@@ -84,6 +130,7 @@ func (p *Pool) run() {
 		id := p.queue[0]
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
+		p.yield()
 		if err := p.worker.Deliver(p.ctx, id); err != nil {
 			p.log.Error("deliver", "emailId", id, "err", err)
 			// Try again later rather than lose it; the store keeps it pending meanwhile.

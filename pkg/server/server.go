@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/admin"
@@ -22,6 +23,10 @@ import (
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/team"
 )
+
+// YieldGap is how often local delivery starts an email while the API is answering requests
+// (deliver.Pool.YieldTo): 100 a second.
+const YieldGap = 10 * time.Millisecond
 
 // Server is a running local server.
 type Server struct {
@@ -154,7 +159,24 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	for _, p := range []string{"/healthz", "/api/v1/doc"} {
 		mux.Handle(p, api.MethodNotAllowed(http.MethodGet, http.MethodHead))
 	}
-	mux.Handle("/", a.Services.Handler())
+	// Delivery yields to the API (deliver.Pool.YieldTo): while a request is being answered, it
+	// starts one email per YieldGap, so that a burst of sends is answered at once and the
+	// outbox catches up after it.
+	var inFlight, lastStart atomic.Int64
+	apiHandler := a.Services.Handler()
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		lastStart.Store(time.Now().UnixNano())
+		defer inFlight.Add(-1)
+		apiHandler.ServeHTTP(w, r)
+	}))
+	if a.Pool != nil {
+		// Busy while a request is answered, and for a moment after one started: a client's next
+		// request of a burst comes right after the answer to the last.
+		a.Pool.YieldTo(func() bool {
+			return inFlight.Load() > 0 || time.Since(time.Unix(0, lastStart.Load())) < 4*YieldGap
+		}, YieldGap)
+	}
 	// The mail console: GET / sends a browser to it.
 	console := api.NewConsole(a.Services, a.OutboxDir)
 	console.Events = a.Ingester // its buttons fire SES events as SES would
