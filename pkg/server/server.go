@@ -28,6 +28,38 @@ import (
 // (deliver.Pool.YieldTo): 100 a second.
 const YieldGap = 10 * time.Millisecond
 
+// apiLoad tells a burst of API requests from a client that looks now and then (a page that
+// polls a campaign, a test waiting for its email): delivery yields to the first, not the second.
+type apiLoad struct {
+	inFlight atomic.Int64
+	next     atomic.Uint64
+	starts   [burstRequests]atomic.Int64 // the last requests' start times (Unix nanoseconds)
+}
+
+// A burst is two requests answered at once, or burstRequests begun within burstWindow.
+const (
+	burstRequests = 4
+	burstWindow   = 4 * YieldGap
+)
+
+func (l *apiLoad) begin() {
+	l.inFlight.Add(1)
+	l.starts[l.next.Add(1)%burstRequests].Store(time.Now().UnixNano())
+}
+
+func (l *apiLoad) end() { l.inFlight.Add(-1) }
+
+func (l *apiLoad) busy() bool {
+	if l.inFlight.Load() >= 2 {
+		return true
+	}
+	oldest := l.starts[0].Load()
+	for i := 1; i < burstRequests; i++ {
+		oldest = min(oldest, l.starts[i].Load())
+	}
+	return oldest > 0 && time.Since(time.Unix(0, oldest)) < burstWindow
+}
+
 // Server is a running local server.
 type Server struct {
 	App    *app.App
@@ -162,20 +194,15 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	// Delivery yields to the API (deliver.Pool.YieldTo): while a request is being answered, it
 	// starts one email per YieldGap, so that a burst of sends is answered at once and the
 	// outbox catches up after it.
-	var inFlight, lastStart atomic.Int64
+	var load apiLoad
 	apiHandler := a.Services.Handler()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inFlight.Add(1)
-		lastStart.Store(time.Now().UnixNano())
-		defer inFlight.Add(-1)
+		load.begin()
+		defer load.end()
 		apiHandler.ServeHTTP(w, r)
 	}))
 	if a.Pool != nil {
-		// Busy while a request is answered, and for a moment after one started: a client's next
-		// request of a burst comes right after the answer to the last.
-		a.Pool.YieldTo(func() bool {
-			return inFlight.Load() > 0 || time.Since(time.Unix(0, lastStart.Load())) < 4*YieldGap
-		}, YieldGap)
+		a.Pool.YieldTo(load.busy, YieldGap)
 	}
 	// The mail console: GET / sends a browser to it.
 	console := api.NewConsole(a.Services, a.OutboxDir)

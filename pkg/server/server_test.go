@@ -196,3 +196,38 @@ func TestVersion(t *testing.T) {
 		t.Errorf("Version() = %q", v)
 	}
 }
+
+// TestAPILoad: delivery yields to a burst of API requests (two at once, or four begun within
+// the window), not to a client that looks now and then.
+func TestAPILoad(t *testing.T) {
+	var l apiLoad
+	if l.busy() {
+		t.Fatal("busy before any request")
+	}
+	for range burstRequests {
+		l.begin()
+		l.end()
+		if l.busy() {
+			t.Fatal("one request at a time, spaced out, is a burst")
+		}
+		time.Sleep(burstWindow / 2)
+	}
+	l.begin()
+	l.begin()
+	if !l.busy() {
+		t.Error("two requests at once are not a burst")
+	}
+	l.end()
+	l.end()
+	for range burstRequests {
+		l.begin()
+		l.end()
+	}
+	if !l.busy() {
+		t.Error("four requests begun one after the other are not a burst")
+	}
+	time.Sleep(2 * burstWindow)
+	if l.busy() {
+		t.Error("still busy long after the burst")
+	}
+}
