@@ -93,7 +93,7 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 		text := fmt.Sprintf("Please confirm your subscription: %s\n", link)
 		e := store.Email{
 			ID: contact.NewID("em"), TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
-			Subject:   oneLine.Replace(Render(subject, values, false)),
+			Subject:   strings.TrimSpace(oneLine.Replace(Render(subject, values, false))),
 			Content:   store.Content{HTML: &htmlBody, Text: &text},
 			CreatedAt: now, ContactID: ct.ID,
 		}
