@@ -28,8 +28,9 @@ import (
 // (deliver.Pool.YieldTo): 100 a second.
 const YieldGap = 10 * time.Millisecond
 
-// apiLoad tells a burst of API requests from a client that looks now and then (a page that
-// polls a campaign, a test waiting for its email): delivery yields to the first, not the second.
+// apiLoad tells a burst of API writes (sends, imports: what a client waits on) from requests
+// that come now and then; only writes count (reads are cheap, and pollers waiting for their
+// emails must not slow delivery down). Delivery yields to a burst.
 type apiLoad struct {
 	inFlight atomic.Int64
 	next     atomic.Uint64
@@ -197,8 +198,10 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	var load apiLoad
 	apiHandler := a.Services.Handler()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		load.begin()
-		defer load.end()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			load.begin()
+			defer load.end()
+		}
 		apiHandler.ServeHTTP(w, r)
 	}))
 	if a.Pool != nil {
