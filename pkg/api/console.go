@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
-	"maps"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -28,7 +27,6 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/analytics"
 	"github.com/mailroom/mailroom/pkg/auth"
-	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/sesevent"
@@ -838,15 +836,6 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 	list, n, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
 	if err != nil {
 		return err
-	}
-	for i := range list {
-		// The total the API shows: the audience while the campaign sends.
-		counters := maps.Clone(list[i].Counters)
-		if counters == nil {
-			counters = map[string]int64{}
-		}
-		counters[store.CountTotal] = campaign.Total(list[i])
-		list[i].Counters = counters
 	}
 	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Total: n}
 	if r.URL.Query().Get("fragment") == "rows" {

@@ -277,38 +277,6 @@ func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {
 	}
 }
 
-// countAudience counts the book's subscribed contacts (reading the whole book once, when the
-// campaign starts sending).
-func (s *Service) countAudience(ctx context.Context, c store.Campaign) (int64, error) {
-	var n int64
-	for cursor := ""; ; {
-		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, pageSize)
-		if err != nil {
-			return n, err
-		}
-		for _, ct := range page {
-			if ct.Subscribed {
-				n++
-			}
-		}
-		if len(page) < pageSize {
-			return n, nil
-		}
-		cursor = page[len(page)-1].Email
-	}
-}
-
-// Total is a campaign's total: its audience while it sends (Audience, counted when it started),
-// and the emails written once it is done (the suppressed contacts of the audience get none),
-// or while they outnumber the audience (contacts added during the sending).
-func Total(c store.Campaign) int64 {
-	total := c.Counters[store.CountTotal]
-	if c.Status != store.CampaignSent && c.Audience > total {
-		return c.Audience
-	}
-	return total
-}
-
 func notFoundBook(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return fault.Field("contactBookId", "contact book not found")
@@ -462,14 +430,6 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	if err := s.Signer.Ready(ctx); err != nil {
 		return 0, false, err
 	}
-	audience := c.Audience
-	if n == 0 && audience == 0 {
-		// Sending starts: the campaign's total is its audience from now on, not the emails
-		// written so far (useSend's total is set when sending starts).
-		if audience, err = s.countAudience(ctx, c); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return 0, false, fmt.Errorf("campaign %s: count its audience: %w", id, err)
-		}
-	}
 	written, last, done, err := s.writeBatch(ctx, c)
 	if errors.Is(err, errCannotSend) {
 		// Retrying cannot help until someone fixes it: pause, so resume continues from here.
@@ -492,7 +452,6 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 		if last != "" {
 			c.Cursor = last
 		}
-		c.Audience = audience
 		c.BatchesDone = n + 1
 		if done && c.Status == store.CampaignRunning {
 			c.Status = store.CampaignSent

@@ -336,9 +336,6 @@ type Campaign struct {
 	// the next step starts after it (contacts are walked in email order).
 	Cursor      string
 	BatchesDone int
-	// Audience is the book's subscribed contacts when sending started (counted by the first
-	// step): the campaign's total while it sends.
-	Audience int64 `json:",omitempty" dynamodbav:",omitempty"`
 	// Counters, by the Count* kinds, maintained by the store (see CreateEmails, UpdateEmail);
 	// an UpdateCampaign fn must not change them.
 	Counters  map[string]int64
