@@ -352,36 +352,40 @@ func (s *Services) unsubscribe(w http.ResponseWriter, r *http.Request) error {
 // link scanner's GET subscribes nobody.
 func (s *Services) confirmForm(w http.ResponseWriter, r *http.Request) error {
 	_, err := s.Campaigns.ConfirmLink(r.Context(), r.PathValue("token"))
-	switch {
-	case errors.Is(err, campaign.ErrBadToken):
-		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This confirmation link is not valid."})
-	case errors.Is(err, campaign.ErrLinkExpired):
-		writePage(w, http.StatusGone, page{Title: "Link expired", Text: "This confirmation link has expired. Sign up again to get a new one."})
-	case err != nil:
-		return err // the keys could not be read: a 500, not a link called invalid
-	default:
-		writePage(w, http.StatusOK, page{Title: "Confirm your subscription", Text: "Confirm that you want to receive these emails.", Form: true, Button: "Confirm"})
+	if done, err := confirmationError(w, err); done {
+		return err
 	}
+	writePage(w, http.StatusOK, page{Title: "Confirm your subscription", Text: "Confirm that you want to receive these emails.", Form: true, Button: "Confirm"})
 	return nil
 }
 
 func (s *Services) confirm(w http.ResponseWriter, r *http.Request) error {
 	subscribed, err := s.Campaigns.Confirm(r.Context(), r.PathValue("token"))
+	if done, err := confirmationError(w, err); done {
+		return err
+	}
+	if !subscribed {
+		writePage(w, http.StatusOK, page{Title: "Not subscribed", Text: "This address unsubscribed after the link was sent, so the link does not subscribe it again."})
+		return nil
+	}
+	writePage(w, http.StatusOK, page{Title: "Subscription confirmed", Text: "Thank you: you will receive these emails."})
+	return nil
+}
+
+// confirmationError answers a confirmation link that failed with its page, and says whether it
+// did; an error it returns is the request's (the keys could not be read: a 500, not a link
+// called invalid).
+func confirmationError(w http.ResponseWriter, err error) (bool, error) {
+	fe, isFault := fault.As(err)
 	switch {
-	case errors.Is(err, campaign.ErrBadToken):
+	case err == nil:
+		return false, nil
+	case errors.Is(err, campaign.ErrBadToken), isFault && fe.Kind == fault.NotFound:
 		writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This confirmation link is not valid."})
 	case errors.Is(err, campaign.ErrLinkExpired):
 		writePage(w, http.StatusGone, page{Title: "Link expired", Text: "This confirmation link has expired. Sign up again to get a new one."})
-	case err != nil:
-		if fe, ok := fault.As(err); ok && fe.Kind == fault.NotFound {
-			writePage(w, http.StatusNotFound, page{Title: "Link not valid", Text: "This confirmation link is not valid any more."})
-			return nil
-		}
-		return err
-	case !subscribed:
-		writePage(w, http.StatusOK, page{Title: "Not subscribed", Text: "This address unsubscribed after the link was sent, so the link does not subscribe it again."})
 	default:
-		writePage(w, http.StatusOK, page{Title: "Subscription confirmed", Text: "Thank you: you will receive these emails."})
+		return true, err
 	}
-	return nil
+	return true, nil
 }

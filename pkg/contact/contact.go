@@ -544,33 +544,40 @@ func (s *Service) Update(ctx context.Context, teamID int64, bookID, id string, f
 // contact that unsubscribed meanwhile (or was never pending) is left as it is.
 func (s *Service) Confirm(ctx context.Context, teamID int64, bookID, id, addr string) (bool, error) {
 	subscribed := false
-	confirm := func(id string) error {
-		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
-			if addr != "" && !strings.EqualFold(c.Email, addr) {
-				// Its address changed since the link was sent: the link confirms the address it
-				// went to, not the one the contact has now.
-				return store.ErrNotFound
-			}
-			if c.Pending {
-				now := s.Now().UTC()
-				c.Subscribed, c.Pending, c.SubscribedAt, c.UpdatedAt = true, false, now, now
-			}
-			subscribed = c.Subscribed
-			return nil
-		})
+	err := s.updateByLink(ctx, teamID, bookID, id, addr, func(c *store.Contact) error {
+		if addr != "" && !strings.EqualFold(c.Email, addr) {
+			// Its address changed since the link was sent: the link confirms the address it
+			// went to, not the one the contact has now.
+			return store.ErrNotFound
+		}
+		if c.Pending {
+			now := s.Now().UTC()
+			c.Subscribed, c.Pending, c.SubscribedAt, c.UpdatedAt = true, false, now, now
+		}
+		subscribed = c.Subscribed
+		return nil
+	})
+	return subscribed, err
+}
+
+// updateByLink changes the contact a link names: by its id, or, if it was removed and added
+// again (a new id), by the link's email. A contact found neither way is errContactNotFound.
+func (s *Service) updateByLink(ctx context.Context, teamID int64, bookID, id, addr string, fn func(*store.Contact) error) error {
+	update := func(id string) error {
+		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, fn)
 		return err
 	}
-	err := confirm(id)
+	err := update(id)
 	if errors.Is(err, store.ErrNotFound) && addr != "" {
 		found, _, lerr := s.Store.ListContacts(ctx, teamID, bookID, store.ContactFilter{Emails: []string{strings.ToLower(addr)}, Limit: 1})
 		if lerr == nil && len(found) == 1 {
-			err = confirm(found[0].ID)
+			err = update(found[0].ID)
 		}
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return false, errContactNotFound
+		return errContactNotFound
 	}
-	return subscribed, err
+	return err
 }
 
 // Delete removes contacts by id (one, or a bulk of up to MaxBulk) and reports how many existed.
@@ -598,27 +605,14 @@ var ErrLinkBeforeResubscribe = errors.New("the unsubscribe link is older than th
 // linkMadeAt (a link from before links carried their time) is not checked.
 func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, addr string, linkMadeAt time.Time) (bool, error) {
 	changed := false
-	unsubscribe := func(id string) error {
-		_, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
-			if !linkMadeAt.IsZero() && c.SubscribedAt.After(linkMadeAt) {
-				return ErrLinkBeforeResubscribe
-			}
-			changed = c.Subscribed
-			c.Subscribed, c.Pending = false, false
-			c.UpdatedAt = s.Now().UTC()
-			return nil
-		})
-		return err
-	}
-	err := unsubscribe(id)
-	if errors.Is(err, store.ErrNotFound) && addr != "" {
-		found, _, lerr := s.Store.ListContacts(ctx, teamID, bookID, store.ContactFilter{Emails: []string{strings.ToLower(addr)}, Limit: 1})
-		if lerr == nil && len(found) == 1 {
-			err = unsubscribe(found[0].ID)
+	err := s.updateByLink(ctx, teamID, bookID, id, addr, func(c *store.Contact) error {
+		if !linkMadeAt.IsZero() && c.SubscribedAt.After(linkMadeAt) {
+			return ErrLinkBeforeResubscribe
 		}
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return false, errContactNotFound
-	}
+		changed = c.Subscribed
+		c.Subscribed, c.Pending = false, false
+		c.UpdatedAt = s.Now().UTC()
+		return nil
+	})
 	return changed, err
 }
