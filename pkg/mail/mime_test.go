@@ -194,14 +194,7 @@ func TestCallersThreadingHeadersWin(t *testing.T) {
 	} {
 		m := base
 		m.Headers = c.headers
-		raw, err := Build(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, err := mail.ReadMessage(bytes.NewReader(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, msg := buildAndRead(t, m)
 		if got := msg.Header["In-Reply-To"]; len(got) != 1 || got[0] != c.inReplyTo {
 			t.Errorf("headers %v: In-Reply-To = %q, want %q once", c.headers, got, c.inReplyTo)
 		}
@@ -279,8 +272,9 @@ func TestBuildParsesBack(t *testing.T) {
 	}
 }
 
-func TestBuildNonASCIISubjectDecodes(t *testing.T) {
-	m := goldenCases()[4].msg
+// buildAndRead builds m and reads it back with net/mail.
+func buildAndRead(t *testing.T, m Message) ([]byte, *mail.Message) {
+	t.Helper()
 	raw, err := Build(m)
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +283,12 @@ func TestBuildNonASCIISubjectDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return raw, msg
+}
+
+func TestBuildNonASCIISubjectDecodes(t *testing.T) {
+	m := goldenCases()[4].msg
+	raw, msg := buildAndRead(t, m)
 	if strings.Contains(strings.SplitN(string(raw), "\r\n\r\n", 2)[0], "ü") {
 		t.Error("raw header holds 8-bit characters")
 	}
