@@ -570,6 +570,26 @@ func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string
 	return written, cursor, err == nil && len(next) == 0, nil
 }
 
+// writeEmails writes new emails with their first events, counts them, and hands them to
+// in-process delivery (d: the local server; nil on AWS, where the table's stream does).
+func writeEmails(ctx context.Context, st Store, m metric.Counter, d email.Dispatcher, emails []store.Email, events []store.Event) error {
+	if len(emails) == 0 {
+		return nil
+	}
+	if err := st.CreateEmails(ctx, emails, events); err != nil {
+		return err
+	}
+	metric.Add(ctx, m, metric.EmailsAccepted, len(emails))
+	if d != nil {
+		ids := make([]string, len(emails))
+		for i, e := range emails {
+			ids[i] = e.ID
+		}
+		d.Dispatch(ctx, ids...)
+	}
+	return nil
+}
+
 // maxLook is how many contacts one step of batchSize emails reads at most: ten times the batch,
 // and at least 100,000 (a step that skips a long run of unsubscribed contacts stays well within
 // a function's time).
@@ -589,19 +609,8 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 	var emails []store.Email
 	var events []store.Event
 	flush := func() error {
-		if len(emails) == 0 {
-			return nil
-		}
-		if err := s.Store.CreateEmails(ctx, emails, events); err != nil {
+		if err := writeEmails(ctx, s.Store, s.Metrics, s.Dispatcher, emails, events); err != nil {
 			return err
-		}
-		metric.Add(ctx, s.Metrics, metric.EmailsAccepted, len(emails))
-		if s.Dispatcher != nil {
-			ids := make([]string, len(emails))
-			for i, e := range emails {
-				ids[i] = e.ID
-			}
-			s.Dispatcher.Dispatch(ctx, ids...)
 		}
 		emails, events = emails[:0], events[:0]
 		return nil

@@ -103,16 +103,8 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 	}
 	for start := 0; start < len(emails); start += writeChunk {
 		end := min(start+writeChunk, len(emails))
-		if err := d.Store.CreateEmails(ctx, emails[start:end], events[start:end]); err != nil {
+		if err := writeEmails(ctx, d.Store, d.Metrics, d.Dispatcher, emails[start:end], events[start:end]); err != nil {
 			return err
-		}
-		metric.Add(ctx, d.Metrics, metric.EmailsAccepted, end-start)
-		if d.Dispatcher != nil {
-			ids := make([]string, 0, end-start)
-			for _, e := range emails[start:end] {
-				ids = append(ids, e.ID)
-			}
-			d.Dispatcher.Dispatch(ctx, ids...)
 		}
 	}
 	return nil
