@@ -19,6 +19,9 @@ const (
 	BackendAWS      = "aws"
 )
 
+// MaxWorkers is the most delivery goroutines WORKERS may ask for.
+const MaxWorkers = 1000
+
 // Config is everything read from the environment, once, in main.
 type Config struct {
 	Backend          string // BACKEND: embedded (default) or aws
@@ -94,7 +97,7 @@ var Vars = []Var{
 	{Name: "BACKEND", Default: "embedded", Meaning: "embedded, or aws (DynamoDB, SES v2)"},
 	{Name: "TABLE_NAME", Default: "mailroom", Meaning: "DynamoDB table (BACKEND=aws)"},
 	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
-	{Name: "WORKERS", Default: "16", Meaning: "local delivery goroutines (1 or more)"},
+	{Name: "WORKERS", Default: "16", Meaning: "local delivery goroutines (1 to 1000)"},
 	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server reads the table's stream itself for the counts and the webhook calls; off against a deployed stack, whose functions do (a stream shard takes two readers)"},
 	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
@@ -148,8 +151,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("STREAM_COUNTS: %q is neither on nor off", v)
 	}
-	if c.Workers, err = intEnv(getenv, "WORKERS", 16); err != nil || c.Workers < 1 {
-		return c, fmt.Errorf("WORKERS: want 1 or more delivery goroutines (emails would wait in QUEUED for ever)")
+	if c.Workers, err = intEnv(getenv, "WORKERS", 16); err != nil || c.Workers < 1 || c.Workers > MaxWorkers {
+		// None would leave emails QUEUED for ever; each holds a goroutine and a message in
+		// memory, so millions would exhaust it before the first send.
+		return c, fmt.Errorf("WORKERS: want 1 to %d delivery goroutines", MaxWorkers)
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

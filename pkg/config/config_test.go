@@ -43,10 +43,12 @@ func TestVarsAreWhatFromEnvReads(t *testing.T) {
 // TestInvalidValuesAreRefused: a value the server could not work with stops it at start,
 // naming the variable.
 func TestInvalidValuesAreRefused(t *testing.T) {
-	for name, value := range map[string]string{
-		"WORKERS": "0", "PORT": "70000", "LOG_LEVEL": "loud", "AUTH_CACHE_TTL": "-1s", "PUBLIC_URL": "localhost:3000",
-		"RETENTION_DAYS": "-2", "BACKEND": "postgres", "SES_MAX_SEND_RATE": "fast", "API_RATE_LIMIT": "x",
+	for _, kv := range [][2]string{
+		{"WORKERS", "0"}, {"WORKERS", "1001"}, {"WORKERS", "100000000"}, {"PORT", "70000"}, {"LOG_LEVEL", "loud"},
+		{"AUTH_CACHE_TTL", "-1s"}, {"PUBLIC_URL", "localhost:3000"}, {"RETENTION_DAYS", "-2"}, {"BACKEND", "postgres"},
+		{"SES_MAX_SEND_RATE", "fast"}, {"API_RATE_LIMIT", "x"},
 	} {
+		name, value := kv[0], kv[1]
 		_, err := FromEnv(func(n string) string {
 			if n == name {
 				return value
