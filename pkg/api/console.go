@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/analytics"
 	"github.com/mailroom/mailroom/pkg/auth"
+	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/sesevent"
@@ -96,6 +96,14 @@ type Console struct {
 	Events EventSink
 	// Keys makes and revokes the team's API keys (the keys page; nil hides it).
 	Keys *team.Admin
+	// Sealed, when set, keeps the sessions in the browser, sealed under the keyring it returns
+	// (console_sessions.go), for a console that many processes serve; nil keeps them here.
+	Sealed func(context.Context) (campaign.Keyring, error)
+	// OneShot makes the live view's stream answer at once and end, for a server that buffers
+	// the answer (API Gateway in front of Lambda): the browser comes back after the stream's
+	// retry delay, as every EventSource does, with the last state it was told of (its
+	// Last-Event-ID), and hears "changed" when the state moved on since.
+	OneShot bool
 }
 
 // EventSink takes an SES event as if SES had published it.
@@ -117,6 +125,21 @@ var (
 	listCampaignsRoute     = routeOf("ListCampaigns")     // the campaigns' live view
 )
 
+// ConsoleHome is the console's first page, the team's emails: a path of its own under
+// /console/, which an API Gateway route /console/{proxy+} covers (/console/ itself redirects).
+const ConsoleHome = "/console/emails"
+
+// ConsoleRoutes are the console's routes as API Gateway sees them, for its Lambda function:
+// the pages under /console/ (the console signs its users in itself, so the gateway's authorizer
+// is off), / and /console (redirects), and GET /api/v1/doc (the OpenAPI document the pages
+// link to, which takes no key).
+var ConsoleRoutes = []Route{
+	{Method: "GET", Path: "/", Function: "Console", Public: true, Summary: "Serves the mail console"},
+	{Method: "GET", Path: "/console", Function: "Console", Public: true, Summary: "Serves the mail console"},
+	{Method: "ANY", Path: "/console/{proxy+}", Function: "Console", Public: true, Summary: "Serves the mail console"},
+	{Method: "GET", Path: "/api/v1/doc", Function: "Console", Public: true, Summary: "Serves the mail console"},
+}
+
 // NewConsole builds the console on the services.
 func NewConsole(s *Services, outboxDir string) *Console {
 	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000}
@@ -137,11 +160,18 @@ func (c *Console) Handler() http.Handler {
 		}
 		files.ServeHTTP(w, r)
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/console/", http.StatusFound)
-	})
+	home := func(w http.ResponseWriter, r *http.Request) { // the query too: a bookmarked search
+		to := ConsoleHome
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, to, http.StatusFound)
+	}
+	mux.HandleFunc("GET /{$}", home)
+	mux.HandleFunc("GET /console", home)
+	mux.HandleFunc("GET /console/{$}", home)
 	// Each page answers what an API route answers, to the keys that route takes.
-	mux.HandleFunc("GET /console/{$}", c.page("ListEmails", c.emails))
+	mux.HandleFunc("GET "+ConsoleHome, c.page("ListEmails", c.emails))
 	mux.HandleFunc("GET /console/emails/{id}", c.page("GetEmail", c.email))
 	mux.HandleFunc("GET /console/emails/{id}/raw", c.page("GetEmail", c.raw))
 	mux.HandleFunc("GET /console/events", c.page("ListEmails", c.events))
@@ -184,10 +214,11 @@ type view struct {
 	Admin  bool // the key may manage the team's keys (the nav shows Keys)
 }
 
-// signedIn is a request's session: its id and the key's principal.
+// signedIn is a request's session: its id, the key's principal and its forms' CSRF token.
 type signedIn struct {
-	id string
-	p  auth.Principal
+	id   string
+	p    auth.Principal
+	csrf string
 }
 
 // page runs h for a signed-in browser whose key the API route named fn takes ("": any key);
@@ -201,8 +232,8 @@ func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, sig
 	return func(w http.ResponseWriter, r *http.Request) {
 		si, ok := c.session(r)
 		if !ok {
-			if r.URL.Path != "/console/" {
-				http.Error(w, "Sign in at /console/", http.StatusUnauthorized)
+			if r.URL.Path != ConsoleHome {
+				http.Error(w, "Sign in at "+ConsoleHome, http.StatusUnauthorized)
 				return
 			}
 			c.render(w, http.StatusOK, "signin", view{Title: "Sign in"})
@@ -227,28 +258,15 @@ func (c *Console) session(r *http.Request) (signedIn, bool) {
 	if err != nil {
 		return signedIn{}, false
 	}
-	c.mu.Lock()
-	s, ok := c.sessions[ck.Value]
-	if ok && time.Now().After(s.expires) {
-		delete(c.sessions, ck.Value)
-		ok = false
-	}
-	c.mu.Unlock()
+	key, ok := c.sessionKey(r.Context(), ck.Value)
 	if !ok {
 		return signedIn{}, false
 	}
-	p, err := c.s.Auth.Authenticate(r.Context(), "Bearer "+s.key)
+	p, err := c.s.Auth.Authenticate(r.Context(), "Bearer "+key)
 	if err != nil {
 		return signedIn{}, false // revoked since
 	}
-	return signedIn{id: ck.Value, p: p}, true
-}
-
-// csrf is the token a signed-in session's forms carry.
-func (c *Console) csrf(sessionID string) string {
-	m := hmac.New(sha256.New, c.secret)
-	m.Write([]byte(sessionID))
-	return hex.EncodeToString(m.Sum(nil))
+	return signedIn{id: ck.Value, p: p, csrf: c.csrfToken(r.Context(), ck.Value)}, true
 }
 
 // sameOrigin refuses a form posted from another site (with the SameSite=Strict cookie and the
@@ -288,41 +306,31 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in", Error: "That API key is not valid."})
 		return
 	}
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	now := time.Now()
-	c.mu.Lock()
-	// Ended sessions go here, not only when their cookie comes back; past the cap the oldest
-	// goes too (refusing instead would let one key lock every other out).
-	oldest := ""
-	for sid, s := range c.sessions {
-		switch {
-		case now.After(s.expires):
-			delete(c.sessions, sid)
-		case oldest == "" || s.expires.Before(c.sessions[oldest].expires):
-			oldest = sid
-		}
+	id, err := c.newSession(r.Context(), key)
+	if err != nil {
+		c.s.Log.Error("console: start a session", "err", err.Error())
+		http.Error(w, "The session could not be started.", http.StatusInternalServerError)
+		return
 	}
-	if len(c.sessions) >= max(c.MaxSessions, 1) {
-		delete(c.sessions, oldest)
-	}
-	c.sessions[id] = consoleSession{key: key, expires: now.Add(sessionTTL)}
-	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/console/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
-	http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r), MaxAge: int(sessionTTL.Seconds())})
+	http.Redirect(w, r, ConsoleHome, http.StatusSeeOther)
+}
+
+// secureRequest: the browser came over https, to this server or to the proxy in front of it
+// (API Gateway and the usual proxies say so in X-Forwarded-Proto): the cookie is then Secure.
+func secureRequest(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, si signedIn) error {
 	if err := c.checkForm(r, si); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.sessions, si.id)
-	c.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/console/", http.StatusSeeOther)
+	c.endSession(si.id)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
+	http.Redirect(w, r, ConsoleHome, http.StatusSeeOther)
 	return nil
 }
 
@@ -392,9 +400,9 @@ func (f filter) url(page int, fragment bool) string {
 		v.Set("fragment", "rows")
 	}
 	if len(v) == 0 {
-		return "/console/"
+		return ConsoleHome
 	}
-	return "/console/?" + v.Encode()
+	return ConsoleHome + "?" + v.Encode()
 }
 
 // list reads the page of emails f selects. Without a search or a status it is the API's list;
@@ -581,11 +589,14 @@ func (c *Console) raw(w http.ResponseWriter, r *http.Request, si signedIn) error
 	return nil
 }
 
+// oneShotRetry is how soon a browser asks again for a stream that answers once (OneShot).
+const oneShotRetry = 3 * time.Second
+
 // events is the live view's stream (server-sent events): "changed" whenever the newest emails
 // (or, with ?email=, that email's history) differ from what the page was drawn from.
 func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) error {
 	fl, ok := w.(http.Flusher)
-	if !ok {
+	if !ok && !c.OneShot {
 		return errors.New("console events: no flusher")
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -625,6 +636,18 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 		return b.String()
 	}
 	last := state()
+	if c.OneShot {
+		// The state's digest is the event id, which the browser sends back as Last-Event-ID
+		// when it comes again: an id line alone sets it without an event.
+		sum := sha256.Sum256([]byte(last))
+		now := hex.EncodeToString(sum[:12])
+		if seen := r.Header.Get("Last-Event-ID"); seen != "" && seen != now {
+			fmt.Fprintf(w, "retry: %d\nid: %s\nevent: changed\ndata: {}\n\n", oneShotRetry.Milliseconds(), now)
+		} else {
+			fmt.Fprintf(w, "retry: %d\nid: %s\n\n", oneShotRetry.Milliseconds(), now)
+		}
+		return nil
+	}
 	fmt.Fprint(w, "retry: 2000\n\n")
 	fl.Flush()
 	t := time.NewTicker(c.Poll)
@@ -747,7 +770,7 @@ func (c *Console) mayManageKeys(p auth.Principal) bool { return c.Keys != nil &&
 
 // checkForm refuses a post from another site or without the session's token.
 func (c *Console) checkForm(r *http.Request, si signedIn) error {
-	if !sameOrigin(r) || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf(si.id))) != 1 {
+	if !sameOrigin(r) || si.csrf == "" || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(si.csrf)) != 1 {
 		return fault.New(fault.Forbidden, "Cross-site request refused")
 	}
 	return nil
@@ -848,7 +871,7 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 
 // viewFor is a signed-in page's view.
 func (c *Console) viewFor(title string, si signedIn) view {
-	return view{Title: title, Signed: true, CSRF: c.csrf(si.id), Manage: si.p.CanManage(), Admin: c.mayManageKeys(si.p)}
+	return view{Title: title, Signed: true, CSRF: si.csrf, Manage: si.p.CanManage(), Admin: c.mayManageKeys(si.p)}
 }
 
 // webhooksView is the webhooks page: each webhook with its latest calls (attempts, answer,

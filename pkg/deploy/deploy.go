@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"unicode"
 
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/email"
@@ -55,14 +56,21 @@ func Functions() []Function {
 		f := Function{Name: n, LogicalID: n + "Function", Dir: lambdafn.Dir(n), Ports: lambdafn.PortsOf(n),
 			Description: background[n]}
 		var patterns []string
-		for _, r := range api.Routes {
+		for _, r := range slices.Concat(api.Routes, api.ConsoleRoutes) {
 			if r.Function == n {
 				f.Routes = append(f.Routes, r)
 				f.Description = r.Summary
 				patterns = append(patterns, r.Method)
 			}
 		}
-		if len(f.Routes) > 0 {
+		switch {
+		case len(f.Routes) > 0 && slices.ContainsFunc(f.Routes, func(r api.Route) bool { return r.Path != f.Routes[0].Path }):
+			var rs []string
+			for _, r := range f.Routes {
+				rs = append(rs, r.Pattern())
+			}
+			f.Description += " (" + strings.Join(rs, ", ") + ")"
+		case len(f.Routes) > 0:
 			f.Description += " (" + strings.Join(patterns, " and ") + " " + f.Routes[0].Path + ")"
 		}
 		fns = append(fns, f)
@@ -178,12 +186,24 @@ func policies(f Function) string {
 }
 
 // eventName names a route's event in its function: Api for a function's only route, else by
-// method (Get, Post).
+// method (Get, Post), and by method and path where a function has several of one method (the
+// console's: GetRoot, GetConsole, AnyConsoleProxy, GetApiV1Doc).
 func eventName(f Function, r api.Route) string {
 	if len(f.Routes) == 1 {
 		return "Api"
 	}
-	return strings.ToUpper(r.Method[:1]) + strings.ToLower(r.Method[1:])
+	title := func(s string) string { return strings.ToUpper(s[:1]) + strings.ToLower(s[1:]) }
+	name := title(r.Method)
+	if slices.ContainsFunc(f.Routes, func(o api.Route) bool { return o.Method == r.Method && o.Path != r.Path }) {
+		words := strings.FieldsFunc(r.Path, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) })
+		if len(words) == 0 {
+			words = []string{"root"}
+		}
+		for _, w := range words {
+			name += title(w)
+		}
+	}
+	return name
 }
 
 // AuthCacheSeconds is how long API Gateway caches the authorizer's verdict on an Authorization

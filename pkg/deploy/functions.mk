@@ -53,6 +53,7 @@ FUNCTION_DIRS := \
 	ReplayWebhookCall:replay-webhook-call \
 	Unsubscribe:unsubscribe \
 	ConfirmSubscription:confirm-subscription \
+	Console:console \
 	SendWorker:send-worker \
 	ScheduledSend:scheduled-send \
 	CampaignBatch:campaign-batch \

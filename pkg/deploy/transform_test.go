@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,8 +223,13 @@ func TestEveryRouteHasTheChosenAuthorization(t *testing.T) {
 	}
 	paths := body["paths"].(map[string]any)
 	covered := 0
-	for _, r := range api.Routes {
-		m, ok := paths[r.Path].(map[string]any)[strings.ToLower(r.Method)].(map[string]any)
+	routes := slices.Concat(api.Routes, api.ConsoleRoutes)
+	for _, r := range routes {
+		method := strings.ToLower(r.Method)
+		if r.Method == "ANY" {
+			method = "x-amazon-apigateway-any-method"
+		}
+		m, ok := paths[r.Path].(map[string]any)[method].(map[string]any)
 		if !ok {
 			t.Errorf("%s is not a route of the transformed API", r.Pattern())
 			continue
@@ -241,8 +247,8 @@ func TestEveryRouteHasTheChosenAuthorization(t *testing.T) {
 	for _, methods := range paths {
 		n += len(methods.(map[string]any))
 	}
-	if n != covered || n != len(api.Routes) {
-		t.Errorf("the transformed API has %d routes, api.Routes %d", n, len(api.Routes))
+	if n != covered || n != len(routes) {
+		t.Errorf("the transformed API has %d routes, api.Routes and the console's %d", n, len(routes))
 	}
 	// API Gateway may invoke the authorizer.
 	permitted := false

@@ -59,14 +59,19 @@ const (
 	WebhookRetriesFunction = "WebhookRetries"
 )
 
+// ConsoleFunction serves the mail console (api.Console) behind the HTTP API, its routes
+// api.ConsoleRoutes: sessions sealed under the deployment's keyring, since its instances share
+// no memory, and the live view answered once per request, since API Gateway buffers answers.
+const ConsoleFunction = "Console"
+
 // Background lists the functions that are not HTTP routes, in the order Names ends with them.
 func Background() []string {
 	return []string{SendWorkerFunction, ScheduledSendFunction, CampaignBatchFunction, SESEventsFunction,
 		ReconcilerFunction, DomainCheckFunction, AuthorizerFunction, WebhookEventsFunction, WebhookRetriesFunction}
 }
 
-// Names lists every Lambda function: the functions of api.Routes in table order, then the
-// Background ones. functions/<Dir(name)>, events/<Dir(name)>.json and the <name>Function
+// Names lists every Lambda function: the functions of api.Routes in table order, the
+// console's, then the Background ones. functions/<Dir(name)>, events/<Dir(name)>.json and the <name>Function
 // resource of template.yaml exist for each (tests check all three).
 func Names() []string {
 	var names []string
@@ -77,7 +82,7 @@ func Names() []string {
 			names = append(names, r.Function)
 		}
 	}
-	return append(names, Background()...)
+	return append(append(names, ConsoleFunction), Background()...)
 }
 
 // uses is what each function's handler calls beyond the table, the one place that says it: the
@@ -158,6 +163,9 @@ var uses = map[string]Ports{
 	"RotateWebhookSecret": {Table: Writes(PutItem), Unsubscribe: Read},
 	"TestWebhook":         {Table: Writes(PutItem), Unsubscribe: Read},
 	"ReplayWebhookCall":   {Table: Writes(PutItem), Unsubscribe: Read},
+	// The console reads what the API's GETs read; its keys page puts and deletes keys, its
+	// webhook replays put calls, and its sessions are sealed under the unsubscribe keyring.
+	ConsoleFunction: {Table: Writes(PutItem, DeleteItem), Unsubscribe: Read},
 	// The stream function also applies the counts: counter and marker updates in transactions.
 	WebhookEventsFunction:  {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
 	WebhookRetriesFunction: {Table: Writes(PutItem), Unsubscribe: Read},

@@ -319,6 +319,7 @@ var finalSteps = []step{
 				e.t.Errorf("lastCheckedTime %v, want after %v", d.LastCheckedTime, e.lastChecked)
 			}
 		}},
+	consoleStep,
 	{function: "DeleteDomain", prepare: pathID("id", func(e *env) string { return e.domainID }),
 		check: func(e *env, b map[string]any) { e.wantField(b, "success", true) }},
 }

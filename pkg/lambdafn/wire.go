@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/team"
 	"github.com/mailroom/mailroom/pkg/webhook"
 )
 
@@ -262,7 +264,52 @@ func (w *Wiring) Handler() lambda.Handler {
 		// revoked key work longer than that one's TTL.
 		return lambda.NewHandler(Authorizer(auth.NewAuthenticator(w.Store, 0).Authenticate, w.Log))
 	}
+	if w.Name == ConsoleFunction {
+		return lambda.NewHandler(HTTP(w.console(s)))
+	}
 	return lambda.NewHandler(HTTP(s.FunctionHandler(w.Name)))
+}
+
+// console is the console's handler on AWS: no outbox (no raw messages) and no SES event
+// buttons (SES publishes the real ones), sessions sealed under the keyring, the live view
+// answered once per request, and the OpenAPI document its pages link to.
+func (w *Wiring) console(s *api.Services) http.Handler {
+	c := api.NewConsole(s, "")
+	c.Sealed = campaign.Signer{Source: w.Unsubscribe}.Ring
+	c.OneShot = true
+	c.Keys = &team.Admin{Store: w.Store, Now: w.Now}
+	pages := c.Handler()
+	doc, docErr := api.OpenAPI(buildVersion())
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/doc" {
+			pages.ServeHTTP(rw, r)
+			return
+		}
+		if docErr != nil {
+			w.Log.Error("console: the OpenAPI document", "err", docErr.Error())
+			http.Error(rw, "Internal error", http.StatusInternalServerError)
+			return
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write(doc)
+	})
+}
+
+// buildVersion is the module's version, or its VCS revision, as the binary was built.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, kv := range info.Settings {
+		if kv.Key == "vcs.revision" && len(kv.Value) >= 12 {
+			return kv.Value[:12]
+		}
+	}
+	return "dev"
 }
 
 // Config reads the named function's configuration as its cold start does: the AWS backend,
