@@ -288,16 +288,20 @@ func Housekeeping(run func(context.Context) error, log *slog.Logger) func(contex
 
 // UnknownEmailRetry is how long after SES accepted a message an event about an email not found
 // is retried rather than dropped: the email may not be visible yet (an event can overtake the
-// worker's write, and the message-id index is eventually consistent).
-const UnknownEmailRetry = 15 * time.Minute
+// worker's write, and the message-id index is eventually consistent, within a second or so).
+// The function is invoked asynchronously (by the EventBridge rule), so an error is retried by
+// Lambda's async retries: twice, about 1 and 3 minutes after the first attempt (the template's
+// MaximumRetryAttempts: 2). So the third attempt, past this, drops an event of another
+// sender's message instead of sending it to the dead-letter queue and its alarm.
+const UnknownEmailRetry = 2 * time.Minute
 
 // SESEvents records one SES event that a configuration set published to EventBridge (source
 // aws.ses, the SES record as the detail). An event of a type Mailroom does not track is logged
-// and dropped. An event about an email not found is returned as an error (EventBridge retries
-// it) for UnknownEmailRetry after SES accepted the message, and dropped after that (another
-// sender's message through the same configuration set); any other failure is returned so that
-// EventBridge retries it and, in the end, puts it in the rule's dead-letter queue. Replays are
-// recorded once (pkg/ingest).
+// and dropped. An event about an email not found is returned as an error (Lambda's async
+// retries try it again) for UnknownEmailRetry after SES accepted the message, and dropped after
+// that (another sender's message through the same configuration set); any other failure is
+// returned so that Lambda retries it and, in the end, puts it in the dead-letter queue. Replays
+// are recorded once (pkg/ingest).
 func SESEvents(publish func(context.Context, sesevent.Event) error, now func() time.Time, log *slog.Logger) func(context.Context, events.CloudWatchEvent) error {
 	log = orDiscard(log)
 	return func(ctx context.Context, env events.CloudWatchEvent) error {

@@ -137,7 +137,14 @@ func (p Ports) IAM() []Statement {
 		out = append(out, Statement{Resource: []string{"account"}, Actions: []string{"ses:GetAccount"}})
 	}
 	if len(p.Identities) > 0 {
-		out = append(out, Statement{Resource: []string{"identity"}, Actions: prefixed("ses:", p.Identities)})
+		actions := prefixed("ses:", p.Identities)
+		if slices.Contains(p.Identities, "CreateEmailIdentity") {
+			// The identity is created with its owner tag (pkg/identity/ses), and tagging on
+			// creation is authorised as ses:TagResource too.
+			actions = append(actions, "ses:TagResource")
+			slices.Sort(actions)
+		}
+		out = append(out, Statement{Resource: []string{"identity"}, Actions: actions})
 	}
 	if len(p.EmailSchedules) > 0 {
 		out = append(out, Statement{Resource: []string{"schedule/email"}, Actions: prefixed("scheduler:", p.EmailSchedules)})
