@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -18,6 +19,10 @@ const (
 	BackendEmbedded = "embedded"
 	BackendAWS      = "aws"
 )
+
+// maxRetentionDays is the longest RETENTION_DAYS: a hundred years (a longer one would
+// overflow the durations it is computed into).
+const maxRetentionDays = 36500
 
 // MaxWorkers is the most delivery goroutines WORKERS may ask for.
 const MaxWorkers = 1000
@@ -99,7 +104,7 @@ var Vars = []Var{
 	{Name: "SES_CONFIGURATION_SET", Meaning: "base SES configuration set to send through (BACKEND=aws)"},
 	{Name: "WORKERS", Default: "16", Meaning: "local delivery goroutines (1 to 1000)"},
 	{Name: "STREAM_COUNTS", Default: "on", Meaning: "BACKEND=aws: the server reads the table's stream itself for the counts and the webhook calls; off against a deployed stack, whose functions do (a stream shard takes two readers)"},
-	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever)"},
+	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever; at most 36500)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
 	{Name: "API_RATE_LIMIT", Meaning: "API requests per second of a team without its own limit (unset or 0: none)"},
 	{Name: "MAX_SCHEDULED_EMAILS", Default: "10000", Meaning: "a team's emails waiting in SCHEDULED"},
@@ -171,12 +176,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("MAX_SCHEDULED_EMAILS: want a number of emails (0 for the default)")
 	}
 	days, err := intEnv(getenv, "RETENTION_DAYS", 90)
-	if err != nil || days < 0 {
-		return c, fmt.Errorf("RETENTION_DAYS: want a number of days (0 keeps emails for ever)")
+	if err != nil || days < 0 || days > maxRetentionDays {
+		return c, fmt.Errorf("RETENTION_DAYS: want a number of days up to %d (0 keeps emails for ever)", maxRetentionDays)
 	}
 	c.Retention = time.Duration(days) * 24 * time.Hour
 	if v := getenv("SES_MAX_SEND_RATE"); v != "" {
-		if c.SESMaxSendRate, err = strconv.ParseFloat(v, 64); err != nil || c.SESMaxSendRate < 0 {
+		c.SESMaxSendRate, err = strconv.ParseFloat(v, 64)
+		if err != nil || !(c.SESMaxSendRate >= 0) || math.IsInf(c.SESMaxSendRate, 0) { // NaN too
 			return c, fmt.Errorf("SES_MAX_SEND_RATE: %q is not a rate (sends per second, 0 for the account's)", v)
 		}
 	}
@@ -184,8 +190,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.AuthCacheTTL, err = time.ParseDuration(ttl); err != nil || c.AuthCacheTTL < 0 {
 		return c, fmt.Errorf("AUTH_CACHE_TTL: %q is not a duration such as 60s", ttl)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(or(getenv("LOG_LEVEL"), "info"))); err != nil {
-		return c, fmt.Errorf("LOG_LEVEL: %w", err)
+	// The four levels only: slog would also take offsets such as DEBUG+3.
+	switch v := strings.ToLower(or(getenv("LOG_LEVEL"), "info")); v {
+	case "debug", "info", "warn", "error":
+		_ = c.LogLevel.UnmarshalText([]byte(v))
+	default:
+		return c, fmt.Errorf("LOG_LEVEL: %q is not debug, info, warn or error", getenv("LOG_LEVEL"))
 	}
 	if c.Backend != BackendEmbedded && c.Backend != BackendAWS {
 		return c, fmt.Errorf("BACKEND must be %q or %q, not %q", BackendEmbedded, BackendAWS, c.Backend)

@@ -46,7 +46,8 @@ func TestInvalidValuesAreRefused(t *testing.T) {
 	for _, kv := range [][2]string{
 		{"WORKERS", "0"}, {"WORKERS", "1001"}, {"WORKERS", "100000000"}, {"PORT", "70000"}, {"LOG_LEVEL", "loud"},
 		{"AUTH_CACHE_TTL", "-1s"}, {"PUBLIC_URL", "localhost:3000"}, {"RETENTION_DAYS", "-2"}, {"BACKEND", "postgres"},
-		{"SES_MAX_SEND_RATE", "fast"}, {"API_RATE_LIMIT", "x"},
+		{"SES_MAX_SEND_RATE", "fast"}, {"SES_MAX_SEND_RATE", "NaN"}, {"SES_MAX_SEND_RATE", "Inf"}, {"API_RATE_LIMIT", "x"},
+		{"RETENTION_DAYS", "99999999999"}, {"LOG_LEVEL", "DEBUG+3"},
 	} {
 		name, value := kv[0], kv[1]
 		_, err := FromEnv(func(n string) string {
