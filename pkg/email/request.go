@@ -84,8 +84,34 @@ func init() {
 	}
 }
 
-// ErrMalformedJSON is the answer to a body that is not JSON at all.
-var ErrMalformedJSON = fault.Field("", "Malformed JSON in request body")
+// MalformedJSON is the answer to a body that is not JSON at all: where the syntax broke, by
+// line and column, and how.
+func MalformedJSON(body []byte) error {
+	var v any
+	err := json.Unmarshal(body, &v)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fault.Field("", "Malformed JSON in request body: %v", err)
+	}
+	// Offset counts the bytes read, the offending one included (none when the body ended).
+	end := strings.Contains(se.Error(), "unexpected end")
+	at := int(se.Offset)
+	if !end {
+		at--
+	}
+	line, col := 1, 1
+	for _, b := range body[:max(min(at, len(body)), 0)] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	if end {
+		return fault.Field("", "Malformed JSON in request body: it ends early (line %d, column %d)", line, col)
+	}
+	return fault.Field("", "Malformed JSON in request body: %s (line %d, column %d)", se.Error(), line, col)
+}
 
 // DecodeRequest decodes and validates one send request.
 func DecodeRequest(body []byte) (Request, error) {
@@ -99,7 +125,7 @@ func DecodeBatch(body []byte) ([]Request, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(body, &items); err != nil {
 		if !json.Valid(body) {
-			return nil, ErrMalformedJSON
+			return nil, MalformedJSON(body)
 		}
 		return nil, fault.Field("body", "must be an array of emails")
 	}
@@ -112,11 +138,8 @@ func DecodeBatch(body []byte) ([]Request, error) {
 	out := make([]Request, len(items))
 	var errs []error
 	for i, raw := range items {
-		r, err := decodeRequest(raw, fmt.Sprintf("[%d].", i))
+		r, err := decodeRequest(raw, fmt.Sprintf("[%d].", i)) // an element of valid JSON is valid JSON
 		if err != nil {
-			if errors.Is(err, ErrMalformedJSON) {
-				return nil, err
-			}
 			errs = append(errs, err)
 			continue
 		}
@@ -136,7 +159,7 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		if !json.Valid(body) {
-			return Request{}, ErrMalformedJSON
+			return Request{}, MalformedJSON(body)
 		}
 		field := strings.TrimSuffix(at, ".")
 		if field == "" {

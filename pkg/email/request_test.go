@@ -203,3 +203,17 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestMalformedJSONSaysWhere: a body that is not JSON is refused with where it broke.
+func TestMalformedJSONSaysWhere(t *testing.T) {
+	for body, want := range map[string]string{
+		"{\n  \"to\": x}": "line 2, column 9",
+		`{"to":`:          "ends early (line 1, column 7)",
+		`{"a":1,}`:        "line 1, column 8",
+	} {
+		_, err := DecodeRequest([]byte(body))
+		if err == nil || !strings.HasPrefix(err.Error(), "Malformed JSON in request body: ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want the place %q", body, err, want)
+		}
+	}
+}
