@@ -34,6 +34,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && slices.Contains([]string{"-h", "-help", "--help", "help"}, os.Args[1]) {
+		fmt.Println(admin.Usage)
+		fmt.Println("\nIt runs on what DATA_DIR (embedded: inside the server running there, if one is) or\n" +
+			"BACKEND=aws, TABLE_NAME and the usual AWS variables name, as the server does;\n" +
+			"key import reads the key from MAILROOM_KEY when -key is not given.")
+		return
+	}
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mailroom-admin:", err)
 		os.Exit(1)

@@ -71,7 +71,7 @@ func (a *Admin) CreateKey(ctx context.Context, r KeyRequest) (string, store.APIK
 	}
 	if r.DomainID != 0 {
 		if _, err := a.Store.GetDomain(ctx, r.TeamID, r.DomainID); err != nil {
-			return "", store.APIKey{}, fmt.Errorf("domain %d of team %d: %w", r.DomainID, r.TeamID, err)
+			return "", store.APIKey{}, fmt.Errorf("domain %d of team %d (see its domains with GET /api/v1/domains): %w", r.DomainID, r.TeamID, err)
 		}
 	}
 	for range 5 { // a key id collision is astronomically rare; retry it anyway
@@ -103,7 +103,10 @@ func (a *Admin) store(ctx context.Context, r KeyRequest, full, id string) (store
 
 // RevokeKey deletes a key of the team.
 func (a *Admin) RevokeKey(ctx context.Context, teamID int64, id string) error {
-	return a.Store.DeleteAPIKey(ctx, teamID, id)
+	if err := a.Store.DeleteAPIKey(ctx, teamID, id); err != nil {
+		return fmt.Errorf("key %s of team %d: %w", id, teamID, err)
+	}
+	return nil
 }
 
 // Bootstrap makes sure a team exists and can be used. With key set (BOOTSTRAP_API_KEY) it makes
