@@ -167,9 +167,23 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 	return err
 }
 
-// placeholder matches {{name}} with optional inner spaces.
-// placeholder is compiled on first use: every Lambda function links this package, few render.
-var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}`) })
+// placeholder matches {{name}} and {{name,fallback=Text}} (as campaigns write them), with
+// optional inner spaces. It is compiled on first use: every Lambda function links this
+// package, few render.
+var placeholder = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
+})
+
+// value is what the placeholder m (submatch indexes into s) renders as: the variable's value;
+// its fallback when the value is missing or empty and the placeholder has one; "" for an
+// empty value without one. ok is false for a missing value without a fallback.
+func value(s string, m []int, vars map[string]string) (v string, ok bool) {
+	v, given := vars[s[m[2]:m[3]]]
+	if v == "" && m[4] >= 0 {
+		return s[m[4]:m[5]], true
+	}
+	return v, given
+}
 
 // RenderedSize is the length Render(s, vars, escape) would return, computed without building
 // it, so that a caller can refuse a render that would be too large before doing the work (a
@@ -179,7 +193,7 @@ func RenderedSize(s string, vars map[string]string, escape bool) int {
 	n := len(s)
 	escaped := map[string]int{}
 	for _, m := range placeholder().FindAllStringSubmatchIndex(s, -1) {
-		v, ok := vars[s[m[2]:m[3]]]
+		v, ok := value(s, m, vars)
 		if !ok {
 			continue
 		}
@@ -197,23 +211,28 @@ func RenderedSize(s string, vars map[string]string, escape bool) int {
 	return n
 }
 
-// Render replaces every {{name}} in s with vars[name], HTML-escaping values when escape is set.
-// Every missing name is reported, sorted, in one error naming the variables field.
+// Render replaces every {{name}} in s with vars[name] ({{name,fallback=Text}}: Text when the
+// value is missing or empty), HTML-escaping values when escape is set. Every missing name
+// without a fallback is reported, sorted, in one error naming the variables field.
 func Render(s string, vars map[string]string, escape bool) (string, error) {
 	var missing []string
-	re := placeholder()
-	out := re.ReplaceAllStringFunc(s, func(m string) string {
-		name := re.FindStringSubmatch(m)[1]
-		v, ok := vars[name]
-		if !ok {
-			missing = append(missing, name)
-			return m
+	var b strings.Builder
+	last := 0
+	for _, m := range placeholder().FindAllStringSubmatchIndex(s, -1) {
+		b.WriteString(s[last:m[0]])
+		last = m[1]
+		v, ok := value(s, m, vars)
+		switch {
+		case !ok:
+			missing = append(missing, s[m[2]:m[3]])
+		case escape:
+			b.WriteString(html.EscapeString(v))
+		default:
+			b.WriteString(v)
 		}
-		if escape {
-			return html.EscapeString(v)
-		}
-		return v
-	})
+	}
+	b.WriteString(s[last:])
+	out := b.String()
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return "", fault.Field("variables", "missing value for %s", strings.Join(dedupe(missing), ", "))

@@ -21,6 +21,13 @@ func TestRender(t *testing.T) {
 	if got, _ := Render("no {placeholders} here {{ }}", nil, false); got != "no {placeholders} here {{ }}" {
 		t.Errorf("untouched text changed: %q", got)
 	}
+	// A fallback stands in for a missing or empty value (escaped as values are); a given
+	// value wins over it.
+	got, err = Render("Hi {{name}} from {{ company , fallback=A&B }}, {{team,fallback=}}{{x,fallback=X}}",
+		map[string]string{"name": "Zoë", "company": "", "x": "<x>"}, true)
+	if err != nil || got != "Hi Zoë from A&amp;B, &lt;x&gt;" {
+		t.Errorf("fallbacks = %q, %v", got, err)
+	}
 }
 
 func TestFieldsValidate(t *testing.T) {
@@ -54,7 +61,7 @@ func TestFieldsValidate(t *testing.T) {
 func TestRenderedSizeIsTheRenderedLength(t *testing.T) {
 	vars := map[string]string{"a": "x", "long": strings.Repeat("<&>", 50), "empty": ""}
 	for _, s := range []string{"", "plain", "{{a}}", "{{ a }}{{long}}{{long}}", "<p>{{empty}}</p>{{a}}{{ long }}",
-		strings.Repeat("{{long}}", 100), "{{missing}} and {{a}}"} {
+		strings.Repeat("{{long}}", 100), "{{missing}} and {{a}}", "{{empty,fallback=<fb>}} {{none,fallback=x}} {{a,fallback=y}}"} {
 		for _, escape := range []bool{false, true} {
 			got := RenderedSize(s, vars, escape)
 			// A missing variable counts as its placeholder: render it as itself.
