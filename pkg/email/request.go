@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/mail"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -598,6 +599,11 @@ func ParseAddress(s string) (string, error) {
 	domain := a.Address[at+1:]
 	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") ||
 		strings.Contains(domain, "..") || strings.ContainsAny(a.Address, " ") {
+		return "", fmt.Errorf("invalid address")
+	}
+	// What no mail server takes (RFC 5321 4.5.3.1, RFC 1035 2.3.4): such an email would be
+	// accepted here only to fail at SES.
+	if at > 64 || len(a.Address) > 254 || slices.ContainsFunc(strings.Split(domain, "."), func(l string) bool { return len(l) > 63 }) {
 		return "", fmt.Errorf("invalid address")
 	}
 	if a.Name == "" {

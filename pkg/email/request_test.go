@@ -217,3 +217,21 @@ func TestMalformedJSONSaysWhere(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressLengths: an address no mail server takes is refused: a local part over 64
+// characters, a domain label over 63, a whole address over 254.
+func TestAddressLengths(t *testing.T) {
+	ok := strings.Repeat("a", 64) + "@" + strings.Repeat("b", 63) + ".example.org"
+	if _, err := ParseAddress(ok); err != nil {
+		t.Errorf("%s: %v", ok, err)
+	}
+	for _, a := range []string{
+		strings.Repeat("a", 65) + "@example.org",
+		"a@" + strings.Repeat("b", 64) + ".com",
+		"a@" + strings.Repeat(strings.Repeat("c", 60)+".", 5) + "org",
+	} {
+		if _, err := ParseAddress(a); err == nil {
+			t.Errorf("%.40s… (%d characters) was taken", a, len(a))
+		}
+	}
+}
