@@ -494,7 +494,11 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if err != nil {
 		return len(done), bookErr(err)
 	}
-	return len(list), nil
+	distinct := map[string]bool{} // a later entry of an address updates the same contact
+	for _, p := range puts {
+		distinct[strings.ToLower(p.Email)] = true
+	}
+	return len(distinct), nil
 }
 
 var errContactNotFound = fault.NotFoundf("Contact not found")

@@ -119,6 +119,9 @@ func TestBulk(t *testing.T) {
 		{"one bad element", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("not an address")}}, 0, "[1].email"},
 		{"missing email", []contact.Fields{{FirstName: ptr("x")}}, 0, "[0].email"},
 		{"two good ones", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("B@example.org")}}, 2, ""},
+		// One address twice (in two spellings) is one contact, and counts once.
+		{"one address twice", []contact.Fields{{Email: ptr("d@example.org"), FirstName: ptr("A")},
+			{Email: ptr("D@example.org"), FirstName: ptr("B")}}, 1, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, book := newService(t)
