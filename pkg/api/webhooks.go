@@ -192,8 +192,8 @@ func (s *Services) listWebhookCalls(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	before := r.URL.Query().Get("before")
-	if len(before) > 64 {
-		return fault.Field("before", "is not a call id")
+	if before != "" && !hooks.IsCallID(before) {
+		return fault.Field("before", "is not a call id (whc_…, the id of a call this list gave)")
 	}
 	calls, err := s.Webhooks.Calls(r.Context(), principal(r).TeamID, id, limit, before)
 	if err != nil {

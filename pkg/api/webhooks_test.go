@@ -139,6 +139,17 @@ func TestWebhooks(t *testing.T) {
 	if log.Count != 3 || log.Data[0].Type != "email.delivered" || log.Data[0].Status != store.CallDelivered {
 		t.Fatalf("delivery log %+v", log)
 	}
+	// Paging: before takes a call id of the list, and refuses anything else.
+	var older struct{ Data []struct{ ID string } }
+	e.mustDo("GET", "/api/v1/webhooks/"+hook.ID+"/calls?before="+log.Data[0].ID, "", &older)
+	if len(older.Data) != 2 || older.Data[0].ID != log.Data[1].ID {
+		t.Errorf("calls before the newest: %+v, want the two older", older.Data)
+	}
+	if r := e.do("GET", "/api/v1/webhooks/"+hook.ID+"/calls?before=garbage", ""); r.status != 400 {
+		t.Errorf("before=garbage: %d, want 400", r.status)
+	} else if _, msg := r.errorOf(t); !strings.HasPrefix(msg, "before:") {
+		t.Errorf("before=garbage: %q, want it named", msg)
+	}
 	var replay struct{ ID, Type, Status string }
 	e.mustDo("POST", "/api/v1/webhooks/"+hook.ID+"/calls/"+log.Data[2].ID+"/replay", "", &replay)
 	if replay.ID == log.Data[2].ID || replay.Type != "email.queued" || replay.Status != store.CallDelivered {

@@ -87,6 +87,16 @@ func CallID(webhookID string, at time.Time, eventKey string) string {
 	return fmt.Sprintf("whc_%012x%s", at.UnixMilli(), hex.EncodeToString(h[:10]))
 }
 
+// IsCallID reports whether s has the shape of a CallID.
+func IsCallID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "whc_")
+	if !ok || len(rest) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
+
 // Fields are what a create or a change sets (nil: not given).
 type Fields struct {
 	URL         *string
