@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -63,6 +64,24 @@ func OpenAPI(version string) ([]byte, error) {
 			return nil, fmt.Errorf("api: OpenAPI operation %s has no route", f)
 		}
 	}
+	for _, b := range ServedBesides {
+		item, _ := paths[b.Path].(obj)
+		if item == nil {
+			item = obj{}
+			paths[b.Path] = item
+		}
+		answer := obj{"description": b.Answer}
+		switch {
+		case b.Status == http.StatusFound:
+			answer["headers"] = obj{"Location": obj{"schema": obj{"type": "string"}, "description": "where to go"}}
+		case b.Type == "application/json":
+			answer["content"] = obj{b.Type: obj{"schema": obj{"type": "object"}}}
+		default:
+			answer["content"] = obj{b.Type: obj{"schema": obj{"type": "string"}}}
+		}
+		item[strings.ToLower(b.Method)] = obj{"operationId": b.ID, "summary": b.Summary, "tags": []string{b.Tag},
+			"security": []any{}, "responses": obj{strconv.Itoa(b.Status): answer}}
+	}
 	if g.err != nil {
 		return nil, g.err
 	}
@@ -88,6 +107,20 @@ func OpenAPI(version string) ([]byte, error) {
 				"description": "An API key of the team, us_<key id>_<secret>"}},
 		},
 	}, "", "  ")
+}
+
+// ServedBesides are what the local server (and on AWS the Console function) serves besides
+// Routes, which the document describes too, without an API key: the health check, this
+// document, and the mail console's way in (its pages are HTML for a signed-in browser).
+var ServedBesides = []struct {
+	Method, Path, ID, Summary, Tag, Type, Answer string
+	Status                                       int
+}{
+	{"GET", "/healthz", "Health", "Says the server is up", "Server", "application/json", `{"status":"ok"}`, http.StatusOK},
+	{"GET", "/api/v1/doc", "OpenAPIDocument", "This OpenAPI document", "Server", "application/json", "the document", http.StatusOK},
+	{"GET", "/", "ConsoleRedirect", "Sends a browser to the mail console", "Console", "", "a redirect to " + ConsoleHome, http.StatusFound},
+	{"GET", ConsoleHome, "Console", "The mail console: the team's emails, live; its other pages are under /console/",
+		"Console", "text/html", "the console's first page (the sign-in form without a session)", http.StatusOK},
 }
 
 // bearer names the security scheme of the API keys.

@@ -118,8 +118,15 @@ func TestOpenAPIRoutes(t *testing.T) {
 	for _, item := range paths {
 		documented += len(item.(jsonObject))
 	}
-	if documented != len(api.Routes) {
-		t.Errorf("%d operations documented, %d routes", documented, len(api.Routes))
+	if documented != len(api.Routes)+len(api.ServedBesides) {
+		t.Errorf("%d operations documented, %d routes and %d served besides", documented, len(api.Routes), len(api.ServedBesides))
+	}
+	// What the server serves besides the API's routes is there too, taking no key.
+	for _, b := range api.ServedBesides {
+		op, ok := paths[b.Path].(jsonObject)[strings.ToLower(b.Method)].(jsonObject)
+		if !ok || op["operationId"] != b.ID || len(asList(op["security"])) != 0 {
+			t.Errorf("%s %s: %v, want operation %s without security", b.Method, b.Path, op, b.ID)
+		}
 	}
 	perFunction := map[string]int{}
 	for _, r := range api.Routes {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/config"
 )
 
@@ -38,5 +40,29 @@ func TestOpenAPIDocServed(t *testing.T) {
 	}
 	if doc.OpenAPI != "3.0.3" || doc.Info.Version != Version() || doc.Paths["/api/v1/emails"] == nil {
 		t.Errorf("document: openapi %q, version %q, %d paths", doc.OpenAPI, doc.Info.Version, len(doc.Paths))
+	}
+}
+
+// TestServedBesidesAnswerAsDocumented: every path the document lists besides the API's routes
+// is served by the local server, with the status and type it documents, without a key.
+func TestServedBesidesAnswerAsDocumented(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 1, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
+	s, err := Start(ctx, cfg, "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Shutdown(ctx) }()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, b := range api.ServedBesides {
+		req, _ := http.NewRequest(b.Method, s.URL+b.Path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != b.Status || (b.Type != "" && !strings.HasPrefix(resp.Header.Get("Content-Type"), b.Type)) {
+			t.Errorf("%s %s: %d %q, documented %d %q", b.Method, b.Path, resp.StatusCode, resp.Header.Get("Content-Type"), b.Status, b.Type)
+		}
 	}
 }
