@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	netmail "net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -310,6 +311,29 @@ func TestReplyReferencesTheFirstMessage(t *testing.T) {
 	msg := e.outbox(reply)
 	if !strings.Contains(msg, "In-Reply-To: "+want) || !strings.Contains(msg, "References: "+want) {
 		t.Errorf("reply does not reference %s:\n%s", want, msg)
+	}
+	// A reply to the reply names the whole thread, oldest first (RFC 5322 3.6.4); a reply to
+	// an email with References of its own goes on from those.
+	third := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: Hi there","text":"t","inReplyToId":"` + reply + `"}`)
+	e.await(third, "DELIVERED")
+	replyID := "<" + reply + "@example.com>"
+	header := func(id, name string) string {
+		m, err := netmail.ReadMessage(strings.NewReader(e.outbox(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(m.Header.Get(name)), " ") // unfolded
+	}
+	if got := header(third, "References"); header(third, "In-Reply-To") != replyID || got != want+" "+replyID {
+		t.Errorf("the third message's References %q, want the thread %s %s", got, want, replyID)
+	}
+	own := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: elsewhere","text":"t","headers":{"References":"<root@other.test> <mid@other.test>"}}`)
+	e.await(own, "DELIVERED")
+	answer := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: elsewhere","text":"t","inReplyToId":"` + own + `"}`)
+	e.await(answer, "DELIVERED")
+	ownID := "<" + own + "@example.com>"
+	if got := header(answer, "References"); got != "<root@other.test> <mid@other.test> "+ownID {
+		t.Errorf("a reply to an email with its own References: %q, want them then %s", got, ownID)
 	}
 }
 

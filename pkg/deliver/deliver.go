@@ -451,16 +451,52 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, skip
 		msg.Attachments = append(msg.Attachments, mail.Attachment{Filename: a.Filename, Data: data})
 	}
 	msg.MessageID = MessageIDHeader(e)
-	if e.InReplyToID != "" {
-		ref, err := w.Store.GetEmail(ctx, e.InReplyToID)
-		if err == nil && ref.MessageID != "" {
-			msg.InReplyTo = MessageIDHeader(ref)
-			if w.ReplyReference != nil {
-				msg.InReplyTo = w.ReplyReference(ref)
-			}
+	msg.InReplyTo, msg.References = w.thread(ctx, e.InReplyToID)
+	return msg, skip{}, nil
+}
+
+// maxThread is how many emails back a reply's References go.
+const maxThread = 20
+
+// thread is what a reply to the email id says of its thread: the Message-ID it replies to, and
+// the ones before it, oldest first (RFC 5322 3.6.4: the parent's References, then the parent).
+// The parent's own References are its custom References header, or else those of the email it
+// replied to in turn, up to maxThread emails back. Nothing when id names no sent email.
+func (w *Worker) thread(ctx context.Context, id string) (inReplyTo string, before []string) {
+	for depth := 0; id != "" && depth < maxThread; depth++ {
+		ref, err := w.Store.GetEmail(ctx, id)
+		if err != nil || ref.MessageID == "" {
+			break
+		}
+		msgID := MessageIDHeader(ref)
+		if w.ReplyReference != nil {
+			msgID = w.ReplyReference(ref)
+		}
+		if depth == 0 {
+			inReplyTo = msgID
+		} else {
+			before = append(before, msgID)
+		}
+		if custom := headerValue(ref.Content.Headers, "References"); custom != "" {
+			ids := strings.Fields(custom)
+			slices.Reverse(ids)
+			before = append(before, ids...)
+			break
+		}
+		id = ref.InReplyToID
+	}
+	slices.Reverse(before)
+	return inReplyTo, before
+}
+
+// headerValue is the value of the custom header name ("" when absent).
+func headerValue(headers []store.Header, name string) string {
+	for _, h := range headers {
+		if strings.EqualFold(h.Name, name) {
+			return h.Value
 		}
 	}
-	return msg, skip{}, nil
+	return ""
 }
 
 // suppressionKind names why the addresses to are suppressed, as webhooks do: Bounce when one

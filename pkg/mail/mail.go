@@ -64,6 +64,9 @@ type Message struct {
 	Headers     []Header
 	Attachments []Attachment
 	InReplyTo   string // Message-ID of the email replied to, with angle brackets
+	// References are the thread's Message-IDs before InReplyTo, oldest first, each with angle
+	// brackets: the References header is these and InReplyTo (RFC 5322 3.6.4).
+	References []string
 	MessageID   string // Message-ID header to set, with angle brackets; empty: generated
 }
 

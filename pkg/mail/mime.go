@@ -83,7 +83,13 @@ func build(m Message, now time.Time) ([]byte, error) {
 			msg.SetGenHeader(gomail.HeaderInReplyTo, ref)
 		}
 		if !hasHeader(m.Headers, "References") {
-			msg.SetGenHeader(gomail.HeaderReferences, ref)
+			thread := make([]string, 0, len(m.References)+1)
+			for _, r := range m.References {
+				if r = strings.Trim(r, "<> "); r != "" && !strings.ContainsAny(r, "<> \r\n") {
+					thread = append(thread, "<"+r+">")
+				}
+			}
+			msg.SetGenHeader(gomail.HeaderReferences, strings.Join(append(thread, ref), " "))
 		}
 	}
 	if m.EmailID != "" {
