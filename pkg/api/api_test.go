@@ -13,6 +13,7 @@ import (
 	netmail "net/mail"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -381,6 +382,29 @@ func TestBatch(t *testing.T) {
 	r = e.do("POST", "/api/v1/emails/batch", "["+items[0]+`,{"to":"a@example.org","from":"hello@unverified.com","subject":"s","text":"t"}]`)
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "[1].from:") {
 		t.Errorf("unverified domain element: %d %s", r.status, msg)
+	}
+	// Every bad element is named at once: malformed ones, and those the store refuses
+	// (unknown domain, template, email replied to), whether or not another is malformed.
+	store := []string{
+		`{"to":"a@example.org","from":"x@nowhere.example","subject":"s","text":"t"}`,
+		`{"to":"a@example.org","from":"hello@example.com","templateId":"tpl_nope"}`,
+		`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","inReplyToId":"emnope"}`,
+	}
+	for _, first := range []string{`{"to":"bad","from":"hello@example.com","subject":"s","text":"t"}`, items[0]} {
+		r = e.do("POST", "/api/v1/emails/batch", "["+first+","+strings.Join(store, ",")+","+items[1]+"]")
+		_, msg := r.errorOf(t)
+		want := []string{"[1].from:", "[2].templateId:", "[3].inReplyToId:"}
+		if first != items[0] {
+			want = append([]string{"[0].to:"}, want...)
+		}
+		if r.status != 400 || len(regexp.MustCompile(`\[\d+\]\.`).FindAllString(msg, -1)) != len(want) || strings.Contains(msg, "[4]") {
+			t.Errorf("batch with bad elements %v: %d %q", want, r.status, msg)
+		}
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("batch: %q does not name %s", msg, w)
+			}
+		}
 	}
 	many := make([]string, 101)
 	for i := range many {

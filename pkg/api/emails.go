@@ -51,7 +51,12 @@ func (s *Services) send(w http.ResponseWriter, r *http.Request, batch bool) erro
 	}
 	var reqs []email.Request
 	if batch {
-		reqs, err = email.DecodeBatch(body)
+		var badAt []error
+		if reqs, badAt, err = email.DecodeBatchEach(body); err == nil && slices.ContainsFunc(badAt, func(e error) bool { return e != nil }) {
+			// Some elements are malformed: the answer names them and what the store says of
+			// the others, every bad element at once.
+			return s.Emails.Refuse(r.Context(), principal(r), reqs, badAt)
+		}
 	} else {
 		var one email.Request
 		one, err = email.DecodeRequest(body)

@@ -123,33 +123,40 @@ func DecodeRequest(body []byte) (Request, error) {
 // is validated before anything happens; a bad one fails the whole batch, and the error names
 // each bad element by index.
 func DecodeBatch(body []byte) ([]Request, error) {
+	reqs, badAt, err := DecodeBatchEach(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := fault.Join(slices.DeleteFunc(slices.Clone(badAt), func(e error) bool { return e == nil })); err != nil {
+		return nil, err
+	}
+	return reqs, nil
+}
+
+// DecodeBatchEach decodes a batch as DecodeBatch does, but returns each element's error apart
+// (badAt[i], nil for a good element) with the good elements decoded, so that the caller can
+// check those against the store too (Service.Refuse) and name every bad element at once; err
+// is for the body as a whole (not JSON, not an array, empty or too long).
+func DecodeBatchEach(body []byte) (reqs []Request, badAt []error, err error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(body, &items); err != nil {
 		if !json.Valid(body) {
-			return nil, MalformedJSON(body)
+			return nil, nil, MalformedJSON(body)
 		}
-		return nil, fault.Field("body", "must be an array of emails")
+		return nil, nil, fault.Field("body", "must be an array of emails")
 	}
 	if len(items) == 0 {
-		return nil, fault.Field("body", "at least 1 email is required")
+		return nil, nil, fault.Field("body", "at least 1 email is required")
 	}
 	if len(items) > MaxBatch {
-		return nil, fault.Field("body", "at most %d emails per batch", MaxBatch)
+		return nil, nil, fault.Field("body", "at most %d emails per batch", MaxBatch)
 	}
 	out := make([]Request, len(items))
-	var errs []error
+	badAt = make([]error, len(items))
 	for i, raw := range items {
-		r, err := decodeRequest(raw, fmt.Sprintf("[%d].", i)) // an element of valid JSON is valid JSON
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out[i] = r
+		out[i], badAt[i] = decodeRequest(raw, fmt.Sprintf("[%d].", i)) // an element of valid JSON is valid JSON
 	}
-	if err := fault.Join(errs); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, badAt, nil
 }
 
 // sendFields are the fields of a send request: those of upstream's OpenAPI document.

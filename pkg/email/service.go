@@ -289,6 +289,7 @@ func (s *Service) checkSenders(ctx context.Context, p auth.Principal, reqs []Req
 	if p.DomainID == 0 {
 		return nil
 	}
+	var errs []error // a batch's every bad element is named
 	for i, r := range reqs {
 		dom, err := s.Domains.Lookup(ctx, p.TeamID, DomainOf(r.From))
 		if errors.Is(err, store.ErrNotFound) {
@@ -299,13 +300,39 @@ func (s *Service) checkSenders(ctx context.Context, p auth.Principal, reqs []Req
 		}
 		if dom.ID != p.DomainID {
 			err := errNotKeysDomain
-			if batch {
-				return fault.Prefix(fmt.Sprintf("[%d].", i), err)
+			if !batch {
+				return err
 			}
-			return err
+			errs = append(errs, fault.Prefix(fmt.Sprintf("[%d].", i), err))
 		}
 	}
-	return nil
+	return fault.Join(errs)
+}
+
+// Refuse is the answer to a batch some of whose elements were refused before the store was
+// read (malformed: badAt[i] is element i's error, nil for a well-formed one): those errors
+// with what the store says of the well-formed elements (their domain, template, the email they
+// reply to), so that the answer names every bad element at once. It writes nothing.
+func (s *Service) Refuse(ctx context.Context, p auth.Principal, reqs []Request, badAt []error) error {
+	var errs []error
+	now := s.Now().UTC()
+	for i, err := range badAt {
+		if err == nil { // well-formed: what the store says of it, as a single send's checks
+			one := reqs[i : i+1]
+			if err = s.checkSenders(ctx, p, one, false); err == nil {
+				_, _, err = s.prepare(ctx, p, one, false, "", now)
+			}
+			if err == nil {
+				continue
+			}
+			if fe, ok := fault.As(err); !ok || fe.Kind != fault.Invalid {
+				return err
+			}
+			err = fault.Prefix(fmt.Sprintf("[%d].", i), err)
+		}
+		errs = append(errs, err)
+	}
+	return fault.Join(errs)
 }
 
 // prepare validates what needs the store (domains, templates, replies) and builds the emails
@@ -315,6 +342,7 @@ func (s *Service) prepare(ctx context.Context, p auth.Principal, reqs []Request,
 	events := make([]store.Event, len(reqs))
 	templates := map[string]store.Template{}
 	budget := MaxRenderedBytes
+	var errs []error // a batch's every bad element is named
 	for i, r := range reqs {
 		at := ""
 		if batch {
@@ -322,11 +350,18 @@ func (s *Service) prepare(ctx context.Context, p auth.Principal, reqs []Request,
 		}
 		e, err := s.build(ctx, p, r, templates, now, &budget)
 		if err != nil {
-			return nil, nil, fault.Prefix(at, err)
+			if fe, ok := fault.As(err); !batch || !ok || fe.Kind != fault.Invalid {
+				return nil, nil, fault.Prefix(at, err)
+			}
+			errs = append(errs, fault.Prefix(at, err))
+			continue
 		}
 		e.ID = emailID(nonce, i)
 		emails[i] = e
 		events[i] = store.Event{ID: "0-" + e.Status, EmailID: e.ID, Status: e.Status, CreatedAt: now}
+	}
+	if err := fault.Join(errs); err != nil {
+		return nil, nil, err
 	}
 	return emails, events, nil
 }

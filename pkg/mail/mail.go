@@ -67,7 +67,7 @@ type Message struct {
 	// References are the thread's Message-IDs before InReplyTo, oldest first, each with angle
 	// brackets: the References header is these and InReplyTo (RFC 5322 3.6.4).
 	References []string
-	MessageID   string // Message-ID header to set, with angle brackets; empty: generated
+	MessageID  string // Message-ID header to set, with angle brackets; empty: generated
 }
 
 // Recipients returns every envelope recipient: to, cc and bcc.
