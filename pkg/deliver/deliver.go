@@ -276,6 +276,10 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 		log.Warn("send outcome unknown; waiting for the provider's events", "err", err)
 		return nil
 	}
+	if errors.Is(err, errStopping) {
+		log.Info("stopping: email released before its send slot, sent after the next start")
+		return w.release(ctx, id, now, nil, nil)
+	}
 	if err != nil && errors.Is(err, errPacing) {
 		// The pacing counter or the account's quota could not be read, not the email's
 		// fault: back to QUEUED, held briefly (a release without a wait would come straight
@@ -526,7 +530,12 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 	by := w.sendBy(ctx) // once: a throttled send tries later slots until then, not for ever
 	for n := 1; ; n++ {
 		if w.Pacer != nil {
-			retryAt, err := w.Pacer.Acquire(ctx, by)
+			actx, cancel := pacing(ctx)
+			retryAt, err := w.Pacer.Acquire(actx, by)
+			cancel()
+			if err != nil && stopping(ctx) {
+				return "", time.Time{}, errStopping
+			}
 			if err != nil {
 				return "", time.Time{}, fmt.Errorf("%w: %w", errPacing, err)
 			}
@@ -568,6 +577,47 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 
 // errPacing marks a failure to take a send slot (the store), which is not the email's fault.
 var errPacing = errors.New("pacing")
+
+// errStopping: the process is stopping (WithStop) while the send waited for its slot.
+var errStopping = errors.New("stopping")
+
+type stopKey struct{}
+
+// WithStop makes the deliveries under ctx stop waiting for a send slot once stop is closed
+// (the process is stopping): such an email goes back to QUEUED at once, for the next start,
+// while a send already handed to the mailer finishes. Under a low SES_MAX_SEND_RATE a stop
+// would otherwise wait for every worker's slot in turn.
+func WithStop(ctx context.Context, stop <-chan struct{}) context.Context {
+	return context.WithValue(ctx, stopKey{}, stop)
+}
+
+// stopping reports whether ctx's stop (WithStop) is closed.
+func stopping(ctx context.Context) bool {
+	stop, _ := ctx.Value(stopKey{}).(<-chan struct{})
+	select {
+	case <-stop:
+		return stop != nil
+	default:
+		return false
+	}
+}
+
+// pacing is ctx, ended too when its stop (WithStop) closes.
+func pacing(ctx context.Context) (context.Context, context.CancelFunc) {
+	stop, _ := ctx.Value(stopKey{}).(<-chan struct{})
+	if stop == nil {
+		return ctx, func() {}
+	}
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
+}
 
 // PacingRetry is how long an email waits after its send slot could not be taken.
 const PacingRetry = 30 * time.Second

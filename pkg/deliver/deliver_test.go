@@ -929,3 +929,44 @@ func TestPoolYieldsToTheForeground(t *testing.T) {
 		t.Errorf("%d of %d sent once the foreground is idle", n, len(ids))
 	}
 }
+
+// TestStopDoesNotWaitForSendSlots: when the pool closes, deliveries waiting for a send slot
+// (a low SES_MAX_SEND_RATE) give up and put their emails back in QUEUED for the next start,
+// instead of being sent one slot after the other before the process may stop.
+func TestStopDoesNotWaitForSendSlots(t *testing.T) {
+	m := &countingMailer{sent: map[string]int{}}
+	w, st, ids := setup(t, m, 8)
+	w.Pacer = &Pacer{Slots: st, Rate: 0.25} // one send every 4 seconds
+	p := NewPool(w, 4, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p.Dispatch(context.Background(), ids...)
+	sent := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.sent)
+	}
+	for deadline := time.Now().Add(10 * time.Second); sent() < 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the other workers are waiting for their slots
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.Close(ctx)
+	if n := sent(); n != 1 {
+		t.Errorf("%d sent, want the first only: the others were waiting for slots when the pool closed", n)
+	}
+	queued := 0
+	for _, id := range ids {
+		e, err := st.GetEmail(context.Background(), id)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case e.Status == store.StatusQueued && e.NotBefore == nil:
+			queued++
+		case e.Status != store.StatusSent:
+			t.Errorf("%s is %s (not before %v), want QUEUED for the next start", id, e.Status, e.NotBefore)
+		}
+	}
+	if queued != len(ids)-1 {
+		t.Errorf("%d QUEUED, want %d", queued, len(ids)-1)
+	}
+}

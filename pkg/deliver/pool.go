@@ -25,6 +25,7 @@ type Pool struct {
 	cond   *sync.Cond
 	queue  []string
 	closed bool
+	stop   chan struct{} // closed when Close starts: no delivery waits for a send slot then (WithStop)
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -77,7 +78,7 @@ func (p *Pool) yield() {
 
 // NewPool starts n delivery goroutines.
 func NewPool(w *Worker, n int, log *slog.Logger) *Pool {
-	p := &Pool{worker: w, log: log}
+	p := &Pool{worker: w, log: log, stop: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	for range n {
@@ -131,7 +132,7 @@ func (p *Pool) run() {
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
 		p.yield()
-		if err := p.worker.Deliver(p.ctx, id); err != nil {
+		if err := p.worker.Deliver(WithStop(p.ctx, p.stop), id); err != nil {
 			p.log.Error("deliver", "emailId", id, "err", err)
 			// Try again later rather than lose it; the store keeps it pending meanwhile.
 			go func() {
@@ -149,6 +150,9 @@ func (p *Pool) run() {
 // which point in-flight sends are cancelled). What was still queued stays pending in the store.
 func (p *Pool) Close(ctx context.Context) {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.stop)
+	}
 	p.closed = true
 	p.cond.Broadcast()
 	p.mu.Unlock()
