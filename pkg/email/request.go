@@ -217,7 +217,11 @@ func decodeRequest(body []byte, at string) (Request, error) {
 		return Request{}, fault.Field(at+"replyTo", "at most %d addresses", MaxRecipients)
 	}
 	if r.Size() > MaxMessageBytes {
-		return Request{}, fault.New(fault.TooLarge, "%smessage too large: at most %d MB after encoding", at, MaxMessageBytes>>20)
+		field := "html" // what makes a message that large: its attachments, else its body
+		if len(r.Attachments) > 0 {
+			field = "attachments"
+		}
+		return Request{}, fault.New(fault.TooLarge, "%s%s: message too large: at most %d MB after encoding", at, field, MaxMessageBytes>>20)
 	}
 	return r, nil
 }

@@ -123,8 +123,8 @@ func TestDecodeRequestTooLarge(t *testing.T) {
 	}
 	body := `{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t","attachments":[` + strings.Join(parts, ",") + `]}`
 	_, err := DecodeRequest([]byte(body))
-	if fe, ok := fault.As(err); !ok || fe.Kind != fault.TooLarge {
-		t.Fatalf("err = %v, want TooLarge", err)
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.TooLarge || !strings.HasPrefix(fe.Message, "attachments: ") {
+		t.Fatalf("err = %v, want TooLarge naming attachments", err)
 	}
 }
 
