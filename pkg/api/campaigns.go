@@ -42,6 +42,9 @@ type campaignView struct {
 	BCC                []string `json:"bcc"`
 	CreatedAt          string   `json:"createdAt"`
 	UpdatedAt          string   `json:"updatedAt"`
+	// PausedReason (Mailroom's own) says why Mailroom paused the campaign: its domain or
+	// contact book is gone. Absent for a pause of the team's own.
+	PausedReason string `json:"pausedReason,omitempty"`
 }
 
 func newCampaignView(c store.Campaign) campaignView {
@@ -55,7 +58,7 @@ func newCampaignView(c store.Campaign) campaignView {
 		Unsubscribed: n(store.CountUnsubscribed), Bounced: n(store.CountBounced),
 		HardBounced: n(store.CountHardBounced), Complained: n(store.CountComplained),
 		ReplyTo: list(c.ReplyTo), CC: list(c.CC), BCC: list(c.BCC),
-		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt),
+		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt), PausedReason: c.PausedReason,
 	}
 }
 

@@ -323,7 +323,7 @@ func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
 		if c.Status != store.CampaignPaused {
 			return fault.Field("", "Only a paused campaign can be resumed (it is %s)", c.Status)
 		}
-		c.Status, c.UpdatedAt = store.CampaignRunning, now
+		c.Status, c.UpdatedAt, c.PausedReason = store.CampaignRunning, now, ""
 		if notStarted(*c, now) {
 			c.Status = store.CampaignScheduled
 		}
@@ -437,6 +437,7 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 		_, perr := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
 			if c.Status == store.CampaignRunning {
 				c.Status, c.UpdatedAt = store.CampaignPaused, s.Now().UTC()
+				c.PausedReason = strings.TrimPrefix(err.Error(), errCannotSend.Error()+": ")
 			}
 			return nil
 		})

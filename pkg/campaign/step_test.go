@@ -64,6 +64,7 @@ func TestStep(t *testing.T) {
 		wantStatus string
 		wantTotal  int64 // emails written (the campaign's total)
 		wantCursor string
+		wantReason string // why Mailroom paused it ("" for none)
 	}{
 		// A batch is 2 emails: the unsubscribed reader1 and the suppressed reader3 take no
 		// place in it, so the three others go out in two steps.
@@ -92,7 +93,7 @@ func TestStep(t *testing.T) {
 				}
 			},
 			steps:      []run{{0, 0, false}},
-			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: ""},
+			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: "", wantReason: "the contact book was deleted"},
 		{name: "an unverified domain pauses the campaign", batchSize: 2,
 			before: func(t *testing.T, st *bolt.Store) {
 				if _, err := st.UpdateDomain(context.Background(), 1, 1, func(d *store.Domain) error {
@@ -103,7 +104,7 @@ func TestStep(t *testing.T) {
 				}
 			},
 			steps:      []run{{0, 0, false}},
-			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: ""},
+			wantStatus: store.CampaignPaused, wantTotal: 0, wantCursor: "", wantReason: "the sending domain is gone or not verified"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, st := stepFixture(t, c.batchSize)
@@ -119,6 +120,9 @@ func TestStep(t *testing.T) {
 			got, err := st.GetCampaign(context.Background(), 1, "cpbench")
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got.PausedReason != c.wantReason {
+				t.Errorf("paused reason %q, want %q", got.PausedReason, c.wantReason)
 			}
 			if got.Status != c.wantStatus || got.Counters[store.CountTotal] != c.wantTotal || got.Cursor != c.wantCursor {
 				t.Errorf("status %s, total %d, cursor %q; want %s, %d, %q", got.Status, got.Counters[store.CountTotal],

@@ -64,13 +64,16 @@ type CampaignData struct {
 	ContactBookID string  `json:"contactBookId"`
 	DomainID      int64   `json:"domainId,omitempty"`
 	ScheduledAt   *string `json:"scheduledAt,omitempty"`
-	CreatedAt     string  `json:"createdAt"`
-	UpdatedAt     string  `json:"updatedAt"`
+	// PausedReason says why Mailroom paused it (its domain or book gone); absent otherwise.
+	PausedReason string `json:"pausedReason,omitempty"`
+	CreatedAt    string `json:"createdAt"`
+	UpdatedAt    string `json:"updatedAt"`
 }
 
 func campaignData(c *store.Campaign) CampaignData {
 	d := CampaignData{ID: c.ID, Name: c.Name, Status: c.Status, From: c.From, Subject: c.Subject,
-		ContactBookID: c.ContactBookID, DomainID: c.DomainID, CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt)}
+		ContactBookID: c.ContactBookID, DomainID: c.DomainID, PausedReason: c.PausedReason,
+		CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt)}
 	if c.ScheduledAt != nil {
 		s := stamp(*c.ScheduledAt)
 		d.ScheduledAt = &s

@@ -336,6 +336,9 @@ type Campaign struct {
 	// the next step starts after it (contacts are walked in email order).
 	Cursor      string
 	BatchesDone int
+	// PausedReason says why Mailroom paused the campaign itself (its domain or book is gone);
+	// "" for a pause of the team's own, and once resumed.
+	PausedReason string
 	// Counters, by the Count* kinds, maintained by the store (see CreateEmails, UpdateEmail);
 	// an UpdateCampaign fn must not change them.
 	Counters  map[string]int64
