@@ -85,34 +85,9 @@ func init() {
 	}
 }
 
-// MalformedJSON is the answer to a body that is not JSON at all: where the syntax broke, by
-// line and column, and how.
-func MalformedJSON(body []byte) error {
-	var v any
-	err := json.Unmarshal(body, &v)
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return fault.Field("", "Malformed JSON in request body: %v", err)
-	}
-	// Offset counts the bytes read, the offending one included (none when the body ended).
-	end := strings.Contains(se.Error(), "unexpected end")
-	at := int(se.Offset)
-	if !end {
-		at--
-	}
-	line, col := 1, 1
-	for _, b := range body[:max(min(at, len(body)), 0)] {
-		if b == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-	}
-	if end {
-		return fault.Field("", "Malformed JSON in request body: it ends early (line %d, column %d)", line, col)
-	}
-	return fault.Field("", "Malformed JSON in request body: %s (line %d, column %d)", se.Error(), line, col)
-}
+// MalformedJSON is the answer to a body that is not JSON at all: COMPAT.md fixes its message,
+// which clients may compare whole, so it does not say where the syntax broke.
+func MalformedJSON([]byte) error { return fault.Field("", "Malformed JSON in request body") }
 
 // DecodeRequest decodes and validates one send request.
 func DecodeRequest(body []byte) (Request, error) {

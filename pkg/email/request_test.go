@@ -204,17 +204,15 @@ func FuzzDecodeBatch(f *testing.F) {
 	})
 }
 
-// TestMalformedJSONSaysWhere: a body that is not JSON is refused with where it broke.
-func TestMalformedJSONSaysWhere(t *testing.T) {
-	for body, want := range map[string]string{
-		"{\n  \"to\": x}": "line 2, column 9",
-		`{"to":`:          "ends early (line 1, column 7)",
-		`{"a":1,}`:        "line 1, column 8",
-	} {
-		_, err := DecodeRequest([]byte(body))
-		if err == nil || !strings.HasPrefix(err.Error(), "Malformed JSON in request body: ") || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v, want the place %q", body, err, want)
+// TestMalformedJSON: a body that is not JSON gets COMPAT's message, whole.
+func TestMalformedJSON(t *testing.T) {
+	for _, body := range []string{"{\n  \"to\": x}", `{"to":`, `{"a":1,}`} {
+		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != "Malformed JSON in request body" {
+			t.Errorf("%q: %v, want COMPAT's message", body, err)
 		}
+	}
+	if _, err := DecodeBatch([]byte(`[{"to":`)); err == nil || err.Error() != "Malformed JSON in request body" {
+		t.Errorf("batch: %v, want COMPAT's message", err)
 	}
 }
 
