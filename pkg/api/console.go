@@ -96,9 +96,9 @@ type Console struct {
 	Events EventSink
 	// Keys makes and revokes the team's API keys (the keys page; nil hides it).
 	Keys *team.Admin
-	// Sealed, when set, keeps the sessions in the browser, sealed under the keyring it returns
+	// Sealed, when set, keeps the sessions in the browser, sealed under its keyring
 	// (console_sessions.go), for a console that many processes serve; nil keeps them here.
-	Sealed func(context.Context) (campaign.Keyring, error)
+	Sealed *campaign.Signer
 	// OneShot makes the live view's stream answer at once and end, for a server that buffers
 	// the answer (API Gateway in front of Lambda): the browser comes back after the stream's
 	// retry delay, as every EventSource does, with the last state it was told of (its

@@ -20,8 +20,9 @@ import (
 // no memory they share, so there the browser holds the session itself, sealed: the API key
 // and the session's end, encrypted and authenticated (AES-256-GCM) under a key derived from
 // the deployment's keyring, which every instance reads. Either way the key is authenticated
-// again on every request, so a revoked key ends its sessions at once; a sealed session's
-// sign-out clears the browser's cookie, and the session otherwise ends when it expires.
+// again on every request, so a revoked key ends its sessions (at once here; on AWS within the
+// functions' key cache, AUTH_CACHE_TTL); a sealed session's sign-out clears the browser's
+// cookie, and a copy of the cookie otherwise works until the session expires.
 
 // sealedVersion starts every sealed session: "s1.<key id>.<nonce and ciphertext>".
 const sealedVersion = "s1."
@@ -60,7 +61,7 @@ func (c *Console) newSession(ctx context.Context, key string) (string, error) {
 		c.sessions[id] = consoleSession{key: key, expires: now.Add(sessionTTL)}
 		return id, nil
 	}
-	ring, err := c.Sealed(ctx)
+	ring, err := c.Sealed.Ring(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -128,12 +129,9 @@ func (c *Console) sealingKey(ctx context.Context, id string) ([]byte, bool) {
 	if !ok || !ok2 {
 		return nil, false
 	}
-	ring, err := c.Sealed(ctx)
-	if err != nil {
-		return nil, false
-	}
-	secret, ok := ring.Keys[kid]
-	return secret, ok
+	// A key rotated in since this process read the ring is read again (as for links).
+	secret, ok, err := c.Sealed.Key(ctx, kid)
+	return secret, ok && err == nil
 }
 
 // endSession forgets a session kept in memory (a sealed one ends with its cookie).

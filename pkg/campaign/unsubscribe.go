@@ -167,6 +167,26 @@ func legacyKeys(ring Keyring) [][]byte {
 	return out
 }
 
+// Key returns the key of the ring named id, reading the ring again for an id it lacks (a key
+// rotated in since), as Verify does for a link's. An error is a failed read.
+func (s Signer) Key(ctx context.Context, id string) ([]byte, bool, error) {
+	if s.Source == nil {
+		k, ok := s.Keys.Keys[id]
+		return k, ok, nil
+	}
+	ring, err := s.Source.Ring(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if k, ok := ring.Keys[id]; ok {
+		return k, true, nil
+	}
+	if !keyID.MatchString(id) {
+		return nil, false, nil
+	}
+	return s.Source.key(ctx, id)
+}
+
 // Verify checks a token and returns its link. A "3." token names its key; the older formats
 // name none and were made by the single key a ring keeps as "" or "0" (legacyKeys). An error
 // other than ErrBadToken is a failure to read the keys.

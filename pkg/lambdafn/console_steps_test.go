@@ -23,8 +23,8 @@ var consoleStep = step{function: lambdafn.ConsoleFunction, page: func(e *env, re
 // consoleTour signs in through one instance of the function and goes on through others, as
 // API Gateway spreads a browser's requests over a function's instances, which share no
 // memory: the sealed session and its CSRF token hold on every one, the live view answers once
-// and says "changed" only when the state moved on, and a forged or signed-out session is a
-// sign-in page again.
+// and says "changed" only when the state moved on, a forged session is a sign-in page again,
+// and sign-out (with the form's token) clears the cookie.
 func consoleTour(e *env) {
 	t := e.t
 	invoke := func(method, path, query string, headers map[string]string, body string) events.APIGatewayV2HTTPResponse {

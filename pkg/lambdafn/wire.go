@@ -275,7 +275,7 @@ func (w *Wiring) Handler() lambda.Handler {
 // answered once per request, and the OpenAPI document its pages link to.
 func (w *Wiring) console(s *api.Services) http.Handler {
 	c := api.NewConsole(s, "")
-	c.Sealed = campaign.Signer{Source: w.Unsubscribe}.Ring
+	c.Sealed = &campaign.Signer{Source: w.Unsubscribe}
 	c.OneShot = true
 	c.Keys = &team.Admin{Store: w.Store, Now: w.Now}
 	pages := c.Handler()
