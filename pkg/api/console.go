@@ -138,6 +138,7 @@ var ConsoleRoutes = []Route{
 	{Method: "GET", Path: "/console", Function: "Console", Public: true, Summary: "Serves the mail console"},
 	{Method: "ANY", Path: "/console/{proxy+}", Function: "Console", Public: true, Summary: "Serves the mail console"},
 	{Method: "GET", Path: "/api/v1/doc", Function: "Console", Public: true, Summary: "Serves the mail console"},
+	{Method: "GET", Path: "/healthz", Function: "Console", Public: true, Summary: "Serves the mail console"},
 }
 
 // NewConsole builds the console on the services.

@@ -109,9 +109,10 @@ func OpenAPI(version string) ([]byte, error) {
 	}, "", "  ")
 }
 
-// ServedBesides are what the local server (and on AWS the Console function) serves besides
-// Routes, which the document describes too, without an API key: the health check, this
-// document, and the mail console's way in (its pages are HTML for a signed-in browser).
+// ServedBesides are what the server serves besides Routes (locally the server itself, on AWS
+// the Console function: ConsoleRoutes), which the document describes too, without an API key:
+// the health check, this document, and the mail console's way in (its pages are HTML for a
+// signed-in browser).
 var ServedBesides = []struct {
 	Method, Path, ID, Summary, Tag, Type, Answer string
 	Status                                       int

@@ -194,7 +194,7 @@ func policies(f Function) string {
 
 // eventName names a route's event in its function: Api for a function's only route, else by
 // method (Get, Post), and by method and path where a function has several of one method (the
-// console's: GetRoot, GetConsole, AnyConsoleProxy, GetApiV1Doc).
+// console's: GetRoot, GetConsole, GetApiV1Doc, GetHealthz; its one ANY route is Any).
 func eventName(f Function, r api.Route) string {
 	if len(f.Routes) == 1 {
 		return "Api"

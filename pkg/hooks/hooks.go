@@ -93,8 +93,12 @@ func IsCallID(s string) bool {
 	if !ok || len(rest) != 32 {
 		return false
 	}
-	_, err := hex.DecodeString(rest)
-	return err == nil
+	for _, c := range rest { // lower-case hex, as CallID writes it
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Fields are what a create or a change sets (nil: not given).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 )
 
@@ -111,6 +112,12 @@ func consoleTour(e *env) {
 	// The OpenAPI document the pages link to.
 	if doc := invoke("GET", "/api/v1/doc", "", nil, ""); doc.StatusCode != 200 || !strings.Contains(doc.Body, `"openapi"`) {
 		t.Errorf("GET /api/v1/doc: %d", doc.StatusCode)
+	}
+	// Every path the document lists besides the API's is served here too.
+	for _, b := range api.ServedBesides {
+		if r := invoke(b.Method, b.Path, "", nil, ""); r.StatusCode != b.Status {
+			t.Errorf("%s %s: %d, documented %d", b.Method, b.Path, r.StatusCode, b.Status)
+		}
 	}
 
 	// Sign-out needs the form's CSRF token, which another instance made.

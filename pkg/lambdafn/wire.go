@@ -281,6 +281,11 @@ func (w *Wiring) console(s *api.Services) http.Handler {
 	pages := c.Handler()
 	doc, docErr := api.OpenAPI(buildVersion())
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			rw.Header().Set("Content-Type", "application/json")
+			_, _ = rw.Write([]byte(`{"status":"ok"}`))
+			return
+		}
 		if r.URL.Path != "/api/v1/doc" {
 			pages.ServeHTTP(rw, r)
 			return

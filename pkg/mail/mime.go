@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/mail"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,10 +84,14 @@ func build(m Message, now time.Time) ([]byte, error) {
 			msg.SetGenHeader(gomail.HeaderInReplyTo, ref)
 		}
 		if !hasHeader(m.Headers, "References") {
+			// Each id once, in ASCII (one non-ASCII id would have the whole header encoded,
+			// which no client threads by).
 			thread := make([]string, 0, len(m.References)+1)
 			for _, r := range m.References {
-				if r = strings.Trim(r, "<> "); r != "" && !strings.ContainsAny(r, "<> \r\n") {
-					thread = append(thread, "<"+r+">")
+				r = "<" + strings.Trim(r, "<> ") + ">"
+				if len(r) > 2 && !strings.ContainsAny(r[1:len(r)-1], "<> \r\n") && ascii(r) &&
+					!slices.Contains(thread, r) && r != ref {
+					thread = append(thread, r)
 				}
 			}
 			msg.SetGenHeader(gomail.HeaderReferences, strings.Join(append(thread, ref), " "))
@@ -251,4 +256,14 @@ func attachmentType(name string) string {
 		return "application/octet-stream"
 	}
 	return t
+}
+
+// ascii reports whether s is 7-bit.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

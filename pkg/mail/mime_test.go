@@ -204,6 +204,19 @@ func TestCallersThreadingHeadersWin(t *testing.T) {
 	}
 }
 
+// TestThreadReferences: the thread before the parent goes first in References, each id once and
+// in ASCII; the parent's id ends it.
+func TestThreadReferences(t *testing.T) {
+	m := Message{From: "a@acme.test", To: []string{"b@example.com"}, Subject: "Re: x", Text: "t",
+		InReplyTo: "<previous@acme.test>",
+		References: []string{"<root@acme.test>", "<naïve@acme.test>", "root@acme.test", "<previous@acme.test>", "<>", "<mid@acme.test>"}}
+	_, msg := buildAndRead(t, m)
+	got := strings.Join(strings.Fields(msg.Header.Get("References")), " ")
+	if want := "<root@acme.test> <mid@acme.test> <previous@acme.test>"; got != want {
+		t.Errorf("References = %q, want %q", got, want)
+	}
+}
+
 func TestBuildParsesBack(t *testing.T) {
 	cases := goldenCases()
 	full := cases[3].msg
