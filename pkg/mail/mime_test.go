@@ -208,7 +208,7 @@ func TestCallersThreadingHeadersWin(t *testing.T) {
 // in ASCII; the parent's id ends it.
 func TestThreadReferences(t *testing.T) {
 	m := Message{From: "a@acme.test", To: []string{"b@example.com"}, Subject: "Re: x", Text: "t",
-		InReplyTo: "<previous@acme.test>",
+		InReplyTo:  "<previous@acme.test>",
 		References: []string{"<root@acme.test>", "<naïve@acme.test>", "root@acme.test", "<previous@acme.test>", "<>", "<mid@acme.test>"}}
 	_, msg := buildAndRead(t, m)
 	got := strings.Join(strings.Fields(msg.Header.Get("References")), " ")
