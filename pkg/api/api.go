@@ -308,7 +308,13 @@ func (s *Services) wrap(rt Route) http.Handler {
 		}
 		attrs = append(attrs, "status", rec.status, "durationMs", time.Since(start).Milliseconds())
 		if s.Log.Enabled(r.Context(), slog.LevelDebug) {
-			attrs = append(attrs, "method", r.Method, "path", r.URL.Path, "bytesIn", r.ContentLength,
+			// A public route's path holds its credential (a signed unsubscribe or confirmation
+			// token): the route pattern says which it was, never the token.
+			path := r.URL.Path
+			if rt.Public {
+				path = rt.Path
+			}
+			attrs = append(attrs, "method", r.Method, "path", path, "bytesIn", r.ContentLength,
 				"remote", r.RemoteAddr, "userAgent", r.UserAgent())
 		}
 		s.Log.Log(r.Context(), level, "request", attrs...)

@@ -1,0 +1,46 @@
+package api_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailroom/mailroom/pkg/api"
+	"github.com/mailroom/mailroom/pkg/campaign"
+	"github.com/mailroom/mailroom/pkg/store/bolt"
+)
+
+// TestDebugLogsNoLinkToken: at LOG_LEVEL=debug a request line names the path, but a public
+// route's path holds its credential (a signed unsubscribe or confirmation token): the line
+// names the route instead.
+func TestDebugLogsNoLinkToken(t *testing.T) {
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs bytes.Buffer
+	s := api.NewServices(api.Deps{Store: st, Now: time.Now, AuthCacheTTL: time.Minute,
+		Signer: campaign.Signer{Keys: campaign.SingleKey(strings.Repeat("k", 32))},
+		Log:    slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	h := s.Handler()
+	const token = "3.k1.c2VjcmV0LXRva2VuLW9mLWEtcmVjaXBpZW50"
+	for _, path := range []string{"/unsubscribe/" + token, "/subscribe/" + token} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/emails/em123", nil))
+	out := logs.String()
+	if strings.Contains(out, token) {
+		t.Errorf("a link's token is in the log:\n%s", out)
+	}
+	// Other routes' paths are logged as they came (they hold ids, not credentials).
+	for _, want := range []string{`"path":"/unsubscribe/{token}"`, `"path":"/subscribe/{token}"`, `"path":"/api/v1/emails/em123"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no request line with %s:\n%s", want, out)
+		}
+	}
+}
