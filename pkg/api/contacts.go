@@ -246,17 +246,21 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	split := func(v string) []string {
+	// Comma-separated, and repeated keys too (ids=A&ids=B; API Gateway joins those with a
+	// comma itself).
+	split := func(name string) []string {
 		var out []string
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
+		for _, v := range r.URL.Query()[name] {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					out = append(out, p)
+				}
 			}
 		}
 		return out
 	}
-	f := store.ContactFilter{IDs: split(r.URL.Query().Get("ids")), Offset: (page - 1) * limit, Limit: limit}
-	for _, e := range split(r.URL.Query().Get("emails")) {
+	f := store.ContactFilter{IDs: split("ids"), Offset: (page - 1) * limit, Limit: limit}
+	for _, e := range split("emails") {
 		f.Emails = append(f.Emails, strings.ToLower(e))
 	}
 	list, _, err := s.Contacts.List(r.Context(), principal(r).TeamID, id, f)

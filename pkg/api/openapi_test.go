@@ -480,6 +480,12 @@ func TestOpenAPIResponses(t *testing.T) {
 	if len(list) != 2 {
 		t.Fatalf("bob and cid: %+v", list)
 	}
+	// Repeated keys say the same as a comma-separated list.
+	var repeated []struct{ ID string }
+	e.mustDo("GET", book+"/contacts?emails=bob@example.org&emails=cid@example.org&ids="+list[0].ID+"&ids="+list[1].ID, "", &repeated)
+	if len(repeated) != 2 {
+		t.Errorf("emails=bob&emails=cid&ids=…&ids=…: %+v, want both", repeated)
+	}
 	call("DeleteContact", "DELETE", book+"/contacts/"+list[0].ID, "")
 	call("BulkDeleteContacts", "DELETE", book+"/contacts/bulk", `{"contactIds":["`+list[1].ID+`"]}`)
 
