@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -325,14 +326,27 @@ func (s *Service) Refuse(ctx context.Context, p auth.Principal, reqs []Request, 
 			if err == nil {
 				continue
 			}
-			if fe, ok := fault.As(err); !ok || fe.Kind != fault.Invalid {
-				return err
+			if _, ok := fault.As(err); !ok {
+				return err // the store failed, not the element
 			}
+			// Named by its index, as in a batch without a malformed element. The 400s are
+			// the answer when there are any (all of them); else the first other (a 403 of a
+			// domain-restricted key, a 413).
 			err = fault.Prefix(fmt.Sprintf("[%d].", i), err)
 		}
 		errs = append(errs, err)
 	}
-	return fault.Join(errs)
+	invalid := slices.DeleteFunc(slices.Clone(errs), func(err error) bool {
+		fe, _ := fault.As(err)
+		return fe == nil || fe.Kind != fault.Invalid
+	})
+	if len(invalid) > 0 {
+		return fault.Join(invalid)
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 // prepare validates what needs the store (domains, templates, replies) and builds the emails
