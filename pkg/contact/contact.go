@@ -467,16 +467,21 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	puts := make([]store.ContactPut, len(list))
 	now := s.Now().UTC()
 	confirm := map[string]bool{} // by email: the last put of an address decides
+	var bad []error // every bad element is named, as a batch send does
 	for i, f := range list {
 		norm, err := f.Validate(fmt.Sprintf("[%d].", i), true)
 		if err != nil {
-			return 0, err
+			bad = append(bad, err)
+			continue
 		}
 		puts[i] = store.ContactPut{Email: norm, NewID: NewID("ct"), Fn: func(c *store.Contact, existed bool) error {
 			f.merge(c, existed, false, now)
 			confirm[norm] = doubleOptIn(book, f, c, existed)
 			return nil
 		}}
+	}
+	if err := fault.Join(bad); err != nil {
+		return 0, err
 	}
 	start := time.Now()
 	done, err := s.Store.PutContacts(ctx, teamID, bookID, puts)

@@ -117,6 +117,7 @@ func TestBulk(t *testing.T) {
 		{"empty", nil, 0, "body: at least 1 contact"},
 		{"too many", many, 0, "body: at most 1000 contacts"},
 		{"one bad element", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("not an address")}}, 0, "[1].email"},
+		{"every bad element named", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("bad")}, {FirstName: ptr("x")}}, 0, "[1].email: invalid email address \"bad\"; [2].email"},
 		{"missing email", []contact.Fields{{FirstName: ptr("x")}}, 0, "[0].email"},
 		{"two good ones", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("B@example.org")}}, 2, ""},
 		// One address twice (in two spellings) is one contact, and counts once.
