@@ -467,7 +467,7 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	puts := make([]store.ContactPut, len(list))
 	now := s.Now().UTC()
 	confirm := map[string]bool{} // by email: the last put of an address decides
-	var bad []error // every bad element is named, as a batch send does
+	var bad []error              // every bad element is named, as a batch send does
 	for i, f := range list {
 		norm, err := f.Validate(fmt.Sprintf("[%d].", i), true)
 		if err != nil {
