@@ -102,13 +102,24 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("X-Request-Id = %q, want the caller's", v)
 	}
 
-	// An event the adapter cannot convert is a JSON 500, not a Go error (a 502 at API Gateway).
+	// A body that says it is base64 and is not: the API's 400, with the request's id.
 	req.IsBase64Encoded, req.Body = true, "not base64!"
 	resp, err = h(context.Background(), req)
 	if err != nil {
 		t.Fatalf("got a Go error: %v", err)
 	}
 	var body struct{ Error struct{ Code string } }
+	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(resp.Body), &body) != nil ||
+		body.Error.Code != "BAD_REQUEST" || resp.Headers["X-Request-Id"] != "mine" {
+		t.Errorf("response = %d %v %s, want the API's 400 envelope with the request id", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	// An event the adapter cannot convert otherwise is a JSON 500, not a Go error (a 502 at
+	// API Gateway).
+	req.IsBase64Encoded, req.Body, req.RawPath = false, "", "/a%zz"
+	resp, err = h(context.Background(), req)
+	if err != nil {
+		t.Fatalf("got a Go error: %v", err)
+	}
 	if resp.StatusCode != http.StatusInternalServerError || json.Unmarshal([]byte(resp.Body), &body) != nil ||
 		body.Error.Code != "INTERNAL_SERVER_ERROR" {
 		t.Errorf("response = %d %s, want the API's 500 envelope", resp.StatusCode, resp.Body)

@@ -8,6 +8,7 @@ package lambdafn
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -407,11 +408,22 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		if a := req.RequestContext.Authorizer; a != nil && a.Lambda != nil {
 			ctx = auth.WithVerdict(ctx, a.Lambda)
 		}
+		if req.IsBase64Encoded {
+			if _, err := base64.StdEncoding.DecodeString(req.Body); err != nil {
+				// The body itself is bad, not the server: a 400, with the request's id.
+				return events.APIGatewayV2HTTPResponse{
+					StatusCode: http.StatusBadRequest,
+					Headers:    map[string]string{"Content-Type": "application/json", "X-Request-Id": headers["X-Request-Id"]},
+					Body:       `{"error":{"code":"BAD_REQUEST","message":"body: not valid base64 (isBase64Encoded)"}}`,
+				}, nil
+			}
+		}
 		resp, err := adapter.ProxyWithContext(ctx, req)
 		if err != nil {
+			slog.ErrorContext(ctx, "request not converted", "requestId", headers["X-Request-Id"], "route", req.RouteKey, "err", err.Error())
 			return events.APIGatewayV2HTTPResponse{
 				StatusCode: http.StatusInternalServerError,
-				Headers:    map[string]string{"Content-Type": "application/json"},
+				Headers:    map[string]string{"Content-Type": "application/json", "X-Request-Id": headers["X-Request-Id"]},
 				Body:       `{"error":{"code":"INTERNAL_SERVER_ERROR","message":"Internal server error"}}`,
 			}, nil
 		}
