@@ -286,10 +286,12 @@ func (s *Services) wrap(rt Route) http.Handler {
 				return err
 			}
 			teamID = p.TeamID
-			if err := rt.permits(p); err != nil {
+			// Every authenticated request counts, and its answer carries the X-RateLimit-*
+			// headers (COMPAT), a 403 for a route the key may not call too.
+			if err := s.rateLimit(r.Context(), rec, p); err != nil {
 				return err
 			}
-			if err := s.rateLimit(r.Context(), rec, p); err != nil {
+			if err := rt.permits(p); err != nil {
 				return err
 			}
 			ctx := context.WithValue(r.Context(), principalKey, p)

@@ -66,6 +66,17 @@ func TestRateLimit(t *testing.T) {
 		r.header.Get("X-RateLimit-Limit") != "" {
 		t.Errorf("a bad key: %d, limit header %q", r.status, r.header.Get("X-RateLimit-Limit"))
 	}
+	// A good key on a route it may not call: authenticated, so counted, with the headers.
+	sending, sendingTeam := e.newTeam("sending", store.PermissionSending, 0)
+	if _, err := e.app.Store.UpdateTeam(context.Background(), sendingTeam, func(tm *store.Team) error {
+		tm.APIRateLimit = &one
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.request(sending, "GET", "/api/v1/domains", nil); r.status != 403 || r.header.Get("X-RateLimit-Limit") != "1" {
+		t.Errorf("a SENDING key on a FULL route: %d, limit header %q; want 403 with the headers", r.status, r.header.Get("X-RateLimit-Limit"))
+	}
 }
 
 // TestDailyQuota: a team's daily quota refuses, with a 429 naming it and its reset, a send or
