@@ -207,6 +207,7 @@ func (c *Console) Handler() http.Handler {
 
 // view is what every page gets.
 type view struct {
+	Since  string // the digest of the live state the page was drawn from (liveID)
 	Title  string
 	Signed bool
 	CSRF   string
@@ -477,6 +478,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		c.render(w, http.StatusOK, "rows", v)
 		return nil
 	}
+	v.Since = liveID(c.liveState(r.Context(), si, "", false))
 	c.render(w, http.StatusOK, "emails", v)
 	return nil
 }
@@ -548,6 +550,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 		c.render(w, http.StatusOK, "timeline", v)
 		return nil
 	}
+	v.Since = liveID(c.liveState(r.Context(), si, e.ID, false))
 	c.render(w, http.StatusOK, "email", v)
 	return nil
 }
@@ -590,6 +593,49 @@ func (c *Console) raw(w http.ResponseWriter, r *http.Request, si signedIn) error
 	return nil
 }
 
+// liveState is what the live view watches: one email's status and history (id), the
+// campaigns' statuses and counters (campaigns), or else the newest emails; "" when it cannot
+// be read.
+func (c *Console) liveState(ctx context.Context, si signedIn, id string, campaigns bool) string {
+	var b strings.Builder
+	if campaigns {
+		if listCampaignsRoute.permits(si.p) != nil {
+			return ""
+		}
+		list, _, err := c.s.Campaigns.List(ctx, si.p.TeamID, si.p.DomainID, 1, "", "")
+		if err != nil {
+			return ""
+		}
+		for _, cp := range list {
+			fmt.Fprintf(&b, "%s:%s:%v ", cp.ID, cp.Status, cp.Counters)
+		}
+		return b.String()
+	}
+	if id != "" {
+		e, events, err := c.s.Emails.Get(ctx, si.p, id)
+		if err != nil {
+			return ""
+		}
+		fmt.Fprintf(&b, "%s %d", e.LatestStatus, len(events))
+		return b.String()
+	}
+	list, n, err := c.s.Emails.List(ctx, si.p, email.ListQuery{Page: 1, Limit: consolePage})
+	if err != nil {
+		return ""
+	}
+	fmt.Fprintf(&b, "%d", n)
+	for _, e := range list {
+		fmt.Fprintf(&b, " %s:%s", e.ID, e.LatestStatus)
+	}
+	return b.String()
+}
+
+// liveID is a live state's digest: the stream's event id, and a page's since.
+func liveID(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return hex.EncodeToString(sum[:12])
+}
+
 // oneShotRetry is how soon a browser asks again for a stream that answers once (OneShot).
 const oneShotRetry = 3 * time.Second
 
@@ -602,47 +648,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	id := r.URL.Query().Get("email")
-	state := func() string {
-		var b strings.Builder
-		if r.URL.Query().Get("campaigns") != "" {
-			if listCampaignsRoute.permits(si.p) != nil {
-				return ""
-			}
-			list, _, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
-			if err != nil {
-				return ""
-			}
-			for _, cp := range list {
-				fmt.Fprintf(&b, "%s:%s:%v ", cp.ID, cp.Status, cp.Counters)
-			}
-			return b.String()
-		}
-		if id != "" {
-			e, events, err := c.s.Emails.Get(r.Context(), si.p, id)
-			if err != nil {
-				return ""
-			}
-			fmt.Fprintf(&b, "%s %d", e.LatestStatus, len(events))
-			return b.String()
-		}
-		list, n, err := c.s.Emails.List(r.Context(), si.p, email.ListQuery{Page: 1, Limit: consolePage})
-		if err != nil {
-			return ""
-		}
-		fmt.Fprintf(&b, "%d", n)
-		for _, e := range list {
-			fmt.Fprintf(&b, " %s:%s", e.ID, e.LatestStatus)
-		}
-		return b.String()
-	}
+	id, campaigns := r.URL.Query().Get("email"), r.URL.Query().Get("campaigns") != ""
+	state := func() string { return c.liveState(r.Context(), si, id, campaigns) }
 	last := state()
+	// What the page was drawn from (since, its state's digest) or the last state the browser
+	// was told of (Last-Event-ID, when it comes back): a change since is said at once, so a
+	// change between drawing the page and opening the stream is not missed.
+	seen := r.Header.Get("Last-Event-ID")
+	if seen == "" {
+		seen = r.URL.Query().Get("since")
+	}
+	now := liveID(last)
 	if c.OneShot {
 		// The state's digest is the event id, which the browser sends back as Last-Event-ID
 		// when it comes again: an id line alone sets it without an event.
-		sum := sha256.Sum256([]byte(last))
-		now := hex.EncodeToString(sum[:12])
-		if seen := r.Header.Get("Last-Event-ID"); seen != "" && seen != now {
+		if seen != "" && seen != now {
 			fmt.Fprintf(w, "retry: %d\nid: %s\nevent: changed\ndata: {}\n\n", oneShotRetry.Milliseconds(), now)
 		} else {
 			fmt.Fprintf(w, "retry: %d\nid: %s\n\n", oneShotRetry.Milliseconds(), now)
@@ -650,6 +670,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 		return nil
 	}
 	fmt.Fprint(w, "retry: 2000\n\n")
+	if seen != "" && seen != now {
+		fmt.Fprint(w, "event: changed\ndata: {}\n\n")
+	}
 	fl.Flush()
 	t := time.NewTicker(c.Poll)
 	defer t.Stop()
@@ -866,6 +889,7 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 		c.render(w, http.StatusOK, "campaignRows", v)
 		return nil
 	}
+	v.Since = liveID(c.liveState(r.Context(), si, "", true))
 	c.render(w, http.StatusOK, "campaigns", v)
 	return nil
 }

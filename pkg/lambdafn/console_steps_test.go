@@ -87,6 +87,18 @@ func consoleTour(e *env) {
 		t.Error("on AWS the email page offers SES event buttons or a raw message (no outbox there)")
 	}
 
+	// The page says what state it was drawn from: a first poll with it hears of no change
+	// (nothing changed since), and with another hears of one.
+	since := regexp.MustCompile(`data-live="/console/events\?since=(\w+)"`).FindStringSubmatch(list.Body)
+	if since == nil {
+		t.Fatalf("the emails page has no live view with its state:\n%s", list.Body)
+	}
+	if r := invoke("GET", "/console/events", "since="+since[1], session, ""); strings.Contains(r.Body, "event: changed") {
+		t.Errorf("first poll with the page's own state said changed: %q", r.Body)
+	}
+	if r := invoke("GET", "/console/events", "since=0123abcd", session, ""); !strings.Contains(r.Body, "event: changed") {
+		t.Errorf("first poll with another state: %q, want changed", r.Body)
+	}
 	// The live view: one answer, the state's id; the same id again is no change, another is.
 	first := invoke("GET", "/console/events", "", session, "")
 	id := regexp.MustCompile(`(?m)^id: (\w+)$`).FindStringSubmatch(first.Body)
