@@ -458,6 +458,20 @@ func TestContactsAPI(t *testing.T) {
 	if r := e.do("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `[{"email":"ok@example.org"},{"email":"bad"}]`); r.status != 400 {
 		t.Errorf("bulk with a bad element = %d", r.status)
 	}
+	// Every bad element is named, those that do not decode and those that do not validate,
+	// the first 20 of them.
+	r := e.do("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `[{"email":"bad"},{"email":"ok@example.org","firstName":1},3]`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "[0].email") || !strings.Contains(msg, "[1].firstName") || !strings.Contains(msg, "[2]") {
+		t.Errorf("bulk with three bad elements: %d %q", r.status, msg)
+	}
+	var many []string
+	for i := range 25 {
+		many = append(many, fmt.Sprintf(`{"email":"bad%d"}`, i))
+	}
+	r = e.do("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", "["+strings.Join(many, ",")+"]")
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "[19].email") || strings.Contains(msg, "[20]") || !strings.HasSuffix(msg, "; and 5 more") {
+		t.Errorf("bulk with 25 bad elements: %d %q", r.status, msg)
+	}
 	var res struct{ Count int }
 	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", "["+strings.Join(bulk[:5], ",")+"]", &res)
 	if res.Count != 5 {

@@ -359,18 +359,36 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 		return fault.Field("body", "must be an array of contacts {email, firstName, lastName, properties, subscribed}")
 	}
 	list := make([]contact.Fields, len(elems))
+	badAt := make([]error, len(elems)) // every bad element is named, as a batch send does
+	bad := false
 	for i, raw := range elems {
 		var c contactIn
 		if err := decodeObject(raw, &c); err != nil {
-			if fe, ok := fault.As(err); ok && fe.Kind == fault.Invalid {
-				if rest, whole := strings.CutPrefix(fe.Message, "body: "); whole {
-					return fault.Field(fmt.Sprintf("[%d]", i), "%s", rest)
-				}
-				return fault.Field("", "[%d].%s", i, fe.Message)
+			fe, ok := fault.As(err)
+			if !ok || fe.Kind != fault.Invalid {
+				return err
 			}
-			return err
+			if rest, whole := strings.CutPrefix(fe.Message, "body: "); whole {
+				badAt[i] = fault.Field(fmt.Sprintf("[%d]", i), "%s", rest)
+			} else {
+				badAt[i] = fault.Field("", "[%d].%s", i, fe.Message)
+			}
+			bad = true
+			continue
 		}
 		list[i] = c.fields()
+	}
+	if bad { // with what the others' own checks say
+		var errs []error
+		for i, err := range badAt {
+			if err == nil {
+				_, err = list[i].Validate(fmt.Sprintf("[%d].", i), true)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return fault.Join(errs)
 	}
 	n, err := s.Contacts.Bulk(withPublicURL(r), principal(r).TeamID, book, list)
 	if err != nil {

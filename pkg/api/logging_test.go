@@ -33,12 +33,15 @@ func TestDebugLogsNoLinkToken(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
 	}
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/emails/em123", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/typo", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("PUT", "/unsubscribe/"+token, nil))
 	out := logs.String()
 	if strings.Contains(out, token) {
 		t.Errorf("a link's token is in the log:\n%s", out)
 	}
 	// Other routes' paths are logged as they came (they hold ids, not credentials).
-	for _, want := range []string{`"path":"/unsubscribe/{token}"`, `"path":"/subscribe/{token}"`, `"path":"/api/v1/emails/em123"`} {
+	for _, want := range []string{`"path":"/unsubscribe/{token}"`, `"path":"/subscribe/{token}"`, `"path":"/api/v1/emails/em123"`,
+		`"path":"/api/v1/typo"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no request line with %s:\n%s", want, out)
 		}

@@ -329,9 +329,9 @@ func (s *Service) Refuse(ctx context.Context, p auth.Principal, reqs []Request, 
 			if _, ok := fault.As(err); !ok {
 				return err // the store failed, not the element
 			}
-			// Named by its index, as in a batch without a malformed element. The 400s are
-			// the answer when there are any (all of them); else the first other (a 403 of a
-			// domain-restricted key, a 413).
+			// Named by its index. With a malformed element the 400s are the answer (all of
+			// them), and another kind (a 403 of a domain-restricted key, a 413) only when
+			// there is no 400; without one, a batch's 403 comes first (checkSenders).
 			err = fault.Prefix(fmt.Sprintf("[%d].", i), err)
 		}
 		errs = append(errs, err)

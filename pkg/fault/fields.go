@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -42,9 +43,13 @@ func spelled(k string, known []string) string {
 	return ""
 }
 
-// Join makes one Invalid error of several (a batch whose elements are each wrong), in order;
-// nil when errs is empty, the error itself when there is one. An error of another kind than
-// Invalid wins as it is.
+// MaxJoined is how many errors Join names; the rest are counted ("and 980 more"), so that a
+// bulk request of 1,000 bad elements is not answered with each of them.
+const MaxJoined = 20
+
+// Join makes one Invalid error of several (a batch whose elements are each wrong), in order,
+// the first MaxJoined named; nil when errs is empty, the error itself when there is one. An
+// error of another kind than Invalid wins as it is.
 func Join(errs []error) error {
 	switch len(errs) {
 	case 0:
@@ -52,13 +57,18 @@ func Join(errs []error) error {
 	case 1:
 		return errs[0]
 	}
-	msgs := make([]string, 0, len(errs))
-	for _, err := range errs {
+	msgs := make([]string, 0, min(len(errs), MaxJoined+1))
+	for i, err := range errs {
 		fe, ok := As(err)
 		if !ok || fe.Kind != Invalid {
 			return err
 		}
-		msgs = append(msgs, fe.Message)
+		if i < MaxJoined {
+			msgs = append(msgs, fe.Message)
+		}
+	}
+	if len(errs) > MaxJoined {
+		msgs = append(msgs, fmt.Sprintf("and %d more", len(errs)-MaxJoined))
 	}
 	return &Error{Kind: Invalid, Message: strings.Join(msgs, "; ")}
 }

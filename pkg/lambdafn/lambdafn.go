@@ -408,6 +408,9 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		if a := req.RequestContext.Authorizer; a != nil && a.Lambda != nil {
 			ctx = auth.WithVerdict(ctx, a.Lambda)
 		}
+		if id := headers["X-Request-Id"]; len(id) > 128 { // as the API's handler takes one
+			headers["X-Request-Id"] = req.RequestContext.RequestID
+		}
 		if req.IsBase64Encoded {
 			if _, err := base64.StdEncoding.DecodeString(req.Body); err != nil {
 				// The body itself is bad, not the server: a 400, with the request's id.

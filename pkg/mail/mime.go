@@ -77,7 +77,7 @@ func build(m Message, now time.Time) ([]byte, error) {
 		messageID = id
 	}
 	msg.SetMessageIDWithValue(messageID)
-	if m.InReplyTo != "" {
+	if m.InReplyTo != "" && threadID(m.InReplyTo) {
 		// The caller's own In-Reply-To or References (custom headers) win over the reply's.
 		ref := "<" + strings.Trim(m.InReplyTo, "<>") + ">"
 		if !hasHeader(m.Headers, "In-Reply-To") {
@@ -89,8 +89,7 @@ func build(m Message, now time.Time) ([]byte, error) {
 			thread := make([]string, 0, len(m.References)+1)
 			for _, r := range m.References {
 				r = "<" + strings.Trim(r, "<> ") + ">"
-				if len(r) > 2 && !strings.ContainsAny(r[1:len(r)-1], "<> \r\n") && ascii(r) &&
-					!slices.Contains(thread, r) && r != ref {
+				if threadID(r) && !slices.Contains(thread, r) && r != ref {
 					thread = append(thread, r)
 				}
 			}
@@ -258,10 +257,16 @@ func attachmentType(name string) string {
 	return t
 }
 
-// ascii reports whether s is 7-bit.
-func ascii(s string) bool {
+// threadID reports whether s (with or without its angle brackets) is a message id a thread
+// header may carry as it is: printable ASCII without spaces or brackets inside. Anything else
+// would have the whole header encoded, which no client threads by.
+func threadID(s string) bool {
+	s = strings.Trim(s, "<>")
+	if s == "" {
+		return false
+	}
 	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
+		if s[i] < 0x21 || s[i] >= 0x7f || s[i] == '<' || s[i] == '>' {
 			return false
 		}
 	}
