@@ -385,13 +385,13 @@ func TestBatch(t *testing.T) {
 	}
 	// Every bad element is named at once: malformed ones, and those the store refuses
 	// (unknown domain, template, email replied to), whether or not another is malformed.
-	store := []string{
+	refused := []string{
 		`{"to":"a@example.org","from":"x@nowhere.example","subject":"s","text":"t"}`,
 		`{"to":"a@example.org","from":"hello@example.com","templateId":"tpl_nope"}`,
 		`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","inReplyToId":"emnope"}`,
 	}
 	for _, first := range []string{`{"to":"bad","from":"hello@example.com","subject":"s","text":"t"}`, items[0]} {
-		r = e.do("POST", "/api/v1/emails/batch", "["+first+","+strings.Join(store, ",")+","+items[1]+"]")
+		r = e.do("POST", "/api/v1/emails/batch", "["+first+","+strings.Join(refused, ",")+","+items[1]+"]")
 		_, msg := r.errorOf(t)
 		want := []string{"[1].from:", "[2].templateId:", "[3].inReplyToId:"}
 		if first != items[0] {
@@ -405,6 +405,24 @@ func TestBatch(t *testing.T) {
 				t.Errorf("batch: %q does not name %s", msg, w)
 			}
 		}
+	}
+	// A key restricted to example.com, sending from another domain of the team: without a
+	// malformed element its 403 names the element; beside one, the 400 is the answer.
+	var other map[string]any
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.example","region":"us-east-1"}`, &other)
+	restricted := e.keyFor(store.PermissionFull, e.domain)
+	fromOther := `{"to":"a@example.org","from":"hi@other.example","subject":"s","text":"t"}`
+	r = e.request(restricted, "POST", "/api/v1/emails/batch", []byte("["+items[0]+","+fromOther+"]"))
+	if _, msg := r.errorOf(t); r.status != 403 || !strings.HasPrefix(msg, "[1].from:") {
+		t.Errorf("a restricted key's batch from another domain: %d %q, want 403 naming [1].from", r.status, msg)
+	}
+	r = e.request(restricted, "POST", "/api/v1/emails/batch", []byte(`[{"to":"bad","from":"hello@example.com","subject":"s","text":"t"},`+fromOther+"]"))
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "[0].to:") || strings.Contains(msg, "[1]") {
+		t.Errorf("the same beside a malformed element: %d %q, want the 400 naming [0].to", r.status, msg)
+	}
+	r = e.request(restricted, "POST", "/api/v1/emails/batch", []byte("["+fromOther+`,{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","templateId":3}]`))
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "[1].templateId:") {
+		t.Errorf("a 403 beside a malformed element: %d %q, want the 400", r.status, msg)
 	}
 	many := make([]string, 101)
 	for i := range many {
