@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -33,7 +32,8 @@ type sealedSession struct {
 	Expires int64  `json:"e"` // Unix seconds
 }
 
-var sessionB64 = base64.RawURLEncoding
+// sessionPurpose keys the sessions' cipher (campaign.KeyAEAD).
+const sessionPurpose = "mailroom console session v1"
 
 // newSession starts a session for key and returns the cookie's value.
 func (c *Console) newSession(ctx context.Context, key string) (string, error) {
@@ -69,20 +69,11 @@ func (c *Console) newSession(ctx context.Context, key string) (string, error) {
 	if !ok {
 		return "", errors.New("console: no key to seal sessions with")
 	}
-	g, err := campaign.KeyAEAD("mailroom console session v1", secret)
-	if err != nil {
-		return "", err
-	}
 	plain, err := json.Marshal(sealedSession{Key: key, Expires: now.Add(sessionTTL).Unix()})
 	if err != nil {
 		return "", err
 	}
-	nonce := make([]byte, g.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return "", err
-	}
-	prefix := sealedVersion + ring.Current + "."
-	return prefix + sessionB64.EncodeToString(g.Seal(nonce, nonce, plain, []byte(prefix))), nil
+	return campaign.Seal(sessionPurpose, secret, sealedVersion+ring.Current+".", plain)
 }
 
 // sessionKey is the API key of the session id names, while it lasts.
@@ -101,16 +92,8 @@ func (c *Console) sessionKey(ctx context.Context, id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	g, err := campaign.KeyAEAD("mailroom console session v1", secret)
-	if err != nil {
-		return "", false
-	}
-	prefix, body := id[:strings.LastIndexByte(id, '.')+1], id[strings.LastIndexByte(id, '.')+1:]
-	b, err := sessionB64.DecodeString(body)
-	if err != nil || len(b) < g.NonceSize() {
-		return "", false
-	}
-	plain, err := g.Open(nil, b[:g.NonceSize()], b[g.NonceSize():], []byte(prefix))
+	cut := strings.LastIndexByte(id, '.') + 1
+	plain, err := campaign.Open(sessionPurpose, secret, id[:cut], id[cut:])
 	if err != nil {
 		return "", false
 	}

@@ -92,8 +92,11 @@ const (
 )
 
 // aead is the AES-256-GCM of a key's tokens.
+// tokenPurpose keys the tokens' cipher (KeyAEAD).
+const tokenPurpose = "mailroom unsubscribe token v2"
+
 func aead(secret []byte) (cipher.AEAD, error) {
-	return KeyAEAD("mailroom unsubscribe token v2", secret)
+	return KeyAEAD(tokenPurpose, secret)
 }
 
 // KeyAEAD is the AES-256-GCM keyed with SHA-256("<purpose>\x00<key>"): one keyring key gives
@@ -143,15 +146,7 @@ func (s Signer) ConfirmURL(l Link) string {
 
 // open unseals a token's body with a key.
 func open(secret []byte, sealed, prefix string) ([]byte, bool) {
-	g, err := aead(secret)
-	if err != nil {
-		return nil, false
-	}
-	b, err := b64.DecodeString(sealed)
-	if err != nil || len(b) < g.NonceSize() {
-		return nil, false
-	}
-	raw, err := g.Open(nil, b[:g.NonceSize()], b[g.NonceSize():], []byte(prefix))
+	raw, err := Open(tokenPurpose, secret, prefix, sealed)
 	return raw, err == nil
 }
 

@@ -2,9 +2,6 @@ package hooks
 
 import (
 	"context"
-	"crypto/cipher"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,11 +20,8 @@ type Sealer struct {
 
 const sealVersion = "1."
 
-var b64 = base64.RawURLEncoding
-
-func gcmOf(key []byte) (cipher.AEAD, error) {
-	return campaign.KeyAEAD("mailroom webhook secret v1", key)
-}
+// sealPurpose keys the webhook secrets' cipher (campaign.KeyAEAD).
+const sealPurpose = "mailroom webhook secret v1"
 
 // Seal seals a secret under the ring's current key: "1.<key id>.<nonce and ciphertext>".
 func (s Sealer) Seal(ctx context.Context, secret string) (string, error) {
@@ -39,16 +33,7 @@ func (s Sealer) Seal(ctx context.Context, secret string) (string, error) {
 	if !ok {
 		return "", errors.New("hooks: no key to seal webhook secrets with")
 	}
-	g, err := gcmOf(key)
-	if err != nil {
-		return "", err
-	}
-	nonce := make([]byte, g.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return "", err
-	}
-	prefix := sealVersion + ring.Current + "."
-	return prefix + b64.EncodeToString(g.Seal(nonce, nonce, []byte(secret), []byte(prefix))), nil
+	return campaign.Seal(sealPurpose, key, sealVersion+ring.Current+".", []byte(secret))
 }
 
 // Current reports whether sealed was sealed under the ring's current key.
@@ -75,16 +60,11 @@ func (s Sealer) Open(ctx context.Context, sealed string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("hooks: the key that sealed a webhook secret is no longer in the keyring")
 	}
-	g, err := gcmOf(key)
-	if err != nil {
-		return "", err
-	}
-	b, err := b64.DecodeString(body)
-	if err != nil || len(b) < g.NonceSize() {
+	plain, err := campaign.Open(sealPurpose, key, sealVersion+id+".", body)
+	switch {
+	case errors.Is(err, campaign.ErrNotSealed):
 		return "", errors.New("hooks: not a sealed webhook secret")
-	}
-	plain, err := g.Open(nil, b[:g.NonceSize()], b[g.NonceSize():], []byte(sealVersion+id+"."))
-	if err != nil {
+	case err != nil:
 		return "", errors.New("hooks: a webhook secret does not open")
 	}
 	return string(plain), nil
