@@ -478,7 +478,11 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		c.render(w, http.StatusOK, "rows", v)
 		return nil
 	}
-	v.Since = liveID(c.liveState(r.Context(), si, "", false))
+	if f.url(f.page, false) == ConsoleHome { // unfiltered, first page: the list the live view watches
+		v.Since = liveID(emailsState(list, total))
+	} else {
+		v.Since = liveID(c.liveState(r.Context(), si, "", false))
+	}
 	c.render(w, http.StatusOK, "emails", v)
 	return nil
 }
@@ -550,7 +554,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 		c.render(w, http.StatusOK, "timeline", v)
 		return nil
 	}
-	v.Since = liveID(c.liveState(r.Context(), si, e.ID, false))
+	v.Since = liveID(emailState(e, events)) // redaction keeps the status and the count
 	c.render(w, http.StatusOK, "email", v)
 	return nil
 }
@@ -597,7 +601,6 @@ func (c *Console) raw(w http.ResponseWriter, r *http.Request, si signedIn) error
 // campaigns' statuses and counters (campaigns), or else the newest emails; "" when it cannot
 // be read.
 func (c *Console) liveState(ctx context.Context, si signedIn, id string, campaigns bool) string {
-	var b strings.Builder
 	if campaigns {
 		if listCampaignsRoute.permits(si.p) != nil {
 			return ""
@@ -606,23 +609,40 @@ func (c *Console) liveState(ctx context.Context, si signedIn, id string, campaig
 		if err != nil {
 			return ""
 		}
-		for _, cp := range list {
-			fmt.Fprintf(&b, "%s:%s:%v ", cp.ID, cp.Status, cp.Counters)
-		}
-		return b.String()
+		return campaignsState(list)
 	}
 	if id != "" {
 		e, events, err := c.s.Emails.Get(ctx, si.p, id)
 		if err != nil {
 			return ""
 		}
-		fmt.Fprintf(&b, "%s %d", e.LatestStatus, len(events))
-		return b.String()
+		return emailState(e, events)
 	}
-	list, n, err := c.s.Emails.List(ctx, si.p, email.ListQuery{Page: 1, Limit: consolePage})
+	list, n, err := c.s.Emails.List(ctx, si.p, newestEmails)
 	if err != nil {
 		return ""
 	}
+	return emailsState(list, n)
+}
+
+// newestEmails is the list the emails page's live view watches: its first page, unfiltered.
+var newestEmails = email.ListQuery{Page: 1, Limit: consolePage}
+
+// The live states, from what a page read too (liveState reads them again for the stream).
+func campaignsState(list []store.Campaign) string {
+	var b strings.Builder
+	for _, cp := range list {
+		fmt.Fprintf(&b, "%s:%s:%v ", cp.ID, cp.Status, cp.Counters)
+	}
+	return b.String()
+}
+
+func emailState(e store.Email, events []store.Event) string {
+	return fmt.Sprintf("%s %d", e.LatestStatus, len(events))
+}
+
+func emailsState(list []store.Email, n int) string {
+	var b strings.Builder
 	fmt.Fprintf(&b, "%d", n)
 	for _, e := range list {
 		fmt.Fprintf(&b, " %s:%s", e.ID, e.LatestStatus)
@@ -889,7 +909,7 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 		c.render(w, http.StatusOK, "campaignRows", v)
 		return nil
 	}
-	v.Since = liveID(c.liveState(r.Context(), si, "", true))
+	v.Since = liveID(campaignsState(list)) // the list the live view watches
 	c.render(w, http.StatusOK, "campaigns", v)
 	return nil
 }
