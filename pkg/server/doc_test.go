@@ -13,15 +13,22 @@ import (
 	"github.com/mailroom/mailroom/pkg/config"
 )
 
-// TestOpenAPIDocServed: the local server serves the OpenAPI document without an API key.
-func TestOpenAPIDocServed(t *testing.T) {
+// quietServer starts an embedded server on a free port, stopped when the test ends.
+func quietServer(t *testing.T) *Server {
+	t.Helper()
 	ctx := context.Background()
 	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 1, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
 	s, err := Start(ctx, cfg, "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Shutdown(ctx) }()
+	t.Cleanup(func() { _ = s.Shutdown(ctx) })
+	return s
+}
+
+// TestOpenAPIDocServed: the local server serves the OpenAPI document without an API key.
+func TestOpenAPIDocServed(t *testing.T) {
+	s := quietServer(t)
 	resp, err := http.Get(s.URL + "/api/v1/doc")
 	if err != nil {
 		t.Fatal(err)
@@ -46,13 +53,7 @@ func TestOpenAPIDocServed(t *testing.T) {
 // TestServedBesidesAnswerAsDocumented: every path the document lists besides the API's routes
 // is served by the local server, with the status and type it documents, without a key.
 func TestServedBesidesAnswerAsDocumented(t *testing.T) {
-	ctx := context.Background()
-	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: t.TempDir(), Workers: 1, AuthCacheTTL: time.Minute, LogLevel: slog.LevelError + 4}
-	s, err := Start(ctx, cfg, "127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Shutdown(ctx) }()
+	s := quietServer(t)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, b := range api.ServedBesides {
 		req, _ := http.NewRequest(b.Method, s.URL+b.Path, nil)
