@@ -34,6 +34,20 @@ type countingMailer struct {
 	failWith error
 }
 
+// emails is how many emails the mailer sent.
+func (m *countingMailer) emails() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sent)
+}
+
+// awaitSent waits until the mailer sent n emails, or for at most d.
+func (m *countingMailer) awaitSent(n int, d time.Duration) {
+	for deadline := time.Now().Add(d); m.emails() < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (m *countingMailer) Send(_ context.Context, o mail.Outgoing) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -909,23 +923,14 @@ func TestPoolYieldsToTheForeground(t *testing.T) {
 	busy.Store(true)
 	p.YieldTo(busy.Load, time.Hour)
 	p.Dispatch(context.Background(), ids...)
-	sent := func() int {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return len(m.sent)
-	}
-	for deadline := time.Now().Add(5 * time.Second); sent() < 1 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	m.awaitSent(1, 5*time.Second)
 	time.Sleep(100 * time.Millisecond) // room for a worker that would not wait its turn
-	if n := sent(); n != 1 {
+	if n := m.emails(); n != 1 {
 		t.Fatalf("%d sent while the foreground is busy, want the one of the first gap", n)
 	}
 	busy.Store(false)
-	for deadline := time.Now().Add(5 * time.Second); sent() < len(ids) && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := sent(); n != len(ids) {
+	m.awaitSent(len(ids), 5*time.Second)
+	if n := m.emails(); n != len(ids) {
 		t.Errorf("%d of %d sent once the foreground is idle", n, len(ids))
 	}
 }
@@ -936,22 +941,18 @@ func TestPoolYieldsToTheForeground(t *testing.T) {
 func TestStopDoesNotWaitForSendSlots(t *testing.T) {
 	m := &countingMailer{sent: map[string]int{}}
 	w, st, ids := setup(t, m, 8)
-	w.Pacer = &Pacer{Slots: st, Rate: 0.25} // one send every 4 seconds
+	// One send a second (a rate under 1 paces at 1/s), on a clock stopped at the start of a
+	// second: the first send goes at once, the next waits a whole second, the one after two.
+	start := time.Now().Truncate(time.Second)
+	w.Pacer = &Pacer{Slots: st, Rate: 1, Now: func() time.Time { return start }}
 	p := NewPool(w, 4, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p.Dispatch(context.Background(), ids...)
-	sent := func() int {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return len(m.sent)
-	}
-	for deadline := time.Now().Add(10 * time.Second); sent() < 1 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	m.awaitSent(1, 10*time.Second)
 	time.Sleep(50 * time.Millisecond) // the other workers are waiting for their slots
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p.Close(ctx)
-	if n := sent(); n != 1 {
+	if n := m.emails(); n != 1 {
 		t.Errorf("%d sent, want the first only: the others were waiting for slots when the pool closed", n)
 	}
 	queued := 0
