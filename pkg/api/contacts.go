@@ -379,16 +379,8 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 		list[i] = c.fields()
 	}
 	if bad { // with what the others' own checks say
-		var errs []error
-		for i, err := range badAt {
-			if err == nil {
-				_, err = list[i].Validate(fmt.Sprintf("[%d].", i), true)
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return fault.Join(errs)
+		_, err := contact.ValidateBulk(list, badAt)
+		return err
 	}
 	n, err := s.Contacts.Bulk(withPublicURL(r), principal(r).TeamID, book, list)
 	if err != nil {

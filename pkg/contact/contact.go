@@ -451,6 +451,27 @@ func (s *Service) confirm(ctx context.Context, book store.ContactBook, contacts 
 	}
 }
 
+// ValidateBulk validates the elements of a bulk import, as Bulk does, with those refused
+// already (badAt[i]: an element that did not decode; nil for none): their addresses, and one
+// error naming every bad element, as a batch send does.
+func ValidateBulk(list []Fields, badAt []error) ([]string, error) {
+	norms := make([]string, len(list))
+	var errs []error
+	for i, f := range list {
+		if badAt != nil && badAt[i] != nil {
+			errs = append(errs, badAt[i])
+			continue
+		}
+		norm, err := f.Validate(fmt.Sprintf("[%d].", i), true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		norms[i] = norm
+	}
+	return norms, fault.Join(errs)
+}
+
 // Bulk upserts up to MaxBulk contacts; every element is validated before any is written, and
 // they are written together (store.PutContacts: one transaction on the embedded store).
 func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []Fields) (int, error) {
@@ -464,24 +485,20 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if err != nil {
 		return 0, err
 	}
+	norms, err := ValidateBulk(list, nil)
+	if err != nil {
+		return 0, err
+	}
 	puts := make([]store.ContactPut, len(list))
 	now := s.Now().UTC()
 	confirm := map[string]bool{} // by email: the last put of an address decides
-	var bad []error              // every bad element is named, as a batch send does
 	for i, f := range list {
-		norm, err := f.Validate(fmt.Sprintf("[%d].", i), true)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
+		norm := norms[i]
 		puts[i] = store.ContactPut{Email: norm, NewID: NewID("ct"), Fn: func(c *store.Contact, existed bool) error {
 			f.merge(c, existed, false, now)
 			confirm[norm] = doubleOptIn(book, f, c, existed)
 			return nil
 		}}
-	}
-	if err := fault.Join(bad); err != nil {
-		return 0, err
 	}
 	start := time.Now()
 	done, err := s.Store.PutContacts(ctx, teamID, bookID, puts)
@@ -499,9 +516,9 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if err != nil {
 		return len(done), bookErr(err)
 	}
-	distinct := map[string]bool{} // a later entry of an address updates the same contact
+	distinct := map[string]bool{} // a later entry of an address (Validate lower-cases it) updates the same contact
 	for _, p := range puts {
-		distinct[strings.ToLower(p.Email)] = true
+		distinct[p.Email] = true
 	}
 	return len(distinct), nil
 }
