@@ -2,21 +2,18 @@ package campaign
 
 import (
 	"html"
-	"regexp"
 	"strings"
 
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/template"
 )
-
-// placeholder matches {{name}}, {{contact.name}} and {{name,fallback=Text}}.
-var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
 
 // unsubscribeNames are the placeholders of the one-click unsubscribe URL (the legacy name too).
 var unsubscribeNames = map[string]bool{"usesend_unsubscribe_url": true, "unsend_unsubscribe_url": true}
 
 // HasUnsubscribe reports whether s contains an unsubscribe placeholder.
 func HasUnsubscribe(s string) bool {
-	for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
+	for _, m := range template.Placeholder().FindAllStringSubmatch(s, -1) {
 		if unsubscribeNames[strings.ToLower(m[1])] {
 			return true
 		}
@@ -46,6 +43,7 @@ func vars(c store.Contact, unsubscribeURL string) map[string]string {
 // Render personalises s for one contact: names are case-insensitive; an empty or missing value
 // takes the fallback, else renders as nothing. Values are HTML-escaped when escape is set.
 func Render(s string, values map[string]string, escape bool) string {
+	placeholder := template.Placeholder() // {{name}}, {{contact.name}}, {{name,fallback=Text}}
 	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
 		sub := placeholder.FindStringSubmatch(m)
 		name := strings.ToLower(sub[1])

@@ -167,10 +167,10 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 	return err
 }
 
-// placeholder matches {{name}} and {{name,fallback=Text}} (as campaigns write them), with
-// optional inner spaces. It is compiled on first use: every Lambda function links this
-// package, few render.
-var placeholder = sync.OnceValue(func() *regexp.Regexp {
+// Placeholder matches {{name}} and {{name,fallback=Text}}, with optional inner spaces: the
+// placeholders of templates and of campaigns (pkg/campaign renders them per contact). It is
+// compiled on first use: every Lambda function links this package, few render.
+var Placeholder = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
 })
 
@@ -192,7 +192,7 @@ func value(s string, m []int, vars map[string]string) (v string, ok bool) {
 func RenderedSize(s string, vars map[string]string, escape bool) int {
 	n := len(s)
 	escaped := map[string]int{}
-	for _, m := range placeholder().FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range Placeholder().FindAllStringSubmatchIndex(s, -1) {
 		v, ok := value(s, m, vars)
 		if !ok {
 			continue
@@ -218,7 +218,7 @@ func Render(s string, vars map[string]string, escape bool) (string, error) {
 	var missing []string
 	var b strings.Builder
 	last := 0
-	for _, m := range placeholder().FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range Placeholder().FindAllStringSubmatchIndex(s, -1) {
 		b.WriteString(s[last:m[0]])
 		last = m[1]
 		v, ok := value(s, m, vars)
