@@ -353,7 +353,7 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	}
 	var elems []json.RawMessage
 	if !json.Valid(body) {
-		return email.MalformedJSON(body)
+		return email.ErrMalformedJSON
 	}
 	if err := json.Unmarshal(body, &elems); err != nil {
 		return fault.Field("body", "must be an array of contacts {email, firstName, lastName, properties, subscribed}")

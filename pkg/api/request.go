@@ -130,7 +130,7 @@ func intQuery(r *http.Request, name string, def, min, max int) (int, error) {
 // decodeObject decodes a JSON object body into v, mapping type errors to the field.
 func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
-		return email.MalformedJSON(body)
+		return email.ErrMalformedJSON
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError

@@ -85,9 +85,9 @@ func init() {
 	}
 }
 
-// MalformedJSON is the answer to a body that is not JSON at all: COMPAT.md fixes its message,
-// which clients may compare whole, so it does not say where the syntax broke.
-func MalformedJSON([]byte) error { return fault.Field("", "Malformed JSON in request body") }
+// ErrMalformedJSON is the answer to a body that is not JSON at all: COMPAT.md fixes its
+// message, which clients may compare whole, so it does not say where the syntax broke.
+var ErrMalformedJSON = fault.Field("", "Malformed JSON in request body")
 
 // DecodeRequest decodes and validates one send request.
 func DecodeRequest(body []byte) (Request, error) {
@@ -116,7 +116,7 @@ func DecodeBatchEach(body []byte) (reqs []Request, badAt []error, err error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(body, &items); err != nil {
 		if !json.Valid(body) {
-			return nil, nil, MalformedJSON(body)
+			return nil, nil, ErrMalformedJSON
 		}
 		return nil, nil, fault.Field("body", "must be an array of emails")
 	}
@@ -142,7 +142,7 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		if !json.Valid(body) {
-			return Request{}, MalformedJSON(body)
+			return Request{}, ErrMalformedJSON
 		}
 		field := strings.TrimSuffix(at, ".")
 		if field == "" {
