@@ -313,12 +313,9 @@ func (s *Services) wrap(rt Route) http.Handler {
 			// A link's path holds its credential (a signed unsubscribe or confirmation
 			// token): the route pattern says which it was, never the token. Any other path,
 			// an unknown one included, is logged as it came, but for such a token.
-			path := r.URL.Path
-			switch {
-			case strings.Contains(rt.Path, "{token}"):
+			path := redactLinks(r.URL.Path)
+			if strings.Contains(rt.Path, "{token}") {
 				path = rt.Path
-			case strings.HasPrefix(path, "/unsubscribe/"), strings.HasPrefix(path, "/subscribe/"):
-				path = path[:strings.Index(path[1:], "/")+2] + "(token)"
 			}
 			attrs = append(attrs, "method", r.Method, "path", path, "bytesIn", r.ContentLength,
 				"remote", r.RemoteAddr, "userAgent", r.UserAgent())
