@@ -88,9 +88,10 @@ const maxRetries = 1000
 // Store is the bbolt adapter. It is safe for concurrent use.
 type Store struct {
 	db       *bbolt.DB
-	attempts int       // of an optimistic update: maxRetries (tests lower it)
-	slots    *slots    // shared by the copies WithAttempts makes
-	requests *requests // likewise
+	commits  *committer // every write transaction (commit.go)
+	attempts int        // of an optimistic update: maxRetries (tests lower it)
+	slots    *slots     // shared by the copies WithAttempts makes
+	requests *requests  // likewise
 	// retention is how long an email is kept (0: for ever): an older one is not read, listed
 	// or counted, and ExpireEmails deletes it.
 	retention time.Duration
@@ -168,9 +169,6 @@ func decode[T any](raw []byte, what string) (T, error) {
 // changed pairs a record as read with the caller's change of it.
 type changed[T any] struct{ old, new T }
 
-// batchDelay is how long a write waits for others to join its commit.
-const batchDelay = time.Millisecond
-
 // Open opens (creating if needed) the database file at path. Only one process may hold the
 // file: bbolt takes an exclusive lock, and Open gives up after a few seconds rather than hanging.
 func Open(path string) (*Store, error) {
@@ -181,10 +179,6 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
-	// A write waits at most this long for others to share its commit (update): a sync takes
-	// about 0.1 ms on an SSD, so bbolt's 10 ms default made each lone write wait 100 syncs'
-	// time, and a delivery (three writes one after the other) 30 ms.
-	db.MaxBatchDelay = batchDelay
 	err = db.Update(func(tx *bbolt.Tx) error {
 		backfill := tx.Bucket(bucketSchedAt) == nil && tx.Bucket(bucketEmails) != nil
 		for _, name := range allBuckets() {
@@ -201,20 +195,24 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: init %s: %w", path, err)
 	}
-	w, n, err := openWAL(path+walExt, db)
+	commits := newCommitter(db)
+	w, n, err := openWAL(path+walExt, db, commits)
 	if err != nil {
+		commits.close()
 		_ = db.Close()
 		return nil, err
 	}
-	return &Store{db: db, attempts: maxRetries, slots: &slots{}, requests: &requests{}, wal: w, Replayed: n}, nil
+	return &Store{db: db, commits: commits, attempts: maxRetries, slots: &slots{}, requests: &requests{}, wal: w, Replayed: n}, nil
 }
 
 // Close writes what the log holds into bbolt and releases the file.
 func (s *Store) Close() error {
 	if err := s.wal.close(); err != nil {
+		s.commits.close()
 		_ = s.db.Close()
 		return err
 	}
+	s.commits.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("bolt: close: %w", err)
 	}
@@ -239,10 +237,9 @@ func (s *Store) viewNow(ctx context.Context, fn func(tx *bbolt.Tx) error) error 
 	return s.db.View(fn)
 }
 
-// update runs fn in a write transaction through bbolt's Batch, which commits the writes of
-// concurrent callers together with one fsync instead of one each (the embedded store's
-// throughput limit). Batch may run fn more than once, so every fn must set any result it
-// captures from scratch on each run.
+// update runs fn in a write transaction shared with the writes of concurrent callers (commit.go),
+// one commit for all instead of one each (the embedded store's throughput limit). fn may run
+// more than once, so every fn must set any result it captures from scratch on each run.
 func (s *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := s.wal.settle(ctx); err != nil {
 		return err
@@ -254,7 +251,7 @@ func (s *Store) updateNow(ctx context.Context, fn func(tx *bbolt.Tx) error) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(fn)
+	return s.commits.update(fn)
 }
 
 // ---- key encoding ----

@@ -94,8 +94,9 @@ type walSegment struct {
 }
 
 type wal struct {
-	dir string
-	db  *bbolt.DB
+	dir     string
+	db      *bbolt.DB
+	commits *committer
 
 	appended atomic.Uint64 // sequence number of the last record appended
 	applied  atomic.Uint64 // every record up to this one is in bbolt (or failed)
@@ -132,11 +133,11 @@ type wal struct {
 
 // openWAL applies what dir holds past the last record bbolt has, deletes it, and starts a new
 // log. It returns how many emails it wrote.
-func openWAL(dir string, db *bbolt.DB) (*wal, int, error) {
+func openWAL(dir string, db *bbolt.DB, commits *committer) (*wal, int, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("bolt: log %s: %w", dir, err)
 	}
-	w := &wal{dir: dir, db: db, cur: &walBatch{done: make(chan struct{})},
+	w := &wal{dir: dir, db: db, commits: commits, cur: &walBatch{done: make(chan struct{})},
 		appliedCh: make(chan struct{}), pending: make(map[string]uint64),
 		syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1), stop: make(chan struct{}),
 		syncDone: make(chan struct{}), applyDone: make(chan struct{}),
@@ -159,12 +160,12 @@ func openWAL(dir string, db *bbolt.DB) (*wal, int, error) {
 	return w, n, nil
 }
 
-// apply writes recs into bbolt in one transaction (shared with other writers through Batch)
+// apply writes recs into bbolt in one transaction (shared with other writers: commit.go)
 // with the sequence number of the last, and returns how many emails it wrote.
 func (w *wal) apply(recs []walRecord) (int, error) {
 	created := 0
-	err := w.db.Batch(func(tx *bbolt.Tx) (err error) {
-		created = 0 // Batch may run this more than once
+	err := w.commits.update(func(tx *bbolt.Tx) (err error) {
+		created = 0 // this may run more than once
 		for _, r := range recs {
 			n, err := createEmailsTx(tx, r.Emails, r.Events)
 			if err != nil {
