@@ -521,14 +521,18 @@ func (o *Outbox) writeFile(ctx context.Context, m mailport.Outgoing) error {
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
+	renamed := false
+	defer func() {
+		if !renamed { // removed only when it is still there: an unlink that fails costs two syscalls
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
 	if _, err := tmp.Write(m.Raw); err != nil {
-		tmp.Close()
 		return fmt.Errorf("outbox: write: %w", err)
 	}
 	if syncEachFile {
 		if err := tmp.Sync(); err != nil {
-			tmp.Close()
 			return fmt.Errorf("outbox: sync: %w", err)
 		}
 	}
@@ -542,6 +546,7 @@ func (o *Outbox) writeFile(ctx context.Context, m mailport.Outgoing) error {
 	if err := os.Rename(tmp.Name(), o.Path(m.EmailID)); err != nil {
 		return fmt.Errorf("outbox: rename: %w", err)
 	}
+	renamed = true
 	return nil
 }
 
