@@ -91,6 +91,9 @@ type Console struct {
 	// MaxSessions is how many sessions are held in memory (10,000 unless set); a sign-in
 	// beyond ends the oldest.
 	MaxSessions int
+	// Scan is how many of the newest emails a search or a status filter looks through
+	// (1,000 unless set; a multiple of 100).
+	Scan int
 	// Events receives the SES events an email's page fires (the SES events handler, as the
 	// outbox's are); nil hides the buttons.
 	Events EventSink
@@ -143,7 +146,7 @@ var ConsoleRoutes = []Route{
 
 // NewConsole builds the console on the services.
 func NewConsole(s *Services, outboxDir string) *Console {
-	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000}
+	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000, Scan: consoleScan}
 	_, _ = rand.Read(c.secret)
 	return c
 }
@@ -214,6 +217,7 @@ type view struct {
 	Error  string
 	Manage bool // the key is not a SENDING key (the nav shows what it may read)
 	Admin  bool // the key may manage the team's keys (the nav shows Keys)
+	Next   string // the sign-in form's: the console page to go back to
 }
 
 // signedIn is a request's session: its id, the key's principal and its forms' CSRF token.
@@ -234,11 +238,19 @@ func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, sig
 	return func(w http.ResponseWriter, r *http.Request) {
 		si, ok := c.session(r)
 		if !ok {
-			if r.URL.Path != ConsoleHome {
+			switch {
+			case r.URL.Path == ConsoleHome:
+				c.render(w, http.StatusOK, "signin", view{Title: "Sign in"})
+			case strings.HasPrefix(r.URL.Path, "/console/events"): // a stream, not a page
 				http.Error(w, "Sign in at "+ConsoleHome, http.StatusUnauthorized)
-				return
+			case r.Method == http.MethodGet || r.Method == http.MethodHead:
+				// No session (never signed in, expired, revoked, or the server restarted): the
+				// sign-in form, which comes back here.
+				c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in", Next: r.URL.RequestURI()})
+			default:
+				c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in",
+					Error: "Your session ended before this was sent: sign in, then do it again."})
 			}
-			c.render(w, http.StatusOK, "signin", view{Title: "Sign in"})
 			return
 		}
 		err := rt.permits(si.p)
@@ -316,7 +328,18 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/console/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r), MaxAge: int(sessionTTL.Seconds())})
-	http.Redirect(w, r, ConsoleHome, http.StatusSeeOther)
+	http.Redirect(w, r, backTo(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// backTo is where a sign-in goes: the console page it was asked from (a path of this host),
+// or the console's home.
+func backTo(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.ContainsAny(next, "\\\r\n") ||
+		!strings.HasPrefix(next, "/console/") || strings.HasPrefix(u.Path, "/console/events") {
+		return ConsoleHome
+	}
+	return next
 }
 
 // secureRequest: the browser came over https, to this server or to the proxy in front of it
@@ -359,6 +382,10 @@ type emailsView struct {
 	Shown, Total        int
 	Prev, Next          string
 	FragmentURL         string
+	// Limited: a search or a status filter looked through the newest Scanned emails only.
+	Limited  bool
+	Scanned  int
+	BadDates []string // the date fields that are not dates, and so were not applied
 }
 
 // consoleStatuses are the statuses the filter offers, in an email's order of life.
@@ -385,6 +412,17 @@ func parseFilter(r *http.Request) filter {
 	return f
 }
 
+// badDates names the date fields that are not dates (the list ignores them).
+func (f filter) badDates() []string {
+	var bad []string
+	for _, d := range []struct{ name, v string }{{"From", f.from}, {"To", f.to}} {
+		if _, err := time.Parse("2006-01-02", d.v); d.v != "" && err != nil {
+			bad = append(bad, d.name)
+		}
+	}
+	return bad
+}
+
 func (f filter) url(page int, fragment bool) string {
 	v := url.Values{}
 	for k, s := range map[string]string{"q": f.q, "status": f.status, "from": f.from, "to": f.to} {
@@ -408,8 +446,9 @@ func (f filter) url(page int, fragment bool) string {
 }
 
 // list reads the page of emails f selects. Without a search or a status it is the API's list;
-// with one, the newest consoleScan emails are looked through.
-func (c *Console) list(ctx context.Context, p auth.Principal, f filter) ([]store.Email, int, error) {
+// with one, the newest c.Scan emails (of f's dates and domain) are looked through, and
+// limited says that older ones were left out.
+func (c *Console) list(ctx context.Context, p auth.Principal, f filter) (list []store.Email, total int, limited bool, err error) {
 	q := email.ListQuery{Limit: consolePage, Page: f.page}
 	if f.domain != 0 {
 		q.DomainIDs = []int64{f.domain}
@@ -426,16 +465,18 @@ func (c *Console) list(ctx context.Context, p auth.Principal, f filter) ([]store
 	}
 	q.Start, q.End = day(f.from, false), day(f.to, true)
 	if f.q == "" && f.status == "" {
-		return c.s.Emails.List(ctx, p, q)
+		list, total, err := c.s.Emails.List(ctx, p, q)
+		return list, total, false, err
 	}
 	var matched []store.Email
 	needle := strings.ToLower(f.q)
-	for page := 1; page <= consoleScan/100; page++ {
+	for page := 1; page <= max(c.Scan/100, 1); page++ {
 		q.Page, q.Limit = page, 100
-		batch, _, err := c.s.Emails.List(ctx, p, q)
+		batch, all, err := c.s.Emails.List(ctx, p, q)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
+		limited = all > max(c.Scan/100, 1)*100
 		for _, e := range batch {
 			if f.status != "" && e.LatestStatus != f.status {
 				continue
@@ -450,21 +491,22 @@ func (c *Console) list(ctx context.Context, p auth.Principal, f filter) ([]store
 		}
 	}
 	start := min((f.page-1)*consolePage, len(matched))
-	return matched[start:min(start+consolePage, len(matched))], len(matched), nil
+	return matched[start:min(start+consolePage, len(matched))], len(matched), limited, nil
 }
 
 func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) error {
 	f := parseFilter(r)
-	list, total, err := c.list(r.Context(), si.p, f)
+	list, total, limited, err := c.list(r.Context(), si.p, f)
 	if err != nil {
 		return err
 	}
 	redactFor(si.p, list)
 	v := emailsView{view: c.viewFor("Emails", si), Q: f.q, Status: f.status, From: f.from,
 		To: f.to, Domain: f.domain, Statuses: consoleStatuses, Emails: list, Total: total,
-		Shown: len(list), FragmentURL: f.url(f.page, true)}
-	if f.page > 1 {
-		v.Prev = f.url(f.page-1, false)
+		Shown: len(list), FragmentURL: f.url(f.page, true), Limited: limited, Scanned: max(c.Scan/100, 1) * 100,
+		BadDates: f.badDates()}
+	if f.page > 1 { // past the last page: back to the last one
+		v.Prev = f.url(min(f.page-1, max(1, (total+consolePage-1)/consolePage)), false)
 	}
 	if f.page*consolePage < total {
 		v.Next = f.url(f.page+1, false)
@@ -481,7 +523,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 	if f.url(f.page, false) == ConsoleHome { // unfiltered, first page: the list the live view watches
 		v.Since = liveID(emailsState(list, total))
 	} else {
-		v.Since = liveID(c.liveState(r.Context(), si, "", false))
+		v.Since = liveID(c.liveState(r.Context(), si, "", 0))
 	}
 	c.render(w, http.StatusOK, "emails", v)
 	return nil
@@ -598,14 +640,14 @@ func (c *Console) raw(w http.ResponseWriter, r *http.Request, si signedIn) error
 }
 
 // liveState is what the live view watches: one email's status and history (id), the
-// campaigns' statuses and counters (campaigns), or else the newest emails; "" when it cannot
-// be read.
-func (c *Console) liveState(ctx context.Context, si signedIn, id string, campaigns bool) string {
-	if campaigns {
+// statuses and counters of a page of campaigns (campaigns, the page's number), or else the
+// newest emails; "" when it cannot be read.
+func (c *Console) liveState(ctx context.Context, si signedIn, id string, campaigns int) string {
+	if campaigns > 0 {
 		if listCampaignsRoute.permits(si.p) != nil {
 			return ""
 		}
-		list, _, err := c.s.Campaigns.List(ctx, si.p.TeamID, si.p.DomainID, 1, "", "")
+		list, _, err := c.s.Campaigns.List(ctx, si.p.TeamID, si.p.DomainID, campaigns, "", "")
 		if err != nil {
 			return ""
 		}
@@ -668,7 +710,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	id, campaigns := r.URL.Query().Get("email"), r.URL.Query().Get("campaigns") != ""
+	id, campaigns := r.URL.Query().Get("email"), 0
+	if v := r.URL.Query().Get("campaigns"); v != "" { // the page of campaigns watched
+		campaigns, _ = strconv.Atoi(v)
+		campaigns = max(campaigns, 1)
+	}
 	state := func() string { return c.liveState(r.Context(), si, id, campaigns) }
 	last := state()
 	// What the page was drawn from (since, its state's digest) or the last state the browser
@@ -831,7 +877,14 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 		if err := c.checkForm(r, si); err != nil {
 			return err
 		}
-		domainID, _ := strconv.ParseInt(r.PostFormValue("domain"), 10, 64)
+		var domainID int64
+		if d := strings.TrimSpace(r.PostFormValue("domain")); d != "" && d != "0" {
+			id, err := strconv.ParseInt(d, 10, 64)
+			if err != nil || id <= 0 {
+				return fault.Field("domain", "a domain id of the team, or empty for every domain")
+			}
+			domainID = id
+		}
 		perm := store.Permission(r.PostFormValue("permission"))
 		if perm != store.PermissionFull && perm != store.PermissionSending {
 			return fault.Field("permission", "FULL or SENDING")
@@ -895,16 +948,31 @@ func (c *Console) domains(w http.ResponseWriter, r *http.Request, si signedIn) e
 // campaignsView is the campaigns page: each campaign's status and counters, live.
 type campaignsView struct {
 	view
-	Campaigns []store.Campaign
-	Total     int
+	Campaigns   []store.Campaign
+	Page, Pages int
+	Prev, Next  string
 }
 
 func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	list, n, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, 1, "", "")
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	page = max(page, 1)
+	list, pages, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, page, "", "")
 	if err != nil {
 		return err
 	}
-	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Total: n}
+	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Page: page, Pages: pages}
+	at := func(n int) string {
+		if n <= 1 {
+			return "/console/campaigns"
+		}
+		return "/console/campaigns?page=" + strconv.Itoa(n)
+	}
+	if page > 1 {
+		v.Prev = at(min(page-1, max(pages, 1))) // past the last page: back to the last one
+	}
+	if page < pages {
+		v.Next = at(page + 1)
+	}
 	if r.URL.Query().Get("fragment") == "rows" {
 		c.render(w, http.StatusOK, "campaignRows", v)
 		return nil

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -514,4 +515,88 @@ func TestConsoleHardening(t *testing.T) {
 	if code, _ := postForm(t, full, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "name": {strings.Repeat("é", team.MaxKeyName)}, "permission": {"FULL"}}, srv.URL); code != 200 {
 		t.Errorf("a key name of %d characters = %d", team.MaxKeyName, code)
 	}
+}
+
+// A page asked for without a session shows the sign-in form, which comes back to it; a search
+// says when it looked through the newest emails only; campaigns have pages; a bad date or a
+// bad domain in a form is said, not ignored.
+func TestConsoleSignInComesBackAndPages(t *testing.T) {
+	e := newEnv(t)
+	srv := consoleServer(t, e, func(c *api.Console) { c.Scan = 100 })
+	c := consoleClient(t)
+
+	code, body := get(t, c, srv.URL+"/console/domains")
+	if code != 401 || !strings.Contains(body, `action="/console/session"`) || !strings.Contains(body, `name="next" value="/console/domains"`) {
+		t.Fatalf("a page without a session = %d:\n%s", code, body)
+	}
+	if code, body := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {e.key}, "next": {"/console/domains"}}, srv.URL); code != 200 || !strings.Contains(body, "<h1>Domains</h1>") {
+		t.Fatalf("signing in from /console/domains = %d, want that page:\n%.300s", code, body)
+	}
+	for _, next := range []string{"https://evil.example/console/", "//evil.example/console/", "/console/events", "/elsewhere", "/console/\\evil"} {
+		if code, body := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {e.key}, "next": {next}}, srv.URL); code != 200 || !strings.Contains(body, "<h1>Emails</h1>") {
+			t.Errorf("signing in with next=%q = %d, want the console's home", next, code)
+		}
+	}
+
+	// 120 emails, the oldest one with a subject of its own: a search of the newest 100 does not
+	// find it, and says so.
+	e.send(`{"from":"a@example.com","to":"old@example.org","subject":"The oldest one","text":"x"}`)
+	for range 6 {
+		batch := make([]string, 20)
+		for i := range batch {
+			batch[i] = `{"from":"a@example.com","to":"r@example.org","subject":"Newer","text":"x"}`
+		}
+		e.mustDo("POST", "/api/v1/emails/batch", "["+strings.Join(batch, ",")+"]", nil)
+	}
+	_, body = get(t, c, srv.URL+"/console/emails?q=oldest")
+	if !strings.Contains(body, "No email matches") || !strings.Contains(body, "looks through the newest 100 emails") {
+		t.Errorf("a search past the newest 100 does not say it looked through those only:\n%s", body)
+	}
+	_, body = get(t, c, srv.URL+"/console/emails?q=newer")
+	if !strings.Contains(body, "looks through the newest 100 emails") || !strings.Contains(body, "50 of 100") {
+		t.Errorf("a search that matches the newest 100:\n%s", body)
+	}
+	if _, body = get(t, c, srv.URL+"/console/emails"); strings.Contains(body, "looks through the newest") {
+		t.Error("the unfiltered list says it is limited")
+	}
+	_, body = get(t, c, srv.URL+"/console/emails?from=garbage&to=2026-01-01")
+	if !strings.Contains(body, "From: not a date") {
+		t.Errorf("a date that is not one is not said:\n%s", body)
+	}
+	_, body = get(t, c, srv.URL+"/console/emails?page=99")
+	if !strings.Contains(body, `href="/console/emails?page=3" rel="prev"`) {
+		t.Errorf("past the last page, the link back is not to the last page:\n%s", body)
+	}
+
+	// 31 campaigns: two pages, the oldest on the second.
+	book := e.book()
+	for i := range 31 {
+		e.mustDo("POST", "/api/v1/campaigns", fmt.Sprintf(`{"name":"Campaign %02d","from":"news@example.com","subject":"News","contactBookId":%q,"html":"<p>Hi</p><a href=\"{{usesend_unsubscribe_url}}\">Unsubscribe</a>"}`, i, book), nil)
+		time.Sleep(time.Millisecond) // one creation time each: the list is newest first
+	}
+	_, first := get(t, c, srv.URL+"/console/campaigns")
+	_, second := get(t, c, srv.URL+"/console/campaigns?page=2")
+	if !strings.Contains(first, "Campaign 30") || strings.Contains(first, "Campaign 00") || !strings.Contains(first, `href="/console/campaigns?page=2" rel="next"`) {
+		t.Errorf("the first page of campaigns:\n%s", first)
+	}
+	if !strings.Contains(second, "Campaign 00") || !strings.Contains(second, "page 2 of 2") || !strings.Contains(second, `data-live="/console/events?campaigns=2`) {
+		t.Errorf("the second page of campaigns:\n%s", second)
+	}
+
+	// A domain that is not a number is refused, not read as "every domain".
+	form := url.Values{"name": {"x"}, "permission": {"FULL"}, "domain": {"abc"}, "csrf": {csrfOf(t, c, srv.URL+"/console/keys")}}
+	if code, body := postForm(t, c, srv.URL+"/console/keys", form, srv.URL); code != 400 || !strings.Contains(body, "domain") {
+		t.Errorf("a key for domain \"abc\" = %d: %s", code, body)
+	}
+}
+
+// csrfOf is the CSRF token of the forms of the page at u.
+func csrfOf(t *testing.T, c *http.Client, u string) string {
+	t.Helper()
+	_, page := get(t, c, u)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token on %s", u)
+	}
+	return m[1]
 }

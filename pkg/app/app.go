@@ -266,7 +266,7 @@ func (a *App) signer() campaign.Signer {
 
 func (a *App) useEmbedded() error {
 	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return fmt.Errorf("DATA_DIR: %q is not a folder the server can use: %w", a.Config.DataDir, err)
 	}
 	st, err := bolt.Open(filepath.Join(a.Config.DataDir, "mailroom.db"))
 	if err != nil {
@@ -294,7 +294,7 @@ func (a *App) useEmbedded() error {
 // useLocalScheduler keeps schedules in DATA_DIR/schedules.db and fires them in process.
 func (a *App) useLocalScheduler() error {
 	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return fmt.Errorf("DATA_DIR: %q is not a folder the server can use: %w", a.Config.DataDir, err)
 	}
 	// The emails service exists only after wire; the closure reads it when a schedule fires,
 	// which is never before Start.

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Backends.
@@ -161,8 +163,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		// memory, so millions would exhaust it before the first send.
 		return c, fmt.Errorf("WORKERS: want 1 to %d delivery goroutines", MaxWorkers)
 	}
+	if !hostLike(c.Host) {
+		return c, fmt.Errorf("HOST: %q is not an address to listen on (an IP address or a host name)", c.Host)
+	}
 	if c.PublicURL != "" {
-		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			strings.ContainsFunc(c.PublicURL, unicode.IsSpace) {
 			return c, fmt.Errorf("PUBLIC_URL: %q is not an http(s) URL", c.PublicURL)
 		}
 		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
@@ -232,4 +238,31 @@ func (c Config) Logger() *slog.Logger {
 			}
 			return a
 		}}))
+}
+
+// hostLike reports whether h is an IP address or a host name's syntax (letters, digits,
+// hyphens, dots; not all digits, which would be a mistyped IPv4 address).
+func hostLike(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	digits := true
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			switch {
+			case r >= '0' && r <= '9':
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '-':
+				digits = false
+			default:
+				return false
+			}
+		}
+	}
+	return !digits
 }

@@ -47,7 +47,8 @@ func TestInvalidValuesAreRefused(t *testing.T) {
 		{"WORKERS", "0"}, {"WORKERS", "1001"}, {"WORKERS", "100000000"}, {"PORT", "70000"}, {"LOG_LEVEL", "loud"},
 		{"AUTH_CACHE_TTL", "-1s"}, {"PUBLIC_URL", "localhost:3000"}, {"RETENTION_DAYS", "-2"}, {"BACKEND", "postgres"},
 		{"SES_MAX_SEND_RATE", "fast"}, {"SES_MAX_SEND_RATE", "NaN"}, {"SES_MAX_SEND_RATE", "Inf"}, {"API_RATE_LIMIT", "x"},
-		{"RETENTION_DAYS", "99999999999"}, {"LOG_LEVEL", "DEBUG+3"},
+		{"RETENTION_DAYS", "99999999999"}, {"LOG_LEVEL", "DEBUG+3"}, {"HOST", "999.1.1.1"}, {"HOST", "not_a_host"},
+		{"HOST", "-x.example"}, {"PUBLIC_URL", "http://x/ path"},
 	} {
 		name, value := kv[0], kv[1]
 		_, err := FromEnv(func(n string) string {
@@ -65,5 +66,13 @@ func TestInvalidValuesAreRefused(t *testing.T) {
 	})
 	if err != nil || c.Workers != 1 || c.Port != 0 || c.PublicURL != "https://mail.example.com" {
 		t.Errorf("valid values: %+v, %v", c, err)
+	}
+}
+
+func TestHostsThatListen(t *testing.T) {
+	for _, h := range []string{"127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "mail-1.internal.example", "host."} {
+		if !hostLike(h) {
+			t.Errorf("HOST=%s refused", h)
+		}
 	}
 }

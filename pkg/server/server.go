@@ -146,7 +146,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	}
 	ln, err := listen(cfg, addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("HOST and PORT: cannot listen on %s: %w", addr, err)
 	}
 	if cfg.PublicURL == "" { // links in emails (unsubscribe) point at this server
 		cfg.PublicURL = "http://" + ln.Addr().String()

@@ -129,6 +129,24 @@ func TestBootstrapKey(t *testing.T) {
 	}
 }
 
+// A DATA_DIR that is a file, or an address that cannot be listened on, stops the start with a
+// message naming the variable.
+func TestStartNamesTheVariable(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: file, Workers: 1, LogLevel: slog.LevelError + 4}
+	if _, err := Start(ctx, cfg, "127.0.0.1:0", io.Discard); err == nil || !strings.Contains(err.Error(), "DATA_DIR") {
+		t.Errorf("DATA_DIR that is a file: %v", err)
+	}
+	cfg.DataDir = t.TempDir()
+	if _, err := Start(ctx, cfg, "192.0.2.1:0", io.Discard); err == nil || !strings.Contains(err.Error(), "HOST and PORT") {
+		t.Errorf("an address of no interface here: %v", err)
+	}
+}
+
 // TestAWSBackendOnBareMoto is the README's `BACKEND=aws AWS_ENDPOINT_URL=... make run`: the
 // server creates the table itself and sends through SES, configured only by environment.
 func TestAWSBackendOnBareMoto(t *testing.T) {

@@ -227,6 +227,26 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, shot("6-domains")); err != nil {
 		t.Fatal(err)
 	}
+	// On a phone's width, no page is wider than the screen (the menu wraps, tables fold).
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(390, 844)); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"/console/emails", "/console/emails/" + id, "/console/campaigns", "/console/books",
+		"/console/domains", "/console/templates", "/console/analytics", "/console/suppressions", "/console/webhooks", "/console/keys"} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+page), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		widths, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if widths[0] > widths[1] {
+			t.Errorf("%s is %d px wide on a %d px screen", page, widths[0], widths[1])
+		}
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails/"+id), chromedp.WaitVisible(chromedp.CSS("main")), chromedp.Sleep(300*time.Millisecond), shot("7-phone")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)
 	}
