@@ -215,8 +215,8 @@ type view struct {
 	Signed bool
 	CSRF   string
 	Error  string
-	Manage bool // the key is not a SENDING key (the nav shows what it may read)
-	Admin  bool // the key may manage the team's keys (the nav shows Keys)
+	Manage bool   // the key is not a SENDING key (the nav shows what it may read)
+	Admin  bool   // the key may manage the team's keys (the nav shows Keys)
 	Next   string // the sign-in form's: the console page to go back to
 }
 
