@@ -336,6 +336,15 @@ func TestReplyReferencesTheFirstMessage(t *testing.T) {
 	if got := header(answer, "References"); got != "<root@other.test> <mid@other.test> "+ownID {
 		t.Errorf("a reply to an email with its own References: %q, want them then %s", got, ownID)
 	}
+	// A reply to an email not sent yet (scheduled; or sent just before it) is in its thread
+	// too: locally the Message-ID is known before the send.
+	scheduled := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Later","text":"t","scheduledAt":"` +
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`)
+	early := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: Later","text":"t","inReplyToId":"` + scheduled + `"}`)
+	e.await(early, "DELIVERED")
+	if got, want := header(early, "In-Reply-To"), "<"+scheduled+"@example.com>"; got != want {
+		t.Errorf("a reply to a scheduled email: In-Reply-To %q, want %q", got, want)
+	}
 }
 
 func TestSimulatorBounceSuppressesNextSend(t *testing.T) {

@@ -155,7 +155,7 @@ func (w *Worker) sendUnclaimed(ctx context.Context, id string) (sent bool, err e
 		}
 	}
 	msg, dom, why, err := w.prepare(ctx, e)
-	if err != nil || why.reason != "" {
+	if err != nil || why.reason != "" || !why.until.IsZero() {
 		return false, nil
 	}
 	raw, err := mail.Build(msg)
@@ -241,6 +241,10 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 	msg, dom, why, err := w.prepare(ctx, e)
 	if err != nil {
 		return w.release(ctx, id, now, err, nil)
+	}
+	if !why.until.IsZero() {
+		log.Info("reply waits until the email it replies to is sent", "inReplyToId", e.InReplyToID, "until", why.until.Format(time.RFC3339))
+		return w.release(ctx, id, now, nil, &why.until)
 	}
 	if why.reason != "" {
 		status, data := store.StatusFailed, map[string]string{"error": why.reason}
@@ -366,7 +370,12 @@ func MessageIDHeader(e store.Email) string {
 
 // skip says why an email is not sent; for one whose every recipient is suppressed, also the
 // kind of the suppression as webhooks name it (Bounce, Complaint or Manual).
-type skip struct{ reason, suppression string }
+type skip struct {
+	reason, suppression string
+	// until: not now, and not the email's fault: it waits, QUEUED, until then (a reply whose
+	// parent SES has not sent yet, so that its Message-ID is not known).
+	until time.Time
+}
 
 const reasonSuppressed = "Every recipient in to is on the suppression list"
 
@@ -374,7 +383,7 @@ const reasonSuppressed = "Every recipient in to is on the suppression list"
 // the email must not be sent; an error means the check itself failed (retry later).
 func (w *Worker) prepare(ctx context.Context, e store.Email) (mail.Message, store.Domain, skip, error) {
 	msg, why, err := w.message(ctx, e)
-	if err != nil || why.reason != "" {
+	if err != nil || why.reason != "" || !why.until.IsZero() {
 		return mail.Message{}, store.Domain{}, why, err
 	}
 	dom, err := w.Store.GetDomain(ctx, e.TeamID, e.DomainID)
@@ -455,8 +464,26 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, skip
 		msg.Attachments = append(msg.Attachments, mail.Attachment{Filename: a.Filename, Data: data})
 	}
 	msg.MessageID = MessageIDHeader(e)
-	msg.InReplyTo, msg.References = w.thread(ctx, e.InReplyToID)
+	var until time.Time
+	msg.InReplyTo, msg.References, until = w.thread(ctx, e.InReplyToID)
+	if !until.IsZero() {
+		return mail.Message{}, skip{until: until}, nil
+	}
 	return msg, skip{}, nil
+}
+
+// ReplyWait is how long a reply whose parent is queued or being sent waits before it is tried
+// again (a scheduled parent: this long after its time).
+const ReplyWait = 5 * time.Second
+
+// unsentYet reports whether e is not sent but still may be: queued (held by a paused campaign
+// too), scheduled, or being sent.
+func unsentYet(e store.Email) bool {
+	switch e.Status {
+	case store.StatusQueued, store.StatusScheduled, store.StatusSending:
+		return true
+	}
+	return false
 }
 
 // maxThread is how many emails back a reply's References go.
@@ -465,12 +492,30 @@ const maxThread = 20
 // thread is what a reply to the email id says of its thread: the Message-ID it replies to, and
 // the ones before it, oldest first (RFC 5322 3.6.4: the parent's References, then the parent).
 // The parent's own References are its custom References header, or else those of the email it
-// replied to in turn, up to maxThread emails back. Nothing when id names no sent email.
-func (w *Worker) thread(ctx context.Context, id string) (inReplyTo string, before []string) {
+// replied to in turn, up to maxThread emails back. The thread stops at an email that was
+// never sent (failed, cancelled, suppressed): nothing when id names one.
+//
+// An email of the thread not sent yet (a reply sent right after its parent, or to a scheduled
+// one) has its Message-ID known in advance where Mailroom gives it (MessageIDHeader, the local
+// outbox); through SES, which gives a message its Message-ID when it sends it
+// (ReplyReference), the reply waits until then: until is when to try again.
+func (w *Worker) thread(ctx context.Context, id string) (inReplyTo string, before []string, until time.Time) {
 	for depth := 0; id != "" && depth < maxThread; depth++ {
 		ref, err := w.Store.GetEmail(ctx, id)
-		if err != nil || ref.MessageID == "" {
+		if err != nil {
 			break
+		}
+		if ref.MessageID == "" {
+			if !unsentYet(ref) {
+				break
+			}
+			if w.ReplyReference != nil {
+				until = w.Now().UTC().Add(ReplyWait)
+				if ref.Status == store.StatusScheduled && ref.ScheduledAt != nil && ref.ScheduledAt.After(w.Now()) {
+					until = ref.ScheduledAt.UTC().Add(ReplyWait)
+				}
+				return "", nil, until
+			}
 		}
 		msgID := MessageIDHeader(ref)
 		if w.ReplyReference != nil {
@@ -490,7 +535,7 @@ func (w *Worker) thread(ctx context.Context, id string) (inReplyTo string, befor
 		id = ref.InReplyToID
 	}
 	slices.Reverse(before)
-	return inReplyTo, before
+	return inReplyTo, before, time.Time{}
 }
 
 // headerValue is the value of the custom header name ("" when absent).

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	netmail "net/mail"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -969,5 +970,60 @@ func TestStopDoesNotWaitForSendSlots(t *testing.T) {
 	}
 	if queued != len(ids)-1 {
 		t.Errorf("%d QUEUED, want %d", queued, len(ids)-1)
+	}
+}
+
+// TestReplyWaitsForItsParentThroughSES: SES gives a message its Message-ID when it sends it,
+// so a reply whose parent is not sent yet waits, QUEUED, and then goes out in its thread.
+func TestReplyWaitsForItsParentThroughSES(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		raw = map[string]string{}
+	)
+	m := mailerFunc(func(_ context.Context, o mail.Outgoing) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		raw[o.EmailID] = string(o.Raw)
+		return "ses-" + o.EmailID, nil
+	})
+	w, st, ids := setup(t, m, 4)
+	ctx := context.Background()
+	clock := time.Now().UTC()
+	w.Now = func() time.Time { return clock }
+	w.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@email.amazonses.com>" }
+	later := clock.Add(time.Hour)
+	for child, parent := range map[string]string{ids[1]: ids[0], ids[3]: ids[2]} {
+		if _, err := st.UpdateEmail(ctx, child, func(e *store.Email) ([]store.Event, error) { e.InReplyToID = parent; return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.UpdateEmail(ctx, ids[2], func(e *store.Email) ([]store.Event, error) {
+		e.Status, e.LatestStatus, e.ScheduledAt = store.StatusScheduled, store.StatusScheduled, &later
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for reply, until := range map[string]time.Time{ids[1]: clock.Add(ReplyWait), ids[3]: later.Add(ReplyWait)} {
+		if err := w.Deliver(ctx, reply); err != nil {
+			t.Fatal(err)
+		}
+		e, _ := st.GetEmail(ctx, reply)
+		if e.Status != store.StatusQueued || e.NotBefore == nil || !e.NotBefore.Equal(until) || raw[reply] != "" {
+			t.Errorf("reply %s before its parent was sent: %s until %v, sent %v; want QUEUED until %v", reply, e.Status, e.NotBefore, raw[reply] != "", until)
+		}
+	}
+	if err := w.Deliver(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(ReplyWait)
+	if err := w.Deliver(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := netmail.ReadMessage(strings.NewReader(raw[ids[1]]))
+	if err != nil {
+		t.Fatalf("the reply was not sent once its parent was: %v", err)
+	}
+	if got, want := msg.Header.Get("In-Reply-To"), "<ses-"+ids[0]+"@email.amazonses.com>"; got != want {
+		t.Errorf("In-Reply-To %q, want the parent's SES Message-ID %q", got, want)
 	}
 }
