@@ -329,3 +329,34 @@ func (e *env) schedule(name string) (schedule.Schedule, bool) {
 	}
 	return sc, ok
 }
+
+// A scheduledAt with a fraction of a second (JavaScript's toISOString) rounds up to the next
+// second, for the send and for a reschedule: an email never goes out before its time. A
+// reschedule too far in the past says what to do instead, and "" is refused.
+func TestScheduledAtRoundsUp(t *testing.T) {
+	e := newEnv(t)
+	at := e.clock.Now().Add(time.Hour).UTC().Truncate(time.Second).Add(950 * time.Millisecond)
+	want := at.Truncate(time.Second).Add(time.Second)
+	id := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"later","text":"t","scheduledAt":"` + at.Format(time.RFC3339Nano) + `"}`)
+	if d := e.get(id); d.ScheduledAt == nil || *d.ScheduledAt != want.Format("2006-01-02T15:04:05.000Z") {
+		t.Errorf("scheduledAt %v, want %s (rounded up)", d.ScheduledAt, want)
+	}
+	if sc, ok := e.schedule(email.ScheduleName(id, want, 0)); !ok || !sc.At.Equal(want) {
+		t.Errorf("schedule %+v %v, want one at %s", sc, ok, want)
+	}
+	later := at.Add(time.Hour)
+	if r := e.do("PATCH", "/api/v1/emails/"+id, `{"scheduledAt":"`+later.Format(time.RFC3339Nano)+`"}`); r.status != 200 {
+		t.Fatalf("reschedule = %d %s", r.status, r.body)
+	}
+	if d := e.get(id); *d.ScheduledAt != later.Truncate(time.Second).Add(time.Second).Format("2006-01-02T15:04:05.000Z") {
+		t.Errorf("rescheduled to %s, want %s rounded up", *d.ScheduledAt, later)
+	}
+	r := e.do("PATCH", "/api/v1/emails/"+id, `{"scheduledAt":"`+e.clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	if _, msg := r.errorOf(t); r.status != 400 || strings.Contains(msg, "leave it out") || !strings.HasPrefix(msg, "scheduledAt:") {
+		t.Errorf("a reschedule an hour back = %d %q, want a 400 naming scheduledAt that does not say to leave it out", r.status, msg)
+	}
+	r = e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":""}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "scheduledAt:") {
+		t.Errorf(`scheduledAt "" = %d %q, want a 400 naming scheduledAt`, r.status, msg)
+	}
+}

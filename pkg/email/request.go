@@ -545,8 +545,15 @@ func DecodeAttachment(content string) ([]byte, error) {
 }
 
 func (d *decoder) time(field string) *time.Time {
+	present := d.raw(field) != nil
 	s := d.str(field)
-	if s == "" || d.err != nil {
+	if d.err != nil {
+		return nil
+	}
+	if s == "" {
+		if present { // "" is no time: a form's empty field would otherwise send at once
+			d.fail(field, "must be an RFC 3339 date-time (leave it out, or null, to send now)")
+		}
 		return nil
 	}
 	t, err := time.Parse(time.RFC3339, s)

@@ -48,10 +48,22 @@ func scheduleFor(e store.Email, rearm int) schedule.Schedule {
 // errProcessed is the answer to changing an email that is no longer SCHEDULED.
 var errProcessed = fault.Field("", "Email already processed")
 
-// checkScheduledAt enforces the scheduler's horizon.
-func checkScheduledAt(at, now time.Time) error {
+// scheduleSecond is t at a schedule's precision, the whole second, rounded up: an email is
+// never sent before the moment it was scheduled for (JavaScript's toISOString gives
+// milliseconds).
+func scheduleSecond(t time.Time) time.Time {
+	s := t.UTC().Truncate(time.Second)
+	if s.Before(t) {
+		s = s.Add(time.Second)
+	}
+	return s
+}
+
+// checkScheduledAt enforces the scheduler's horizon; hint says what to do instead of a time
+// too far in the past.
+func checkScheduledAt(at, now time.Time, hint string) error {
 	if at.Before(now.Add(-MaxPast)) {
-		return fault.Field("scheduledAt", "is more than %d minutes in the past; leave it out to send now", int(MaxPast.Minutes()))
+		return fault.Field("scheduledAt", "is more than %d minutes in the past; %s", int(MaxPast.Minutes()), hint)
 	}
 	if at.After(now.Add(schedule.MaxAhead)) {
 		return fault.Field("scheduledAt", "at most %d days ahead", int(schedule.MaxAhead.Hours()/24))
@@ -73,8 +85,8 @@ const MaxPast = 10 * time.Minute
 // finds the email changed.
 func (s *Service) Reschedule(ctx context.Context, p auth.Principal, id string, at time.Time) error {
 	now := s.Now().UTC()
-	at = at.UTC().Truncate(time.Second)
-	if err := checkScheduledAt(at, now); err != nil {
+	at = scheduleSecond(at)
+	if err := checkScheduledAt(at, now, "give a time at most that far back, or now, to send it now"); err != nil {
 		return err
 	}
 	sendNow := !at.After(now)

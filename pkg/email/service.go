@@ -453,12 +453,12 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 		}
 	}
 	if r.ScheduledAt != nil {
-		if err := checkScheduledAt(*r.ScheduledAt, now); err != nil {
+		if err := checkScheduledAt(*r.ScheduledAt, now, "leave it out to send now"); err != nil {
 			return store.Email{}, err
 		}
 	}
 	if r.ScheduledAt != nil && r.ScheduledAt.After(now) {
-		t := r.ScheduledAt.Truncate(time.Second) // the precision of a schedule
+		t := scheduleSecond(*r.ScheduledAt)
 		e.ScheduledAt = &t
 		return e, Create(&e, store.StatusScheduled, now)
 	}
