@@ -319,6 +319,15 @@ func (s *Service) Pause(ctx context.Context, teamID int64, id string) error {
 // scheduled start goes back to SCHEDULED for that time (resuming must not send it early).
 func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
 	now := s.Now().UTC()
+	if c, err := s.Get(ctx, teamID, id); err != nil {
+		return err
+	} else if c.Status == store.CampaignPaused {
+		// What paused a campaign that could not send (its book deleted, its domain gone or
+		// unverified) would pause it again at once: the caller is told now instead.
+		if err := s.ready(ctx, c); err != nil {
+			return err
+		}
+	}
 	c, err := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
 		if c.Status != store.CampaignPaused {
 			return fault.Field("", "Only a paused campaign can be resumed (it is %s)", c.Status)
@@ -522,6 +531,24 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 
 // errCannotSend marks a step that cannot succeed until someone acts (book or domain gone).
 var errCannotSend = errors.New("campaign cannot send")
+
+// ready checks what a step needs and only someone can fix: the campaign's contact book and a
+// verified sending domain. Its error is a 400 saying which.
+func (s *Service) ready(ctx context.Context, c store.Campaign) error {
+	dom, err := s.Store.GetDomain(ctx, c.TeamID, c.DomainID)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && dom.Status != store.DomainSuccess):
+		return fault.Field("", "The campaign cannot be resumed: its sending domain is gone or not verified")
+	case err != nil:
+		return err
+	}
+	if _, err := s.Store.GetContactBook(ctx, c.TeamID, c.ContactBookID); errors.Is(err, store.ErrNotFound) {
+		return fault.Field("", "The campaign cannot be resumed: its contact book was deleted")
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
 
 // oneLine keeps a personalised subject on one header line.
 var oneLine = strings.NewReplacer("\r", " ", "\n", " ")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 )
@@ -123,6 +124,16 @@ func TestStep(t *testing.T) {
 			}
 			if got.PausedReason != c.wantReason {
 				t.Errorf("paused reason %q, want %q", got.PausedReason, c.wantReason)
+			}
+			if c.wantReason != "" {
+				// What paused it would pause it again at once: resume says so instead.
+				err := s.Resume(context.Background(), 1, "cpbench")
+				if fe, ok := fault.As(err); !ok || fe.Kind != fault.Invalid || !strings.Contains(fe.Message, "cannot be resumed") {
+					t.Errorf("resume of a campaign that cannot send: %v, want a 400 saying why", err)
+				}
+				if again, _ := st.GetCampaign(context.Background(), 1, "cpbench"); again.Status != store.CampaignPaused {
+					t.Errorf("after a refused resume the campaign is %s", again.Status)
+				}
 			}
 			if got.Status != c.wantStatus || got.Counters[store.CountTotal] != c.wantTotal || got.Cursor != c.wantCursor {
 				t.Errorf("status %s, total %d, cursor %q; want %s, %d, %q", got.Status, got.Counters[store.CountTotal],
