@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -294,6 +295,10 @@ func (s *Services) wrap(rt Route) http.Handler {
 			if err := rt.permits(p); err != nil {
 				return err
 			}
+			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+				// r.URL.Query() drops what it cannot decode: limit=%ZZ would read as no limit.
+				return fault.Field("query", "malformed: %s", queryError(err))
+			}
 			ctx := context.WithValue(r.Context(), principalKey, p)
 			return rt.handler(s, rec, r.WithContext(ctx))
 		}()
@@ -429,4 +434,13 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// queryError says what url.ParseQuery refused, without echoing more of the query than that.
+func queryError(err error) string {
+	var esc url.EscapeError
+	if errors.As(err, &esc) {
+		return fmt.Sprintf("%%%s is not a %%-escape", strings.TrimPrefix(string(esc), "%"))
+	}
+	return "not a query string"
 }

@@ -982,3 +982,15 @@ func reopen(t *testing.T, dir, key string) *env {
 	}
 	return e
 }
+
+// A query that does not decode is a 400 naming it, not a list read without it.
+func TestMalformedQueryIsRefused(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("GET", "/api/v1/emails?limit=%ZZ", "")
+	if _, msg := r.errorOf(t); r.status != 400 || msg != "query: malformed: %ZZ is not a %-escape" {
+		t.Errorf("limit=%%ZZ = %d %q", r.status, msg)
+	}
+	if r := e.do("GET", "/api/v1/emails?limit=5", ""); r.status != 200 {
+		t.Errorf("a good query = %d", r.status)
+	}
+}

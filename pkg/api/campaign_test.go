@@ -635,3 +635,44 @@ func TestCampaignStartFiredEarlyRearmsUnderANewName(t *testing.T) {
 		t.Error("the deleted campaign's start schedule is still pending")
 	}
 }
+
+// A whole number written as a float (Python's 500.0) is the integer; a fraction is still a 400.
+func TestIntegerFieldsTakeWholeFloats(t *testing.T) {
+	e := newEnv(t)
+	book := e.book()
+	body := func(size string) string {
+		return `{"name":"Floats","from":"news@example.com","subject":"News","contactBookId":"` + book +
+			`","html":"<p>1.5 <a href=\"{{usesend_unsubscribe_url}}\">Unsubscribe</a></p>","batchSize":` + size + `}`
+	}
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", body("500.0"), &c)
+	if c.BatchSize != 500 || c.HTML == nil || !strings.Contains(*c.HTML, "<p>1.5 ") {
+		t.Errorf("batchSize 500.0: %+v", c)
+	}
+	e.mustDo("POST", "/api/v1/campaigns", body("5e2"), &c)
+	if c.BatchSize != 500 {
+		t.Errorf("batchSize 5e2: %d", c.BatchSize)
+	}
+	if r := e.do("POST", "/api/v1/campaigns", body("500.5")); r.status != 400 {
+		t.Errorf("batchSize 500.5 = %d, want 400", r.status)
+	}
+}
+
+// An empty scheduledAt is a 400, on create and on schedule: not a draft, nor a start now.
+func TestCampaignEmptyScheduledAt(t *testing.T) {
+	e := newEnv(t)
+	book := e.book()
+	create := `{"name":"Empty","from":"news@example.com","subject":"News","contactBookId":"` + book +
+		`","html":"<a href=\"{{usesend_unsubscribe_url}}\">Unsubscribe</a>","scheduledAt":""}`
+	if r := e.do("POST", "/api/v1/campaigns", create); r.status != 400 || !strings.Contains(string(r.body), "scheduledAt:") {
+		t.Errorf("create with scheduledAt \"\" = %d %s", r.status, r.body)
+	}
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", strings.Replace(create, `,"scheduledAt":""`, "", 1), &c)
+	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/schedule", `{"scheduledAt":""}`); r.status != 400 || !strings.Contains(string(r.body), "scheduledAt:") {
+		t.Errorf("schedule with scheduledAt \"\" = %d %s", r.status, r.body)
+	}
+	if got := e.campaign(c.ID); got.Status != "DRAFT" {
+		t.Errorf("after the refused schedule the campaign is %s", got.Status)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/contact"
@@ -111,11 +112,15 @@ func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error 
 		CC                 json.RawMessage `json:"cc"`
 		BCC                json.RawMessage `json:"bcc"`
 		SendNow            bool            `json:"sendNow"`
-		ScheduledAt        string          `json:"scheduledAt"`
+		ScheduledAt        *string         `json:"scheduledAt"`
 		BatchSize          *int            `json:"batchSize"`
 		BatchWindowMinutes int             `json:"batchWindowMinutes"`
 	}
 	if err := decodeKnown(body, &in); err != nil {
+		return err
+	}
+	scheduledAt, err := optionalTime(in.ScheduledAt)
+	if err != nil {
 		return err
 	}
 	batchSize, err := batchSizeOf(in.BatchSize)
@@ -124,7 +129,7 @@ func (s *Services) createCampaign(w http.ResponseWriter, r *http.Request) error 
 	}
 	req := campaign.Request{Name: in.Name, From: in.From, Subject: in.Subject, PreviewText: in.PreviewText,
 		ContactBookID: in.ContactBookID, HTML: in.HTML, Content: in.Content, SendNow: in.SendNow,
-		ScheduledAt: in.ScheduledAt, BatchSize: batchSize, BatchWindowMinutes: in.BatchWindowMinutes,
+		ScheduledAt: scheduledAt, BatchSize: batchSize, BatchWindowMinutes: in.BatchWindowMinutes,
 		KeyDomain: principal(r).DomainID}
 	if req.ReplyTo, err = addresses(in.ReplyTo, "replyTo"); err != nil {
 		return err
@@ -234,22 +239,26 @@ func (s *Services) scheduleCampaign(w http.ResponseWriter, r *http.Request) erro
 	// CampaignSchedule); upstream's validator drops it and starts now, so true starts now
 	// here too and wins over scheduledAt, as on create.
 	var in struct {
-		SendNow     bool   `json:"sendNow"`
-		ScheduledAt string `json:"scheduledAt"`
-		BatchSize   *int   `json:"batchSize"`
+		SendNow     bool    `json:"sendNow"`
+		ScheduledAt *string `json:"scheduledAt"`
+		BatchSize   *int    `json:"batchSize"`
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := decodeKnown(body, &in); err != nil {
 			return err
 		}
 	}
+	scheduledAt, err := optionalTime(in.ScheduledAt)
+	if err != nil {
+		return err
+	}
 	batchSize, err := batchSizeOf(in.BatchSize)
 	if err != nil {
 		return err
 	}
-	when := campaign.When{Now: in.SendNow || in.ScheduledAt == ""}
+	when := campaign.When{Now: in.SendNow || scheduledAt == ""}
 	if !when.Now {
-		at, err := s.Campaigns.ParseTime(in.ScheduledAt, s.Campaigns.Now())
+		at, err := s.Campaigns.ParseTime(scheduledAt, s.Campaigns.Now())
 		if err != nil {
 			return err
 		}
@@ -391,4 +400,16 @@ func confirmationError(w http.ResponseWriter, err error) (bool, error) {
 		return true, err
 	}
 	return true, nil
+}
+
+// optionalTime is a scheduledAt that may be left out (or null), but not empty: "" from an empty
+// form field would otherwise start at once, or leave a draft, with no word said.
+func optionalTime(v *string) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	if strings.TrimSpace(*v) == "" {
+		return "", fault.Field("scheduledAt", "must be a date-time (leave it out, or null, for none)")
+	}
+	return *v, nil
 }

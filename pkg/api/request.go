@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -132,7 +134,7 @@ func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := json.Unmarshal(integralNumbers(body), v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return fault.Field(te.Field, "must be %s", jsonType(te.Type))
@@ -191,4 +193,51 @@ func jsonType(t reflect.Type) string {
 		return "an array"
 	}
 	return "an object"
+}
+
+// integralNumbers writes the whole numbers of body that carry a fraction or an exponent (500.0,
+// 5e2) as integers: JSON has one number type, and a client that sends an integer field as a
+// float (Python's 500.0) means 500. Anything else is left as it is, and so is a body that does
+// not decode.
+func integralNumbers(body []byte) []byte {
+	if !bytes.ContainsAny(body, ".eE") {
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return body
+	}
+	changed := false
+	var walk func(any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case json.Number:
+			if strings.ContainsAny(string(t), ".eE") {
+				if f, err := t.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<53 {
+					changed = true
+					return json.Number(strconv.FormatInt(int64(f), 10))
+				}
+			}
+		case map[string]any:
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		case []any:
+			for i, e := range t {
+				t[i] = walk(e)
+			}
+		}
+		return x
+	}
+	v = walk(v)
+	if !changed {
+		return body
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
 }

@@ -192,13 +192,39 @@ func decodeRequest(body []byte, at string) (Request, error) {
 		return Request{}, fault.Field(at+"replyTo", "at most %d addresses", MaxRecipients)
 	}
 	if r.Size() > MaxMessageBytes {
-		field := "html" // what makes a message that large: its attachments, else its body
-		if len(r.Attachments) > 0 {
-			field = "attachments"
-		}
+		field := r.largestPart() // what makes a message that large
+
 		return Request{}, fault.New(fault.TooLarge, "%s%s: message too large: at most %d MB after encoding", at, field, MaxMessageBytes>>20)
 	}
 	return r, nil
+}
+
+// largestPart names the largest of the fields a message's size comes from: attachments (all
+// together), html, text, headers or subject.
+func (r Request) largestPart() string {
+	size := func(p *string) int {
+		if p == nil {
+			return 0
+		}
+		return len(*p)
+	}
+	field, most := "subject", size(r.Subject)
+	headers, attachments := 0, 0
+	for _, h := range r.Headers {
+		headers += len(h.Name) + len(h.Value)
+	}
+	for _, a := range r.Attachments {
+		attachments += a.size
+	}
+	for _, p := range []struct {
+		name string
+		n    int
+	}{{"text", size(r.Text)}, {"html", size(r.HTML)}, {"headers", headers}, {"attachments", attachments}} {
+		if p.n > most {
+			field, most = p.name, p.n
+		}
+	}
+	return field
 }
 
 // Size estimates the encoded message size: base64 bodies with line breaks, plus headers.
@@ -596,7 +622,7 @@ func ParseAddress(s string) (string, error) {
 	}
 	// What no mail server takes (RFC 5321 4.5.3.1, RFC 1035 2.3.4): such an email would be
 	// accepted here only to fail at SES.
-	if at > 64 || len(a.Address) > 254 || slices.ContainsFunc(strings.Split(domain, "."), func(l string) bool { return len(l) > 63 }) {
+	if at > 64 || len(a.Address) > 254 || slices.ContainsFunc(strings.Split(domain, "."), badLabel) {
 		return "", fmt.Errorf("invalid address")
 	}
 	if a.Name == "" {
@@ -604,6 +630,21 @@ func ParseAddress(s string) (string, error) {
 	}
 	// Keep the caller's spelling of the name (a.String() would RFC 2047-encode it).
 	return strings.TrimSpace(s), nil
+}
+
+// badLabel reports a domain label no host name has (RFC 1035 2.3.1, RFC 1123 2.1): more than
+// 63 characters, or other than letters, digits and inner hyphens.
+func badLabel(l string) bool {
+	if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return true
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return true
+		}
+	}
+	return false
 }
 
 // blockedExt is the extension a mail client would see in name, lower-cased: trailing dots and

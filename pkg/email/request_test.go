@@ -74,6 +74,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"missing to", `{` + base + `}`, "to: is required", fault.Invalid},
 		{"to wrong type", `{"to":5,` + base + `}`, "to: must be a string or an array of strings", fault.Invalid},
 		{"bad address", `{"to":"nope",` + base + `}`, `to: invalid email address "nope"`, fault.Invalid},
+		{"hyphen label", `{"to":"a@-example.org",` + base + `}`, `to: invalid email address "a@-example.org"`, fault.Invalid},
+		{"underscore label", `{"to":"a@ex_ample.org",` + base + `}`, `to: invalid email address`, fault.Invalid},
 		{"bad address in list", `{"to":["a@x.io","b@"],` + base + `}`, `to[1]: invalid email address`, fault.Invalid},
 		{"no dot domain", `{"to":"a@localhost",` + base + `}`, `to: invalid email address`, fault.Invalid},
 		{"non-ASCII domain", `{"to":"a@bücher.de",` + base + `}`, `to: "a@bücher.de": non-ASCII addresses cannot be sent`, fault.Invalid},
@@ -125,6 +127,12 @@ func TestDecodeRequestTooLarge(t *testing.T) {
 	_, err := DecodeRequest([]byte(body))
 	if fe, ok := fault.As(err); !ok || fe.Kind != fault.TooLarge || !strings.HasPrefix(fe.Message, "attachments: ") {
 		t.Fatalf("err = %v, want TooLarge naming attachments", err)
+	}
+	// A body alone that large is named: text when it is the text.
+	text := strings.Repeat("x", 31<<20)
+	_, err = DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","text":"` + text + `"}`))
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.TooLarge || !strings.HasPrefix(fe.Message, "text: ") {
+		t.Fatalf("a 31 MB text: %v, want TooLarge naming text", err)
 	}
 }
 
