@@ -27,6 +27,7 @@ require (
 
 require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.46.6
+	golang.org/x/net v0.20.0
 	golang.org/x/sys v0.29.0
 )
 

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/publicsuffix"
+
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/identity"
 	"github.com/mailroom/mailroom/pkg/store"
@@ -147,6 +149,11 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	}
 	if len(name) > 253 || !domainName().MatchString(name) {
 		return store.Domain{}, fault.Field("name", "%q is not a valid domain name", name)
+	}
+	if suffix, _ := publicsuffix.PublicSuffix(name); suffix == name {
+		// Every name under it belongs to someone else (co.uk, github.io): holding it would
+		// refuse them all to every other team (a subdomain of a held domain is refused).
+		return store.Domain{}, fault.Field("name", "%q is a public suffix, under which others register their names: register a domain of your own", name)
 	}
 	if region == "" {
 		region = DefaultRegion

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,23 @@ func TestASubdomainOfAnotherTeamsDomainIsRefused(t *testing.T) {
 	}
 	if _, err := s.Create(ctx, 2, "example.org", ""); err != nil {
 		t.Errorf("an unrelated domain: %v", err)
+	}
+}
+
+// A public suffix would hold every name under it: it is refused, and a name under it is fine.
+func TestAPublicSuffixIsRefused(t *testing.T) {
+	s, _, _, _ := newService(t)
+	ctx := context.Background()
+	for _, name := range []string{"co.uk", "github.io", "s3.amazonaws.com"} {
+		_, err := s.Create(ctx, 1, name, "")
+		if fe, ok := fault.As(err); !ok || fe.Kind != fault.Invalid || !strings.Contains(fe.Message, "public suffix") {
+			t.Errorf("%s: %v, want a 400 saying it is a public suffix", name, err)
+		}
+	}
+	for _, name := range []string{"shop.co.uk", "me.github.io"} {
+		if _, err := s.Create(ctx, 2, name, ""); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
