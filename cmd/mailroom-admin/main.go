@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,11 @@ func main() {
 		fmt.Println("\nIt runs on what DATA_DIR (embedded: inside the server running there, if one is) or\n" +
 			"BACKEND=aws, TABLE_NAME and the usual AWS variables name, as the server does;\n" +
 			"key import reads the key from MAILROOM_KEY when -key is not given.")
+		return
+	}
+	// A command's own flags are checked here, before anything is opened: -h after a command
+	// prints its usage.
+	if _, err := admin.Parse(os.Args[1:], os.Stdout); errors.Is(err, flag.ErrHelp) {
 		return
 	}
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {

@@ -1,19 +1,21 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
-
-	"bytes"
-	"context"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mailroom/mailroom/pkg/admin"
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/server"
@@ -104,6 +106,31 @@ func TestAdminTeamAndKeys(t *testing.T) {
 	}
 	if err := run(ctx, []string{"bogus", "verb"}, &out2); err == nil || !strings.Contains(err.Error(), "usage") {
 		t.Errorf("unknown command: %v", err)
+	}
+	// Each command takes its own flags only, needs those it needs, and nothing after them.
+	for args, want := range map[string]string{
+		"key create -team 1 -daily-limit 5":      "flag provided but not defined: -daily-limit",
+		"key create -team 1 -key " + sample:      "flag provided but not defined: -key",
+		"key list -team 1 -permission SENDING":   "flag provided but not defined: -permission",
+		"key list":                               "-team is required",
+		"key create":                             "-team is required",
+		"key list -team 99":                      "there is no team 99",
+		"key list -team one":                     `-team: "one" is not a team id`,
+		"key list -team 1 extra":                 `"extra" is not taken`,
+		"key revoke -team 1":                     "-id is required",
+		"team set -team 1 -daily-limit -3":       "-daily-limit",
+		"webhook create -team 1":                 "-url is required",
+		"key create -team 1 -domain example.com": `-domain: "example.com" is not a number`,
+	} {
+		err := run(ctx, strings.Fields(args), &out2)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %s", args, err, want)
+		}
+	}
+	// -h after a command is its usage, and no error.
+	var help bytes.Buffer
+	if _, err := admin.Parse([]string{"key", "create", "-h"}, &help); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "usage: mailroom-admin key create -team ID") || !strings.Contains(help.String(), "-permission") {
+		t.Errorf("key create -h: %v\n%s", err, help.String())
 	}
 }
 

@@ -5,6 +5,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,10 +33,111 @@ const Usage = `usage:
   mailroom-admin webhook create -team ID -url URL [-events TYPE,TYPE]
   mailroom-admin webhook list -team ID`
 
+// command is what one command takes: its flags, and those it needs.
+type command struct {
+	flags, required []string
+	usage           string
+}
+
+var commands = map[string]command{
+	"team create":            {[]string{"name"}, []string{"name"}, "team create -name NAME"},
+	"team list":              {nil, nil, "team list"},
+	"team set":               {[]string{"team", "rate-limit", "daily-limit"}, []string{"team"}, "team set -team ID [-rate-limit N|default] [-daily-limit N]"},
+	"key create":             {[]string{"team", "name", "permission", "domain"}, []string{"team"}, "key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]"},
+	"key list":               {[]string{"team"}, []string{"team"}, "key list -team ID"},
+	"key revoke":             {[]string{"team", "id"}, []string{"team", "id"}, "key revoke -team ID -id KEYID"},
+	"key import":             {[]string{"key"}, nil, "key import [-key us_...]   (or the key in MAILROOM_KEY)"},
+	"unsubscribe-key rotate": {nil, nil, "unsubscribe-key rotate"},
+	"webhook create":         {[]string{"team", "url", "events"}, []string{"team", "url"}, "webhook create -team ID -url URL [-events TYPE,TYPE]"},
+	"webhook list":           {[]string{"team"}, []string{"team"}, "webhook list -team ID"},
+}
+
+// flagHelp is what each flag means.
+var flagHelp = map[string]string{
+	"name":        "name",
+	"team":        "team id",
+	"permission":  "FULL or SENDING",
+	"domain":      "restrict the key to this domain id",
+	"id":          "key id (the 10 characters after us_)",
+	"rate-limit":  "API requests per second (0: none; default: the server's API_RATE_LIMIT)",
+	"daily-limit": "emails per UTC day (0: none)",
+	"key":         "a FULL key to keep, us_<10 [0-9a-z]>_<32 hex>",
+	"url":         "the receiver's URL",
+	"events":      "event types, comma-separated (none: every type)",
+}
+
+// parsed is a command's flags as given.
+type parsed struct {
+	fs  *flag.FlagSet
+	str map[string]*string
+}
+
+func (p parsed) s(name string) string { return *p.str[name] }
+
+// given reports whether the flag was on the command line.
+func (p parsed) given(name string) bool {
+	found := false
+	p.fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+func (p parsed) int(name string, def int64) (int64, error) {
+	if !p.given(name) {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(p.s(name), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("-%s: %q is not a number", name, p.s(name))
+	}
+	return n, nil
+}
+
+// Parse checks args against the command they name: its own flags only, those it needs given,
+// nothing else after them. -h (or -help, --help) after a command is flag.ErrHelp, with the
+// command's usage written to out.
+func Parse(args []string, out io.Writer) (parsed, error) {
+	if len(args) < 2 {
+		return parsed{}, fmt.Errorf("%s", Usage)
+	}
+	cmd, ok := commands[args[0]+" "+args[1]]
+	if !ok {
+		return parsed{}, fmt.Errorf("%s", Usage)
+	}
+	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	p := parsed{fs: fs, str: map[string]*string{}}
+	for _, name := range cmd.flags {
+		p.str[name] = fs.String(name, "", flagHelp[name])
+	}
+	usage := func() {
+		fmt.Fprintf(out, "usage: mailroom-admin %s\n", cmd.usage)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if err := fs.Parse(args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+			return parsed{}, err
+		}
+		return parsed{}, fmt.Errorf("%s: %v (usage: mailroom-admin %s)", fs.Name(), err, cmd.usage)
+	}
+	if fs.NArg() > 0 {
+		return parsed{}, fmt.Errorf("%s: %q is not taken (usage: mailroom-admin %s)", fs.Name(), fs.Arg(0), cmd.usage)
+	}
+	for _, name := range cmd.required {
+		if !p.given(name) || strings.TrimSpace(p.s(name)) == "" {
+			return parsed{}, fmt.Errorf("%s: -%s is required (usage: mailroom-admin %s)", fs.Name(), name, cmd.usage)
+		}
+	}
+	return p, nil
+}
+
 // Run runs one admin command on a's store and services, printing to out.
 func Run(ctx context.Context, a *app.App, args []string, out io.Writer) error {
-	if len(args) < 2 {
-		return fmt.Errorf("%s", Usage)
+	p, err := Parse(args, out)
+	if err != nil {
+		return err
 	}
 	if args[0] == "unsubscribe-key" && args[1] == "rotate" {
 		id, n, err := a.RotateUnsubscribeKey(ctx)
@@ -46,52 +148,75 @@ func Run(ctx context.Context, a *app.App, args []string, out io.Writer) error {
 		return nil
 	}
 	if args[0] == "webhook" {
-		return webhooks(ctx, a.Services.Webhooks, args, out)
+		return webhooks(ctx, a.Services.Webhooks, p, args, out)
 	}
 	admin := &team.Admin{Store: a.Store, Now: time.Now}
 	forget := func(string) {}
 	if a.Services != nil && a.Services.Auth != nil {
 		forget = a.Services.Auth.Forget // a running server refuses a revoked key at once
 	}
-	return dispatch(ctx, admin, args, out, forget)
+	return dispatch(ctx, admin, p, args, out, forget)
 }
 
-func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writer, forget func(keyID string)) error {
-	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
-	fs.SetOutput(out)
-	name := fs.String("name", "", "name")
-	teamID := fs.Int64("team", 0, "team id")
-	perm := fs.String("permission", "FULL", "FULL or SENDING")
-	domainID := fs.Int64("domain", 0, "restrict the key to this domain id")
-	keyID := fs.String("id", "", "key id (the 10 characters after us_)")
-	rate := fs.String("rate-limit", "", "API requests per second (0: none; default: the server's API_RATE_LIMIT)")
-	daily := fs.Int64("daily-limit", -1, "emails per UTC day (0: none)")
-	given := fs.String("key", "", "a FULL key to keep, us_<10 [0-9a-z]>_<32 hex>")
-	if err := fs.Parse(args[2:]); err != nil {
+// teamOf is the -team flag, a team that exists when the command needs one.
+func teamOf(ctx context.Context, st store.Teams, p parsed) (int64, error) {
+	if _, ok := p.str["team"]; !ok {
+		return 0, nil
+	}
+	id, err := p.int("team", 0)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("-team: %q is not a team id", p.s("team"))
+	}
+	if _, err := st.GetTeam(ctx, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, fmt.Errorf("-team: there is no team %d (mailroom-admin team list)", id)
+		}
+		return 0, err
+	}
+	return id, nil
+}
+
+func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, out io.Writer, forget func(keyID string)) error {
+	teamID, err := teamOf(ctx, admin.Store, p)
+	if err != nil {
 		return err
+	}
+	str := func(name string) string {
+		if v, ok := p.str[name]; ok {
+			return *v
+		}
+		return ""
 	}
 	switch args[0] + " " + args[1] {
 	case "team create":
-		t, err := admin.CreateTeam(ctx, *name)
+		t, err := admin.CreateTeam(ctx, str("name"))
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "team %d %q created\n", t.ID, t.Name)
 	case "team set":
-		t, err := admin.Store.UpdateTeam(ctx, *teamID, func(t *store.Team) error {
-			switch *rate {
+		daily, err := p.int("daily-limit", -1)
+		if err != nil {
+			return err
+		}
+		if p.given("daily-limit") && daily < 0 {
+			return fmt.Errorf("-daily-limit: want emails per UTC day, 0 for none")
+		}
+		rate := str("rate-limit")
+		t, err := admin.Store.UpdateTeam(ctx, teamID, func(t *store.Team) error {
+			switch rate {
 			case "":
 			case "default":
 				t.APIRateLimit = nil
 			default:
-				n, err := strconv.ParseInt(*rate, 10, 64)
+				n, err := strconv.ParseInt(rate, 10, 64)
 				if err != nil || n < 0 {
 					return fmt.Errorf("-rate-limit: want requests per second, 0 or default")
 				}
 				t.APIRateLimit = &n
 			}
-			if *daily >= 0 {
-				t.DailyEmailLimit = *daily
+			if daily >= 0 {
+				t.DailyEmailLimit = daily
 			}
 			return nil
 		})
@@ -108,14 +233,22 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 			fmt.Fprintf(out, "%d\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339), limits(t))
 		}
 	case "key create":
-		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: *teamID, Name: *name,
-			Permission: store.Permission(*perm), DomainID: *domainID})
+		domainID, err := p.int("domain", 0)
+		if err != nil {
+			return err
+		}
+		perm := strings.ToUpper(str("permission"))
+		if perm == "" {
+			perm = string(store.PermissionFull)
+		}
+		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: teamID, Name: str("name"),
+			Permission: store.Permission(perm), DomainID: domainID})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "key %s created for team %d (%s); it is shown once, keep it:\n%s\n", k.ID, k.TeamID, k.Permission, full)
 	case "key list":
-		keys, err := admin.Store.ListAPIKeys(ctx, *teamID)
+		keys, err := admin.Store.ListAPIKeys(ctx, teamID)
 		if err != nil {
 			return err
 		}
@@ -126,20 +259,12 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 		// What BOOTSTRAP_API_KEY does for the local server, for any store: the sample events'
 		// key against a table, or a key kept from another install (from MAILROOM_KEY rather
 		// than the command line, which shell histories keep: mailroom-admin passes it as -key).
-		var other []string
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "key" {
-				other = append(other, "-"+f.Name)
-			}
-		})
-		if len(other) > 0 {
-			return fmt.Errorf("key import: %s not taken (the key goes to the first team, FULL)", strings.Join(other, ", "))
-		}
-		id, _, err := auth.Parse(*given)
+		given := str("key")
+		id, _, err := auth.Parse(given)
 		if err != nil {
 			return fmt.Errorf("key import: give -key or MAILROOM_KEY, us_<10 [0-9a-z]>_<32 hex>")
 		}
-		if _, _, err := admin.Bootstrap(ctx, *given); err != nil {
+		if _, _, err := admin.Bootstrap(ctx, given); err != nil {
 			return fmt.Errorf("key import: %w", err)
 		}
 		k, err := admin.Store.GetAPIKey(ctx, id)
@@ -148,11 +273,12 @@ func dispatch(ctx context.Context, admin *team.Admin, args []string, out io.Writ
 		}
 		fmt.Fprintf(out, "key %s is a %s key of team %d (%s)\n", k.ID, k.Permission, k.TeamID, keyScope(k))
 	case "key revoke":
-		if err := admin.RevokeKey(ctx, *teamID, *keyID); err != nil {
+		keyID := str("id")
+		if err := admin.RevokeKey(ctx, teamID, keyID); err != nil {
 			return err
 		}
-		forget(*keyID)
-		fmt.Fprintf(out, "key %s revoked\n", *keyID)
+		forget(keyID)
+		fmt.Fprintf(out, "key %s revoked\n", keyID)
 	default:
 		return fmt.Errorf("%s", Usage)
 	}
@@ -184,29 +310,26 @@ func limits(t store.Team) string {
 }
 
 // webhooks runs the webhook commands: create (the secret is printed once) and list.
-func webhooks(ctx context.Context, h *hooks.Service, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
-	fs.SetOutput(out)
-	teamID := fs.Int64("team", 0, "team id")
-	url := fs.String("url", "", "the receiver's URL")
-	types := fs.String("events", "", "event types, comma-separated (none: every type)")
-	if err := fs.Parse(args[2:]); err != nil {
-		return err
+func webhooks(ctx context.Context, h *hooks.Service, p parsed, args []string, out io.Writer) error {
+	teamID, err := p.int("team", 0)
+	if err != nil || teamID <= 0 {
+		return fmt.Errorf("-team: %q is not a team id", p.s("team"))
 	}
 	switch args[1] {
 	case "create":
-		f := hooks.Fields{URL: url}
-		if *types != "" {
-			list := strings.Split(*types, ",")
+		url := p.s("url")
+		f := hooks.Fields{URL: &url}
+		if types := p.s("events"); types != "" {
+			list := strings.Split(types, ",")
 			f.EventTypes = &list
 		}
-		w, secret, err := h.Create(ctx, *teamID, f)
+		w, secret, err := h.Create(ctx, teamID, f)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "webhook %s created for team %d; its secret is shown once, keep it:\n%s\n", w.ID, w.TeamID, secret)
 	case "list":
-		list, err := h.List(ctx, *teamID)
+		list, err := h.List(ctx, teamID)
 		if err != nil {
 			return err
 		}
