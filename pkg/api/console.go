@@ -157,8 +157,8 @@ func (c *Console) Handler() http.Handler {
 	static, _ := fs.Sub(consoleFiles, "consoleui")
 	files := http.StripPrefix("/console/static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /console/static/{file}", func(w http.ResponseWriter, r *http.Request) {
-		// The page's style and script; no listing, and not the templates.
-		if f := r.PathValue("file"); !strings.HasSuffix(f, ".css") && !strings.HasSuffix(f, ".js") {
+		// The page's style, script and icon; no listing, and not the templates.
+		if f := r.PathValue("file"); !strings.HasSuffix(f, ".css") && !strings.HasSuffix(f, ".js") && f != "icon.svg" {
 			http.NotFound(w, r)
 			return
 		}
@@ -847,9 +847,10 @@ func simulatedEvent(e store.Email, kind, subtype, link string, now time.Time) (s
 // keysView is the keys page.
 type keysView struct {
 	view
-	Keys    []store.APIKey
-	Domains []store.Domain
-	Created string // a key just made, shown once
+	Keys        []store.APIKey
+	Domains     []store.Domain
+	DomainNames map[int64]string // the Domains' names by id
+	Created     string           // a key just made, shown once
 }
 
 // wholeTeam: a FULL key of the whole team, as the routes' Manage and TeamWide ask.
@@ -905,6 +906,10 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	}
 	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, 0); err != nil {
 		return err
+	}
+	v.DomainNames = make(map[int64]string, len(v.Domains))
+	for _, d := range v.Domains {
+		v.DomainNames[d.ID] = d.Name
 	}
 	c.render(w, status, "keys", v)
 	return nil

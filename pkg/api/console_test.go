@@ -451,7 +451,7 @@ func TestConsoleHardening(t *testing.T) {
 	if h := resp.Header; h.Get("X-Frame-Options") != "DENY" || !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("Referrer-Policy") != "same-origin" {
 		t.Errorf("headers %v", h)
 	}
-	for path, want := range map[string]int{"/console/static/": 404, "/console/static/layout.html": 404, "/console/static/console.css": 200, "/console/static/console.js": 200} {
+	for path, want := range map[string]int{"/console/static/": 404, "/console/static/layout.html": 404, "/console/static/console.css": 200, "/console/static/console.js": 200, "/console/static/icon.svg": 200} {
 		if code, _ := get(t, c, srv.URL+path); code != want {
 			t.Errorf("GET %s = %d, want %d", path, code, want)
 		}
@@ -587,6 +587,13 @@ func TestConsoleSignInComesBackAndPages(t *testing.T) {
 	form := url.Values{"name": {"x"}, "permission": {"FULL"}, "domain": {"abc"}, "csrf": {csrfOf(t, c, srv.URL+"/console/keys")}}
 	if code, body := postForm(t, c, srv.URL+"/console/keys", form, srv.URL); code != 400 || !strings.Contains(body, "domain") {
 		t.Errorf("a key for domain \"abc\" = %d: %s", code, body)
+	}
+	// A key of one domain shows the domain's name; the answer to the form marks itself so
+	// that the page's script gives it the page's address (a reload does not post again).
+	form.Set("domain", fmt.Sprint(e.domain))
+	code, body = postForm(t, c, srv.URL+"/console/keys", form, srv.URL)
+	if code != 200 || !strings.Contains(body, "data-posted") || !regexp.MustCompile(`<td>FULL</td><td>example\.com</td>`).MatchString(body) {
+		t.Errorf("a key of example.com = %d:\n%s", code, body)
 	}
 }
 

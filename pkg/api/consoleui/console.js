@@ -35,3 +35,9 @@ document.addEventListener("click", async (ev) => {
   }
   setTimeout(() => { button.textContent = "Copy"; }, 2000);
 });
+
+// A page answered to a form (a key just created, shown once) takes its GET address in the
+// history: a reload shows the page again instead of posting the form a second time.
+if (document.querySelector("[data-posted]")) {
+  history.replaceState(null, "", location.pathname);
+}
