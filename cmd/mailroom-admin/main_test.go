@@ -109,18 +109,20 @@ func TestAdminTeamAndKeys(t *testing.T) {
 	}
 	// Each command takes its own flags only, needs those it needs, and nothing after them.
 	for args, want := range map[string]string{
-		"key create -team 1 -daily-limit 5":      "flag provided but not defined: -daily-limit",
-		"key create -team 1 -key " + sample:      "flag provided but not defined: -key",
-		"key list -team 1 -permission SENDING":   "flag provided but not defined: -permission",
-		"key list":                               "-team is required",
-		"key create":                             "-team is required",
-		"key list -team 99":                      "there is no team 99",
-		"key list -team one":                     `-team: "one" is not a team id`,
-		"key list -team 1 extra":                 `"extra" is not taken`,
-		"key revoke -team 1":                     "-id is required",
-		"team set -team 1 -daily-limit -3":       "-daily-limit",
-		"webhook create -team 1":                 "-url is required",
-		"key create -team 1 -domain example.com": `-domain: "example.com" is not a number`,
+		"key create -team 1 -daily-limit 5":                  "flag provided but not defined: -daily-limit",
+		"key create -team 1 -key " + sample:                  "flag provided but not defined: -key",
+		"key list -team 1 -permission SENDING":               "flag provided but not defined: -permission",
+		"key list":                                           "-team is required",
+		"key create":                                         "-team is required",
+		"key list -team 99":                                  "there is no team 99",
+		"key list -team one":                                 `-team: "one" is not a team id`,
+		"key list -team 1 extra":                             `"extra" is not taken`,
+		"key revoke -team 1":                                 "-id is required",
+		"team set -team 1 -daily-limit -3":                   "-daily-limit",
+		"webhook create -team 1":                             "-url is required",
+		"webhook create -team 99 -url https://example.com/h": "there is no team 99",
+		"key revoke -team 1 -id nope":                        "team 1 has no key nope",
+		"key create -team 1 -domain example.com":             `-domain: "example.com" is not a number`,
 	} {
 		err := run(ctx, strings.Fields(args), &out2)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -148,7 +148,7 @@ func Run(ctx context.Context, a *app.App, args []string, out io.Writer) error {
 		return nil
 	}
 	if args[0] == "webhook" {
-		return webhooks(ctx, a.Services.Webhooks, p, args, out)
+		return webhooks(ctx, a.Services.Webhooks, a.Store, p, args, out)
 	}
 	admin := &team.Admin{Store: a.Store, Now: time.Now}
 	forget := func(string) {}
@@ -199,7 +199,7 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		if err != nil {
 			return err
 		}
-		if p.given("daily-limit") && daily < 0 {
+		if daily < -1 { // -1: unchanged, as when it is left out
 			return fmt.Errorf("-daily-limit: want emails per UTC day, 0 for none")
 		}
 		rate := str("rate-limit")
@@ -310,10 +310,10 @@ func limits(t store.Team) string {
 }
 
 // webhooks runs the webhook commands: create (the secret is printed once) and list.
-func webhooks(ctx context.Context, h *hooks.Service, p parsed, args []string, out io.Writer) error {
-	teamID, err := p.int("team", 0)
-	if err != nil || teamID <= 0 {
-		return fmt.Errorf("-team: %q is not a team id", p.s("team"))
+func webhooks(ctx context.Context, h *hooks.Service, teams store.Teams, p parsed, args []string, out io.Writer) error {
+	teamID, err := teamOf(ctx, teams, p)
+	if err != nil {
+		return err
 	}
 	switch args[1] {
 	case "create":

@@ -994,3 +994,19 @@ func TestMalformedQueryIsRefused(t *testing.T) {
 		t.Errorf("a good query = %d", r.status)
 	}
 }
+
+// A suppression of an address the send checks would now refuse (stored from SES's events, or
+// before a stricter check) can still be removed.
+func TestOddSuppressionCanBeRemoved(t *testing.T) {
+	e := newEnv(t)
+	odd := "bounced@mail_relay.example.org"
+	if err := e.app.Store.PutSuppression(context.Background(), store.Suppression{TeamID: e.teamID, Email: odd, Reason: store.ReasonHardBounce, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do("DELETE", "/api/v1/suppressions/"+odd, ""); r.status != 200 {
+		t.Fatalf("DELETE %s = %d %s", odd, r.status, r.body)
+	}
+	if r := e.do("DELETE", "/api/v1/suppressions/"+odd, ""); r.status != 404 {
+		t.Errorf("a second DELETE = %d, want 404", r.status)
+	}
+}

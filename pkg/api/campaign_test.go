@@ -676,3 +676,16 @@ func TestCampaignEmptyScheduledAt(t *testing.T) {
 		t.Errorf("after the refused schedule the campaign is %s", got.Status)
 	}
 }
+
+// A campaign's scheduledAt with a fraction of a second rounds up, as an email's does.
+func TestCampaignScheduledAtRoundsUp(t *testing.T) {
+	e := newEnv(t)
+	book := e.book(`{"email":"a@example.org"}`)
+	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Later","from":"news@example.com","subject":"News","contactBookId":"`+book+
+		`","html":"<a href=\"{{usesend_unsubscribe_url}}\">Unsubscribe</a>","scheduledAt":"`+at.Add(950*time.Millisecond).Format(time.RFC3339Nano)+`"}`, &c)
+	if c.ScheduledAt == nil || !strings.HasPrefix(*c.ScheduledAt, at.Add(time.Second).Format("2006-01-02T15:04:05")) {
+		t.Errorf("scheduledAt %v, want %s rounded up", c.ScheduledAt, at.Add(950*time.Millisecond))
+	}
+}

@@ -240,7 +240,11 @@ func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, sig
 		if !ok {
 			switch {
 			case r.URL.Path == ConsoleHome:
-				c.render(w, http.StatusOK, "signin", view{Title: "Sign in"})
+				v := view{Title: "Sign in"}
+				if r.URL.RawQuery != "" { // a bookmarked search comes back with its filters
+					v.Next = r.URL.RequestURI()
+				}
+				c.render(w, http.StatusOK, "signin", v)
 			case strings.HasPrefix(r.URL.Path, "/console/events"): // a stream, not a page
 				http.Error(w, "Sign in at "+ConsoleHome, http.StatusUnauthorized)
 			case r.Method == http.MethodGet || r.Method == http.MethodHead:

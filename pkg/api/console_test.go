@@ -532,6 +532,9 @@ func TestConsoleSignInComesBackAndPages(t *testing.T) {
 	if code, body := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {e.key}, "next": {"/console/domains"}}, srv.URL); code != 200 || !strings.Contains(body, "<h1>Domains</h1>") {
 		t.Fatalf("signing in from /console/domains = %d, want that page:\n%.300s", code, body)
 	}
+	if _, body := get(t, consoleClient(t), srv.URL+"/console/emails?q=x&status=SENT"); !strings.Contains(body, `name="next" value="/console/emails?q=x&amp;status=SENT"`) {
+		t.Errorf("the sign-in form of a bookmarked search does not come back to it:\n%s", body)
+	}
 	for _, next := range []string{"https://evil.example/console/", "//evil.example/console/", "/console/events", "/elsewhere", "/console/\\evil"} {
 		if code, body := postForm(t, c, srv.URL+"/console/session", url.Values{"key": {e.key}, "next": {next}}, srv.URL); code != 200 || !strings.Contains(body, "<h1>Emails</h1>") {
 			t.Errorf("signing in with next=%q = %d, want the console's home", next, code)

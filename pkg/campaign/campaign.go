@@ -89,6 +89,11 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 			// test), not a request to send to the whole book at once.
 			return time.Time{}, fault.Field("scheduledAt", "is more than %d minutes in the past; use sendNow to send now", int(MaxPast.Minutes()))
 		}
+		// Schedules fire to the second: a fraction rounds up, so a campaign never starts
+		// before the time asked for.
+		if whole := t.UTC().Truncate(time.Second); whole.Before(t) {
+			return whole.Add(time.Second), nil
+		}
 		return t.UTC(), nil
 	}
 	shown := strconv.Quote(v)

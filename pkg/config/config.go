@@ -167,9 +167,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("HOST: %q is not an address to listen on (an IP address or a host name)", c.Host)
 	}
 	if c.PublicURL != "" {
+		// Links are made by appending their path: a query or a fragment would swallow it.
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			strings.ContainsFunc(c.PublicURL, unicode.IsSpace) {
-			return c, fmt.Errorf("PUBLIC_URL: %q is not an http(s) URL", c.PublicURL)
+			strings.ContainsFunc(c.PublicURL, unicode.IsSpace) || strings.ContainsAny(c.PublicURL, "?#") || u.User != nil {
+			return c, fmt.Errorf("PUBLIC_URL: %q is not an http(s) URL without a query or fragment", c.PublicURL)
 		}
 		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
 	}
@@ -240,10 +241,12 @@ func (c Config) Logger() *slog.Logger {
 		}}))
 }
 
-// hostLike reports whether h is an IP address or a host name's syntax (letters, digits,
-// hyphens, dots; not all digits, which would be a mistyped IPv4 address).
+// hostLike reports whether h is an IP address (an IPv6 one with its zone too) or a host name's
+// syntax (letters, digits, hyphens, underscores as container names have, dots; not all digits,
+// which would be a mistyped IPv4 address).
 func hostLike(h string) bool {
-	if net.ParseIP(h) != nil {
+	ip, _, _ := strings.Cut(h, "%")
+	if net.ParseIP(ip) != nil {
 		return true
 	}
 	if h == "" || len(h) > 253 {
@@ -257,7 +260,7 @@ func hostLike(h string) bool {
 		for _, r := range label {
 			switch {
 			case r >= '0' && r <= '9':
-			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '-':
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '-', r == '_':
 				digits = false
 			default:
 				return false

@@ -47,8 +47,9 @@ func TestInvalidValuesAreRefused(t *testing.T) {
 		{"WORKERS", "0"}, {"WORKERS", "1001"}, {"WORKERS", "100000000"}, {"PORT", "70000"}, {"LOG_LEVEL", "loud"},
 		{"AUTH_CACHE_TTL", "-1s"}, {"PUBLIC_URL", "localhost:3000"}, {"RETENTION_DAYS", "-2"}, {"BACKEND", "postgres"},
 		{"SES_MAX_SEND_RATE", "fast"}, {"SES_MAX_SEND_RATE", "NaN"}, {"SES_MAX_SEND_RATE", "Inf"}, {"API_RATE_LIMIT", "x"},
-		{"RETENTION_DAYS", "99999999999"}, {"LOG_LEVEL", "DEBUG+3"}, {"HOST", "999.1.1.1"}, {"HOST", "not_a_host"},
-		{"HOST", "-x.example"}, {"PUBLIC_URL", "http://x/ path"},
+		{"RETENTION_DAYS", "99999999999"}, {"LOG_LEVEL", "DEBUG+3"}, {"HOST", "999.1.1.1"}, {"HOST", "not a host"},
+		{"HOST", "-x.example"}, {"PUBLIC_URL", "http://x/ path"}, {"PUBLIC_URL", "http://x.example/base?q=1"},
+		{"PUBLIC_URL", "https://x.example/#frag"}, {"PUBLIC_URL", "https://user:pw@x.example/"},
 	} {
 		name, value := kv[0], kv[1]
 		_, err := FromEnv(func(n string) string {
@@ -70,7 +71,7 @@ func TestInvalidValuesAreRefused(t *testing.T) {
 }
 
 func TestHostsThatListen(t *testing.T) {
-	for _, h := range []string{"127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "mail-1.internal.example", "host."} {
+	for _, h := range []string{"127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "mail-1.internal.example", "host.", "mail_room", "fe80::1%eth0"} {
 		if !hostLike(h) {
 			t.Errorf("HOST=%s refused", h)
 		}

@@ -476,6 +476,9 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, skip
 // again (a scheduled parent: this long after its time).
 const ReplyWait = 5 * time.Second
 
+// ReplyRecheck is the longest a reply waits before it looks at its parent again.
+const ReplyRecheck = time.Hour
+
 // unsentYet reports whether e is not sent but still may be: queued (held by a paused campaign
 // too), scheduled, or being sent.
 func unsentYet(e store.Email) bool {
@@ -510,9 +513,15 @@ func (w *Worker) thread(ctx context.Context, id string) (inReplyTo string, befor
 				break
 			}
 			if w.ReplyReference != nil {
-				until = w.Now().UTC().Add(ReplyWait)
-				if ref.Status == store.StatusScheduled && ref.ScheduledAt != nil && ref.ScheduledAt.After(w.Now()) {
+				now := w.Now().UTC()
+				until = now.Add(ReplyWait)
+				if ref.Status == store.StatusScheduled && ref.ScheduledAt != nil && ref.ScheduledAt.After(now) {
+					// At most ReplyRecheck at a time: the parent may be cancelled, moved
+					// earlier or sent now meanwhile.
 					until = ref.ScheduledAt.UTC().Add(ReplyWait)
+					if recheck := now.Add(ReplyRecheck); recheck.Before(until) {
+						until = recheck
+					}
 				}
 				return "", nil, until
 			}

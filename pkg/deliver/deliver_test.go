@@ -991,7 +991,7 @@ func TestReplyWaitsForItsParentThroughSES(t *testing.T) {
 	clock := time.Now().UTC()
 	w.Now = func() time.Time { return clock }
 	w.ReplyReference = func(ref store.Email) string { return "<" + ref.MessageID + "@email.amazonses.com>" }
-	later := clock.Add(time.Hour)
+	later := clock.Add(24 * time.Hour) // past ReplyRecheck: the reply looks again before then
 	for child, parent := range map[string]string{ids[1]: ids[0], ids[3]: ids[2]} {
 		if _, err := st.UpdateEmail(ctx, child, func(e *store.Email) ([]store.Event, error) { e.InReplyToID = parent; return nil, nil }); err != nil {
 			t.Fatal(err)
@@ -1003,7 +1003,7 @@ func TestReplyWaitsForItsParentThroughSES(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for reply, until := range map[string]time.Time{ids[1]: clock.Add(ReplyWait), ids[3]: later.Add(ReplyWait)} {
+	for reply, until := range map[string]time.Time{ids[1]: clock.Add(ReplyWait), ids[3]: clock.Add(ReplyRecheck)} {
 		if err := w.Deliver(ctx, reply); err != nil {
 			t.Fatal(err)
 		}

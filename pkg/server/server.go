@@ -149,7 +149,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 		return nil, fmt.Errorf("HOST and PORT: cannot listen on %s: %w", addr, err)
 	}
 	if cfg.PublicURL == "" { // links in emails (unsubscribe) point at this server
-		cfg.PublicURL = "http://" + ln.Addr().String()
+		cfg.PublicURL = "http://" + reachable(ln.Addr())
 	}
 	a, err := app.New(ctx, cfg, app.Options{Local: true})
 	if err != nil {
@@ -215,7 +215,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	mux.Handle("GET /{$}", ch)
 	mux.Handle("/console/", ch)
 	s := &Server{
-		App: a, URL: "http://" + ln.Addr().String(), APIKey: key, done: make(chan error, 1), out: out,
+		App: a, URL: "http://" + reachable(ln.Addr()), APIKey: key, done: make(chan error, 1), out: out,
 		http: &http.Server{Handler: api.CleanPaths(mux), ReadHeaderTimeout: 10 * time.Second},
 	}
 	go func() { s.done <- s.http.Serve(ln) }()
@@ -233,6 +233,21 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 		"mailer", mailer, "workers", cfg.Workers)
 	s.banner(out, teamID)
 	return s, nil
+}
+
+// reachable is addr as another machine would reach it: a wildcard address (HOST=0.0.0.0 or
+// ::) is no address to reach, so links name this machine's host name instead (PUBLIC_URL
+// names another).
+func reachable(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }
 
 func (s *Server) banner(out io.Writer, teamID int64) {

@@ -72,7 +72,13 @@ func (s *Service) List(ctx context.Context, teamID int64, reason string, page, l
 func (s *Service) Remove(ctx context.Context, teamID int64, addr string) error {
 	norm, err := Normalize("email", addr)
 	if err != nil {
-		return err
+		// An address stored before a stricter check, or from SES's events (which are not
+		// checked), can still be removed: looked up as it is written, lower-cased.
+		if bare := strings.ToLower(strings.TrimSpace(addr)); bare != "" && len(bare) <= 320 && strings.Contains(bare, "@") {
+			norm = bare
+		} else {
+			return err
+		}
 	}
 	found, err := s.Store.GetSuppressions(ctx, teamID, []string{norm})
 	if err != nil {

@@ -103,7 +103,9 @@ func (a *Admin) store(ctx context.Context, r KeyRequest, full, id string) (store
 
 // RevokeKey deletes a key of the team.
 func (a *Admin) RevokeKey(ctx context.Context, teamID int64, id string) error {
-	if err := a.Store.DeleteAPIKey(ctx, teamID, id); err != nil {
+	if err := a.Store.DeleteAPIKey(ctx, teamID, id); errors.Is(err, store.ErrNotFound) {
+		return notFound{fmt.Sprintf("team %d has no key %s (mailroom-admin key list -team %d)", teamID, id, teamID)}
+	} else if err != nil {
 		return fmt.Errorf("key %s of team %d: %w", id, teamID, err)
 	}
 	return nil
@@ -162,3 +164,9 @@ func (a *Admin) firstTeam(ctx context.Context) (store.Team, error) {
 	}
 	return a.CreateTeam(ctx, "Default team")
 }
+
+// notFound is store.ErrNotFound with a message for people.
+type notFound struct{ msg string }
+
+func (e notFound) Error() string { return e.msg }
+func (e notFound) Unwrap() error { return store.ErrNotFound }
