@@ -1010,3 +1010,12 @@ func TestOddSuppressionCanBeRemoved(t *testing.T) {
 		t.Errorf("a second DELETE = %d, want 404", r.status)
 	}
 }
+
+// A wrong element of a list is named by its index.
+func TestListElementNamed(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("POST", "/api/v1/contactBooks", `{"name":"B","variables":["a",5]}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "variables[1]: must be a string") {
+		t.Errorf("variables [\"a\",5] = %d %q, want a 400 naming variables[1]", r.status, msg)
+	}
+}

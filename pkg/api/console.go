@@ -886,7 +886,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 		if d := strings.TrimSpace(r.PostFormValue("domain")); d != "" && d != "0" {
 			id, err := strconv.ParseInt(d, 10, 64)
 			if err != nil || id <= 0 {
-				return fault.Field("domain", "a domain id of the team, or empty for every domain")
+				id = -1 // not a domain of the team: refused below, on the page
 			}
 			domainID = id
 		}
@@ -894,8 +894,12 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 		if perm != store.PermissionFull && perm != store.PermissionSending {
 			return fault.Field("permission", "FULL or SENDING")
 		}
-		full, _, err := c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
-			Permission: perm, DomainID: domainID})
+		var full string
+		err := store.ErrNotFound
+		if domainID >= 0 {
+			full, _, err = c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
+				Permission: perm, DomainID: domainID})
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			v.Error, status = "The key was not created: its domain is not one of the team's.", http.StatusBadRequest
@@ -969,13 +973,17 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 	if err != nil {
 		return err
 	}
-	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Page: page, Pages: pages}
 	at := func(n int) string {
 		if n <= 1 {
 			return "/console/campaigns"
 		}
 		return "/console/campaigns?page=" + strconv.Itoa(n)
 	}
+	if page > max(pages, 1) && r.URL.Query().Get("fragment") == "" { // past the last page: to the last one
+		http.Redirect(w, r, at(pages), http.StatusSeeOther)
+		return nil
+	}
+	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Page: page, Pages: pages}
 	if page > 1 {
 		v.Prev = at(min(page-1, max(pages, 1))) // past the last page: back to the last one
 	}

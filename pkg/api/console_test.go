@@ -585,10 +585,13 @@ func TestConsoleSignInComesBackAndPages(t *testing.T) {
 	if !strings.Contains(second, "Campaign 00") || !strings.Contains(second, "page 2 of 2") || !strings.Contains(second, `data-live="/console/events?campaigns=2`) {
 		t.Errorf("the second page of campaigns:\n%s", second)
 	}
+	if _, past := get(t, c, srv.URL+"/console/campaigns?page=9999"); !strings.Contains(past, "page 2 of 2") {
+		t.Errorf("a page past the last is not the last one:\n%s", past)
+	}
 
 	// A domain that is not a number is refused, not read as "every domain".
 	form := url.Values{"name": {"x"}, "permission": {"FULL"}, "domain": {"abc"}, "csrf": {csrfOf(t, c, srv.URL+"/console/keys")}}
-	if code, body := postForm(t, c, srv.URL+"/console/keys", form, srv.URL); code != 400 || !strings.Contains(body, "domain") {
+	if code, body := postForm(t, c, srv.URL+"/console/keys", form, srv.URL); code != 400 || !strings.Contains(body, "its domain is not one of the team") || !strings.Contains(body, "<h1>API keys</h1>") {
 		t.Errorf("a key for domain \"abc\" = %d: %s", code, body)
 	}
 	// A key of one domain shows the domain's name; the answer to the form marks itself so

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -137,7 +138,11 @@ func decodeObject(body []byte, v any) error {
 	if err := json.Unmarshal(integralNumbers(body), v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return fault.Field(te.Field, "must be %s", jsonType(te.Type))
+			field := te.Field
+			if i, ok := elementAt(body, te.Field, te.Offset); ok {
+				field = fmt.Sprintf("%s[%d]", te.Field, i) // the element, not the whole list
+			}
+			return fault.Field(field, "must be %s", jsonType(te.Type))
 		}
 		return fault.Field("body", "must be a JSON object")
 	}
@@ -240,4 +245,40 @@ func integralNumbers(body []byte) []byte {
 		return body
 	}
 	return out
+}
+
+// elementAt is the index of the element of the top-level array field that holds the byte at
+// offset (where a decoding error stopped); ok is false when field is no such array.
+func elementAt(body []byte, field string, offset int64) (int, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return 0, false
+		}
+		if key != field {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return 0, false
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return 0, false
+		}
+		for i := 0; dec.More(); i++ {
+			var el json.RawMessage
+			if err := dec.Decode(&el); err != nil {
+				return 0, false
+			}
+			if dec.InputOffset() >= offset {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	return 0, false
 }
