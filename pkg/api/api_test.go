@@ -1018,4 +1018,10 @@ func TestListElementNamed(t *testing.T) {
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "variables[1]: must be a string") {
 		t.Errorf("variables [\"a\",5] = %d %q, want a 400 naming variables[1]", r.status, msg)
 	}
+	// A whole float elsewhere has the body written again (integralNumbers), its keys in
+	// another order: the element is still found.
+	r = e.do("POST", "/api/v1/contactBooks", `{"variables":["a",5],"name":"B","x":1.0}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "variables[1]: must be a string") {
+		t.Errorf("with a whole float beside it = %d %q, want a 400 naming variables[1]", r.status, msg)
+	}
 }

@@ -135,7 +135,8 @@ func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
-	if err := json.Unmarshal(integralNumbers(body), v); err != nil {
+	body = integralNumbers(body) // the offsets of an error below are in this body
+	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			field := te.Field
