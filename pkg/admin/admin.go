@@ -20,36 +20,47 @@ import (
 	"github.com/mailroom/mailroom/pkg/team"
 )
 
-// Usage lists the commands.
-const Usage = `usage:
-  mailroom-admin team create -name NAME
-  mailroom-admin team list
-  mailroom-admin team set -team ID [-rate-limit N|default] [-daily-limit N]
-  mailroom-admin key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]
-  mailroom-admin key list -team ID
-  mailroom-admin key revoke -team ID -id KEYID
-  mailroom-admin key import [-key us_...]   (or the key in MAILROOM_KEY)
-  mailroom-admin unsubscribe-key rotate
-  mailroom-admin webhook create -team ID -url URL [-events TYPE,TYPE]
-  mailroom-admin webhook list -team ID`
-
-// command is what one command takes: its flags, and those it needs.
+// command is what one command takes: its flags, and those it needs. Its usage starts with its
+// name ("key create -team ID …").
 type command struct {
 	flags, required []string
 	usage           string
 }
 
-var commands = map[string]command{
-	"team create":            {[]string{"name"}, []string{"name"}, "team create -name NAME"},
-	"team list":              {nil, nil, "team list"},
-	"team set":               {[]string{"team", "rate-limit", "daily-limit"}, []string{"team"}, "team set -team ID [-rate-limit N|default] [-daily-limit N]"},
-	"key create":             {[]string{"team", "name", "permission", "domain"}, []string{"team"}, "key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]"},
-	"key list":               {[]string{"team"}, []string{"team"}, "key list -team ID"},
-	"key revoke":             {[]string{"team", "id"}, []string{"team", "id"}, "key revoke -team ID -id KEYID"},
-	"key import":             {[]string{"key"}, nil, "key import [-key us_...]   (or the key in MAILROOM_KEY)"},
-	"unsubscribe-key rotate": {nil, nil, "unsubscribe-key rotate"},
-	"webhook create":         {[]string{"team", "url", "events"}, []string{"team", "url"}, "webhook create -team ID -url URL [-events TYPE,TYPE]"},
-	"webhook list":           {[]string{"team"}, []string{"team"}, "webhook list -team ID"},
+// commands are the commands, in the order Usage lists them.
+var commands = []command{
+	{[]string{"name"}, []string{"name"}, "team create -name NAME"},
+	{nil, nil, "team list"},
+	{[]string{"team", "rate-limit", "daily-limit"}, []string{"team"}, "team set -team ID [-rate-limit N|default] [-daily-limit N]"},
+	{[]string{"team", "name", "permission", "domain"}, []string{"team"}, "key create -team ID [-name NAME] [-permission FULL|SENDING] [-domain ID]"},
+	{[]string{"team"}, []string{"team"}, "key list -team ID"},
+	{[]string{"team", "id"}, []string{"team", "id"}, "key revoke -team ID -id KEYID"},
+	{[]string{"key"}, nil, "key import [-key us_...]   (or the key in MAILROOM_KEY)"},
+	{nil, nil, "unsubscribe-key rotate"},
+	{[]string{"team", "url", "events"}, []string{"team", "url"}, "webhook create -team ID -url URL [-events TYPE,TYPE]"},
+	{[]string{"team"}, []string{"team"}, "webhook list -team ID"},
+}
+
+// Usage lists the commands.
+var Usage = func() string {
+	lines := []string{"usage:"}
+	for _, c := range commands {
+		lines = append(lines, "  mailroom-admin "+c.usage)
+	}
+	return strings.Join(lines, "\n")
+}()
+
+// commandOf is the command args start with.
+func commandOf(args []string) (command, bool) {
+	if len(args) < 2 {
+		return command{}, false
+	}
+	for _, c := range commands {
+		if strings.HasPrefix(c.usage, args[0]+" "+args[1]+" ") || c.usage == args[0]+" "+args[1] {
+			return c, true
+		}
+	}
+	return command{}, false
 }
 
 // flagHelp is what each flag means.
@@ -72,7 +83,13 @@ type parsed struct {
 	str map[string]*string
 }
 
-func (p parsed) s(name string) string { return *p.str[name] }
+// s is the flag's value ("" when the command has no such flag).
+func (p parsed) s(name string) string {
+	if v, ok := p.str[name]; ok {
+		return *v
+	}
+	return ""
+}
 
 // given reports whether the flag was on the command line.
 func (p parsed) given(name string) bool {
@@ -96,10 +113,7 @@ func (p parsed) int(name string, def int64) (int64, error) {
 // nothing else after them. -h (or -help, --help) after a command is flag.ErrHelp, with the
 // command's usage written to out.
 func Parse(args []string, out io.Writer) (parsed, error) {
-	if len(args) < 2 {
-		return parsed{}, fmt.Errorf("%s", Usage)
-	}
-	cmd, ok := commands[args[0]+" "+args[1]]
+	cmd, ok := commandOf(args)
 	if !ok {
 		return parsed{}, fmt.Errorf("%s", Usage)
 	}
@@ -181,15 +195,9 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 	if err != nil {
 		return err
 	}
-	str := func(name string) string {
-		if v, ok := p.str[name]; ok {
-			return *v
-		}
-		return ""
-	}
 	switch args[0] + " " + args[1] {
 	case "team create":
-		t, err := admin.CreateTeam(ctx, str("name"))
+		t, err := admin.CreateTeam(ctx, p.s("name"))
 		if err != nil {
 			return err
 		}
@@ -202,7 +210,7 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		if daily < -1 { // -1: unchanged, as when it is left out
 			return fmt.Errorf("-daily-limit: want emails per UTC day, 0 for none")
 		}
-		rate := str("rate-limit")
+		rate := p.s("rate-limit")
 		t, err := admin.Store.UpdateTeam(ctx, teamID, func(t *store.Team) error {
 			switch rate {
 			case "":
@@ -237,11 +245,11 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		if err != nil {
 			return err
 		}
-		perm := strings.ToUpper(str("permission"))
+		perm := strings.ToUpper(p.s("permission"))
 		if perm == "" {
 			perm = string(store.PermissionFull)
 		}
-		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: teamID, Name: str("name"),
+		full, k, err := admin.CreateKey(ctx, team.KeyRequest{TeamID: teamID, Name: p.s("name"),
 			Permission: store.Permission(perm), DomainID: domainID})
 		if err != nil {
 			return err
@@ -259,7 +267,7 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		// What BOOTSTRAP_API_KEY does for the local server, for any store: the sample events'
 		// key against a table, or a key kept from another install (from MAILROOM_KEY rather
 		// than the command line, which shell histories keep: mailroom-admin passes it as -key).
-		given := str("key")
+		given := p.s("key")
 		id, _, err := auth.Parse(given)
 		if err != nil {
 			return fmt.Errorf("key import: give -key or MAILROOM_KEY, us_<10 [0-9a-z]>_<32 hex>")
@@ -273,7 +281,7 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		}
 		fmt.Fprintf(out, "key %s is a %s key of team %d (%s)\n", k.ID, k.Permission, k.TeamID, keyScope(k))
 	case "key revoke":
-		keyID := str("id")
+		keyID := p.s("id")
 		if err := admin.RevokeKey(ctx, teamID, keyID); err != nil {
 			return err
 		}
