@@ -264,9 +264,17 @@ func (a *App) signer() campaign.Signer {
 	return campaign.Signer{Source: a.keySource, BaseURL: a.Config.PublicURL}
 }
 
-func (a *App) useEmbedded() error {
+// makeDataDir makes DATA_DIR if it is not there; its error names the variable.
+func (a *App) makeDataDir() error {
 	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
 		return fmt.Errorf("DATA_DIR: %q is not a folder the server can use: %w", a.Config.DataDir, err)
+	}
+	return nil
+}
+
+func (a *App) useEmbedded() error {
+	if err := a.makeDataDir(); err != nil {
+		return err
 	}
 	st, err := bolt.Open(filepath.Join(a.Config.DataDir, "mailroom.db"))
 	if err != nil {
@@ -293,8 +301,8 @@ func (a *App) useEmbedded() error {
 
 // useLocalScheduler keeps schedules in DATA_DIR/schedules.db and fires them in process.
 func (a *App) useLocalScheduler() error {
-	if err := os.MkdirAll(a.Config.DataDir, 0o755); err != nil {
-		return fmt.Errorf("DATA_DIR: %q is not a folder the server can use: %w", a.Config.DataDir, err)
+	if err := a.makeDataDir(); err != nil {
+		return err
 	}
 	// The emails service exists only after wire; the closure reads it when a schedule fires,
 	// which is never before Start.

@@ -148,8 +148,9 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	if err != nil {
 		return nil, fmt.Errorf("HOST and PORT: cannot listen on %s: %w", addr, err)
 	}
+	base := "http://" + reachable(ln.Addr())
 	if cfg.PublicURL == "" { // links in emails (unsubscribe) point at this server
-		cfg.PublicURL = "http://" + reachable(ln.Addr())
+		cfg.PublicURL = base
 	}
 	a, err := app.New(ctx, cfg, app.Options{Local: true})
 	if err != nil {
@@ -215,7 +216,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	mux.Handle("GET /{$}", ch)
 	mux.Handle("/console/", ch)
 	s := &Server{
-		App: a, URL: "http://" + reachable(ln.Addr()), APIKey: key, done: make(chan error, 1), out: out,
+		App: a, URL: base, APIKey: key, done: make(chan error, 1), out: out,
 		http: &http.Server{Handler: api.CleanPaths(mux), ReadHeaderTimeout: 10 * time.Second},
 	}
 	go func() { s.done <- s.http.Serve(ln) }()

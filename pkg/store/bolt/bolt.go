@@ -207,12 +207,12 @@ func Open(path string) (*Store, error) {
 
 // Close writes what the log holds into bbolt and releases the file.
 func (s *Store) Close() error {
-	if err := s.wal.close(); err != nil {
-		s.commits.close()
+	err := s.wal.close() // through the committer: closed after it
+	s.commits.close()
+	if err != nil {
 		_ = s.db.Close()
 		return err
 	}
-	s.commits.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("bolt: close: %w", err)
 	}
