@@ -91,10 +91,10 @@ const (
 	tokenV3 = "3."
 )
 
-// aead is the AES-256-GCM of a key's tokens.
 // tokenPurpose keys the tokens' cipher (KeyAEAD).
 const tokenPurpose = "mailroom unsubscribe token v2"
 
+// aead is the AES-256-GCM of a key's tokens.
 func aead(secret []byte) (cipher.AEAD, error) {
 	return KeyAEAD(tokenPurpose, secret)
 }

@@ -192,9 +192,8 @@ func decodeRequest(body []byte, at string) (Request, error) {
 		return Request{}, fault.Field(at+"replyTo", "at most %d addresses", MaxRecipients)
 	}
 	if r.Size() > MaxMessageBytes {
-		field := r.largestPart() // what makes a message that large
-
-		return Request{}, fault.New(fault.TooLarge, "%s%s: message too large: at most %d MB after encoding", at, field, MaxMessageBytes>>20)
+		// Named by what makes a message that large.
+		return Request{}, fault.New(fault.TooLarge, "%s%s: message too large: at most %d MB after encoding", at, r.largestPart(), MaxMessageBytes>>20)
 	}
 	return r, nil
 }
@@ -202,13 +201,7 @@ func decodeRequest(body []byte, at string) (Request, error) {
 // largestPart names the largest of the fields a message's size comes from: attachments (all
 // together), html, text, headers or subject.
 func (r Request) largestPart() string {
-	size := func(p *string) int {
-		if p == nil {
-			return 0
-		}
-		return len(*p)
-	}
-	field, most := "subject", size(r.Subject)
+	field, most := "subject", length(r.Subject)
 	headers, attachments := 0, 0
 	for _, h := range r.Headers {
 		headers += len(h.Name) + len(h.Value)
@@ -219,7 +212,7 @@ func (r Request) largestPart() string {
 	for _, p := range []struct {
 		name string
 		n    int
-	}{{"text", size(r.Text)}, {"html", size(r.HTML)}, {"headers", headers}, {"attachments", attachments}} {
+	}{{"text", length(r.Text)}, {"html", length(r.HTML)}, {"headers", headers}, {"attachments", attachments}} {
 		if p.n > most {
 			field, most = p.name, p.n
 		}
@@ -229,13 +222,15 @@ func (r Request) largestPart() string {
 
 // Size estimates the encoded message size: base64 bodies with line breaks, plus headers.
 func (r Request) Size() int {
-	size := func(p *string) int {
-		if p == nil {
-			return 0
-		}
-		return len(*p)
+	return r.sizeWith(length(r.Subject), length(r.Text), length(r.HTML))
+}
+
+// length is the length of an optional string (0 when absent).
+func length(p *string) int {
+	if p == nil {
+		return 0
 	}
-	return r.sizeWith(size(r.Subject), size(r.Text), size(r.HTML))
+	return len(*p)
 }
 
 // sizeWith is Size for a subject, text and html of these lengths (a template's, rendered).
