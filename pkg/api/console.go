@@ -402,6 +402,8 @@ type filter struct {
 	q, status, from, to string
 	domain              int64
 	page                int
+	start, end          *time.Time // from and to as read: the first and the last instant of their days
+	badDates            []string   // the date fields that are not dates, and so are not applied
 }
 
 func parseFilter(r *http.Request) filter {
@@ -413,18 +415,22 @@ func parseFilter(r *http.Request) filter {
 	if !slices.Contains(consoleStatuses, f.status) {
 		f.status = ""
 	}
-	return f
-}
-
-// badDates names the date fields that are not dates (the list ignores them).
-func (f filter) badDates() []string {
-	var bad []string
-	for _, d := range []struct{ name, v string }{{"From", f.from}, {"To", f.to}} {
-		if _, err := time.Parse("2006-01-02", d.v); d.v != "" && err != nil {
-			bad = append(bad, d.name)
+	day := func(name, s string, end bool) *time.Time {
+		if s == "" {
+			return nil
 		}
+		t, err := time.Parse("2006-01-02", s)
+		if err != nil {
+			f.badDates = append(f.badDates, name)
+			return nil
+		}
+		if end {
+			t = t.Add(24*time.Hour - time.Nanosecond)
+		}
+		return &t
 	}
-	return bad
+	f.start, f.end = day("From", f.from, false), day("To", f.to, true)
+	return f
 }
 
 func (f filter) url(page int, fragment bool) string {
@@ -449,6 +455,9 @@ func (f filter) url(page int, fragment bool) string {
 	return ConsoleHome + "?" + v.Encode()
 }
 
+// scanned is how many of the newest emails a search looks through: Scan, in whole pages of 100.
+func (c *Console) scanned() int { return max(c.Scan/100, 1) * 100 }
+
 // list reads the page of emails f selects. Without a search or a status it is the API's list;
 // with one, the newest c.Scan emails (of f's dates and domain) are looked through, and
 // limited says that older ones were left out.
@@ -457,30 +466,20 @@ func (c *Console) list(ctx context.Context, p auth.Principal, f filter) (list []
 	if f.domain != 0 {
 		q.DomainIDs = []int64{f.domain}
 	}
-	day := func(s string, end bool) *time.Time {
-		t, err := time.Parse("2006-01-02", s)
-		if err != nil {
-			return nil
-		}
-		if end {
-			t = t.Add(24*time.Hour - time.Nanosecond)
-		}
-		return &t
-	}
-	q.Start, q.End = day(f.from, false), day(f.to, true)
+	q.Start, q.End = f.start, f.end
 	if f.q == "" && f.status == "" {
 		list, total, err := c.s.Emails.List(ctx, p, q)
 		return list, total, false, err
 	}
 	var matched []store.Email
 	needle := strings.ToLower(f.q)
-	for page := 1; page <= max(c.Scan/100, 1); page++ {
+	for page := 1; page <= c.scanned()/100; page++ {
 		q.Page, q.Limit = page, 100
 		batch, all, err := c.s.Emails.List(ctx, p, q)
 		if err != nil {
 			return nil, 0, false, err
 		}
-		limited = all > max(c.Scan/100, 1)*100
+		limited = all > c.scanned()
 		for _, e := range batch {
 			if f.status != "" && e.LatestStatus != f.status {
 				continue
@@ -507,8 +506,8 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 	redactFor(si.p, list)
 	v := emailsView{view: c.viewFor("Emails", si), Q: f.q, Status: f.status, From: f.from,
 		To: f.to, Domain: f.domain, Statuses: consoleStatuses, Emails: list, Total: total,
-		Shown: len(list), FragmentURL: f.url(f.page, true), Limited: limited, Scanned: max(c.Scan/100, 1) * 100,
-		BadDates: f.badDates()}
+		Shown: len(list), FragmentURL: f.url(f.page, true), Limited: limited, Scanned: c.scanned(),
+		BadDates: f.badDates}
 	if f.page > 1 { // past the last page: back to the last one
 		v.Prev = f.url(min(f.page-1, max(1, (total+consolePage-1)/consolePage)), false)
 	}
@@ -857,6 +856,16 @@ type keysView struct {
 	Created     string           // a key just made, shown once
 }
 
+// formDomain is the key form's domain: an id, or 0 (empty, "0") for every domain; isID is
+// false for anything else.
+func formDomain(v string) (id int64, isID bool) {
+	if v = strings.TrimSpace(v); v == "" || v == "0" {
+		return 0, true
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	return id, err == nil && id > 0
+}
+
 // wholeTeam: a FULL key of the whole team, as the routes' Manage and TeamWide ask.
 func wholeTeam(p auth.Principal) bool { return p.CanManage() && p.DomainID == 0 }
 
@@ -882,21 +891,14 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 		if err := c.checkForm(r, si); err != nil {
 			return err
 		}
-		var domainID int64
-		if d := strings.TrimSpace(r.PostFormValue("domain")); d != "" && d != "0" {
-			id, err := strconv.ParseInt(d, 10, 64)
-			if err != nil || id <= 0 {
-				id = -1 // not a domain of the team: refused below, on the page
-			}
-			domainID = id
-		}
+		domainID, isID := formDomain(r.PostFormValue("domain"))
 		perm := store.Permission(r.PostFormValue("permission"))
 		if perm != store.PermissionFull && perm != store.PermissionSending {
 			return fault.Field("permission", "FULL or SENDING")
 		}
 		var full string
-		err := store.ErrNotFound
-		if domainID >= 0 {
+		err := store.ErrNotFound // a domain that is no id is no domain of the team
+		if isID {
 			full, _, err = c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
 				Permission: perm, DomainID: domainID})
 		}
@@ -985,7 +987,7 @@ func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn)
 	}
 	v := campaignsView{view: c.viewFor("Campaigns", si), Campaigns: list, Page: page, Pages: pages}
 	if page > 1 {
-		v.Prev = at(min(page-1, max(pages, 1))) // past the last page: back to the last one
+		v.Prev = at(min(page-1, max(pages, 1))) // a live fragment past the last page: back to the last one
 	}
 	if page < pages {
 		v.Next = at(page + 1)
