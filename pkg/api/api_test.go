@@ -1024,4 +1024,10 @@ func TestListElementNamed(t *testing.T) {
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "variables[1]: must be a string") {
 		t.Errorf("with a whole float beside it = %d %q, want a 400 naming variables[1]", r.status, msg)
 	}
+	// A whole float in an integer list has the body decoded again, written anew: the bad
+	// element is found in that body.
+	r = e.do("POST", "/api/v1/webhooks", `{"url":"https://example.com/h","domainIds":[1.0,"x"]}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "domainIds[1]: must be an integer") {
+		t.Errorf("domainIds [1.0,\"x\"] = %d %q, want a 400 naming domainIds[1]", r.status, msg)
+	}
 }

@@ -135,9 +135,15 @@ func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
-	body = integralNumbers(body) // the offsets of an error below are in this body
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
+	err := json.Unmarshal(body, v)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") && strings.ContainsAny(te.Value, ".eE") {
+		// A number with a fraction or an exponent where an integer goes: decoded again with
+		// the whole ones written as integers (only then, so that a body is decoded once).
+		body = integralNumbers(body) // the offsets of an error below are in this body
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
 		if errors.As(err, &te) && te.Field != "" {
 			field := te.Field
 			if i, ok := elementAt(body, te.Field, te.Offset); ok {
