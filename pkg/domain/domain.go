@@ -4,6 +4,7 @@
 package domain
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -131,14 +132,30 @@ func NewKey(bits int) (Key, error) {
 }
 
 // Records returns the DNS records for a domain, all with the given status (DMARC is only
-// recommended and does not take part in verification, so it starts NOT_STARTED).
-func Records(region, publicKey, status string) []store.DNSRecord {
+// recommended and does not take part in verification, so it starts NOT_STARTED). Names are
+// relative to the zone of the registrable domain, as upstream writes them: for a subdomain
+// (Subdomain) the MAIL FROM and DKIM names end in it, and DMARC stays the organisation's.
+func Records(region, publicKey, status, subdomain string) []store.DNSRecord {
+	suffix := ""
+	if subdomain != "" {
+		suffix = "." + subdomain
+	}
 	return []store.DNSRecord{
-		{Type: "MX", Name: "mail", Value: "feedback-smtp." + region + ".amazonses.com", TTL: "Auto", Priority: "10", Status: status},
-		{Type: "TXT", Name: Selector + "._domainkey", Value: "p=" + publicKey, TTL: "Auto", Status: status},
-		{Type: "TXT", Name: "mail", Value: "v=spf1 include:amazonses.com ~all", TTL: "Auto", Status: status},
+		{Type: "MX", Name: "mail" + suffix, Value: "feedback-smtp." + region + ".amazonses.com", TTL: "Auto", Priority: "10", Status: status},
+		{Type: "TXT", Name: Selector + "._domainkey" + suffix, Value: "p=" + publicKey, TTL: "Auto", Status: status},
+		{Type: "TXT", Name: "mail" + suffix, Value: "v=spf1 include:amazonses.com ~all", TTL: "Auto", Status: status},
 		{Type: "TXT", Name: "_dmarc", Value: "v=DMARC1; p=none;", TTL: "Auto", Status: store.DomainNotStarted, Recommended: true},
 	}
+}
+
+// Subdomain is the part of name before its registrable domain (the public suffix and one
+// label: "news" for news.example.co.uk), "" for a registrable domain itself.
+func Subdomain(name string) string {
+	base, err := publicsuffix.EffectiveTLDPlusOne(name)
+	if err != nil || base == name {
+		return ""
+	}
+	return strings.TrimSuffix(name, "."+base)
 }
 
 // Create validates the name and region, registers the domain at the provider and stores it.
@@ -189,7 +206,7 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 		// stored: in the table it would be copied into the stream, backups and exports.
 		Selector: Selector, PublicKey: key.Public,
 		IsVerifying: true, CreatedAt: now, UpdatedAt: now,
-		DNSRecords: Records(region, key.Public, store.DomainPending),
+		Subdomain: Subdomain(name), DNSRecords: Records(region, key.Public, store.DomainPending, Subdomain(name)),
 	}
 	// The name is reserved first, by a conditional write unique across all teams: the
 	// provider's identity belongs to the whole account, so registering it for a second team
@@ -237,7 +254,8 @@ func apply(d *store.Domain, st identity.Status, now time.Time) {
 	t := now
 	d.LastCheckedTime = &t
 	d.UpdatedAt = now
-	d.DNSRecords = Records(d.Region, d.PublicKey, d.Status)
+	d.Subdomain = Subdomain(d.Name) // also for a domain stored before the field was set
+	d.DNSRecords = Records(d.Region, d.PublicKey, d.Status, d.Subdomain)
 	if st.DKIMStatus != "" {
 		d.DNSRecords[1].Status = st.DKIMStatus
 	}
@@ -260,12 +278,16 @@ func (s *Service) changed(teamID int64) {
 	}
 }
 
-// List returns the team's domains; a key restricted to one domain sees only that one.
+// List returns the team's domains, newest first as upstream lists them; a key restricted to
+// one domain sees only that one.
 func (s *Service) List(ctx context.Context, teamID, onlyID int64) ([]store.Domain, error) {
 	all, err := s.Store.ListDomains(ctx, teamID)
 	if err != nil {
 		return nil, err
 	}
+	slices.SortStableFunc(all, func(a, b store.Domain) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
+	})
 	if onlyID == 0 {
 		return all, nil
 	}

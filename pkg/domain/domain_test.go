@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,5 +176,68 @@ func TestThePrivateKeyIsNotStored(t *testing.T) {
 	}
 	if got, _ := st.GetDomain(ctx, 1, d.ID); got.PrivateKey != "" {
 		t.Error("an earlier version's stored key is still there after the check")
+	}
+}
+
+// TestSubdomainRecords: a subdomain's records are named in the zone of its registrable domain
+// (mail.news, mailroom._domainkey.news), as upstream names them, and the domain says which
+// subdomain it is; a registrable domain's are the bare names. They stay so after a check (Verify).
+func TestSubdomainRecords(t *testing.T) {
+	svc, _, _, _ := newService(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ name, sub, mail, dkim string }{
+		{"news.example.co.uk", "news", "mail.news", Selector + "._domainkey.news"},
+		{"a.b.example.com", "a.b", "mail.a.b", Selector + "._domainkey.a.b"},
+		{"example.org", "", "mail", Selector + "._domainkey"},
+	} {
+		d, err := svc.Create(ctx, 1, tc.name, "us-east-1")
+		if err != nil {
+			t.Fatalf("Create(%s): %v", tc.name, err)
+		}
+		checked, err := svc.Verify(ctx, 1, d.ID)
+		if err != nil {
+			t.Fatalf("Verify(%s): %v", tc.name, err)
+		}
+		for _, got := range []store.Domain{d, checked} {
+			if got.Subdomain != tc.sub {
+				t.Errorf("%s: subdomain %q, want %q", tc.name, got.Subdomain, tc.sub)
+			}
+			names := map[string][]string{}
+			for _, r := range got.DNSRecords {
+				names[r.Type] = append(names[r.Type], r.Name)
+			}
+			if mx := names["MX"]; len(mx) != 1 || mx[0] != tc.mail {
+				t.Errorf("%s: MX %v, want %s", tc.name, mx, tc.mail)
+			}
+			if txt := strings.Join(names["TXT"], " "); txt != tc.dkim+" "+tc.mail+" _dmarc" {
+				t.Errorf("%s: TXT %s, want %s %s _dmarc", tc.name, txt, tc.dkim, tc.mail)
+			}
+		}
+	}
+}
+
+// TestListNewestFirst: domains are listed newest first, as upstream lists them.
+func TestListNewestFirst(t *testing.T) {
+	svc, _, _, now := newService(t)
+	ctx := context.Background()
+	var want []int64
+	for _, name := range []string{"first.example", "second.example", "third.example"} {
+		d, err := svc.Create(ctx, 1, name, "us-east-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append([]int64{d.ID}, want...)
+		*now = now.Add(time.Minute)
+	}
+	list, err := svc.List(ctx, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, d := range list {
+		got = append(got, d.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("List: ids %v, want %v (newest first)", got, want)
 	}
 }
