@@ -162,11 +162,7 @@ func decodeObject(body []byte, v any) error {
 func decodeKnown(body []byte, v any) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err == nil {
-		keys := make([]string, 0, len(fields))
-		for k := range fields {
-			keys = append(keys, k)
-		}
-		if err := fault.UnknownFields("", keys, jsonFields(v)); err != nil {
+		if err := fault.UnknownFields("", fault.SetKeys(fields), jsonFields(v)); err != nil {
 			return err
 		}
 	}

@@ -151,12 +151,9 @@ func decodeRequest(body []byte, at string) (Request, error) {
 		return Request{}, fault.Field(field, "must be an object")
 	}
 	// A field that is not one of the send's is refused, not dropped: a misspelt "reply_to"
-	// or "htm" would otherwise send something else than was meant.
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	if err := fault.UnknownFields(at, keys, sendFields); err != nil {
+	// or "htm" would otherwise send something else than was meant. One that is null sets
+	// nothing, so it is let through (usesend-js sends "react": null when given one).
+	if err := fault.UnknownFields(at, fault.SetKeys(fields), sendFields); err != nil {
 		return Request{}, err
 	}
 	d := decoder{fields: fields, at: at}

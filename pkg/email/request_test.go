@@ -241,3 +241,21 @@ func TestAddressLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownNullFields: an unknown field set to null sets nothing and is let through (usesend-js
+// sends "react": null when given one); with a value it is still refused, named, with its hint.
+func TestUnknownNullFields(t *testing.T) {
+	base := `"to":"a@x.io","from":"me@example.com","subject":"Hi","text":"t"`
+	if _, err := DecodeRequest([]byte(`{` + base + `,"react":null,"reply_to":null}`)); err != nil {
+		t.Fatalf("null unknown fields: %v", err)
+	}
+	for body, want := range map[string]string{
+		`{` + base + `,"react":"<Email/>"}`:     "react: unknown field",
+		`{` + base + `,"reply_to":"r@x.io"}`:    `reply_to: unknown field; did you mean "replyTo"?`,
+		`{` + base + `,"react":null,"x":false}`: "x: unknown field",
+	} {
+		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

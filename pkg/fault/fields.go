@@ -1,10 +1,24 @@
 package fault
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 )
+
+// SetKeys are the keys of a JSON object's fields whose value is not null: what UnknownFields
+// checks, since a null field sets nothing whatever its name.
+func SetKeys(fields map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(fields))
+	for k, v := range fields {
+		if string(bytes.TrimSpace(v)) != "null" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
 
 // UnknownFields is the error for the keys of a JSON object that are none of known (nil when
 // all are known): each is named, with the known field it spells in snake_case or in another
