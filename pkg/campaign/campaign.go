@@ -87,7 +87,7 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 		if t.Before(now.Add(-MaxPast)) {
 			// A time well past is a mistake (a date in the wrong year, "yesterday" meant as a
 			// test), not a request to send to the whole book at once.
-			return time.Time{}, fault.Field("scheduledAt", "is more than %d minutes in the past; use sendNow to send now", int(MaxPast.Minutes()))
+			return time.Time{}, fault.Field("scheduledAt", "is more than %d minutes in the past; to send now, leave it out or set sendNow: true", int(MaxPast.Minutes()))
 		}
 		// Schedules fire to the second: a fraction rounds up, so a campaign never starts
 		// before the time asked for.
