@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -53,19 +54,38 @@ type emailItem struct {
 	LatestStatus string   `json:"latestStatus"`
 	ScheduledAt  *string  `json:"scheduledAt"`
 	DomainID     int64    `json:"domainId"`
-	// HTMLOmitted and TextOmitted say that a list left the body out (null) for its size: the
-	// whole email is at GET /emails/{id}.
+	// HTMLOmitted and TextOmitted say that a body was left out (null) for its size: a list's
+	// over its bounds (the whole email is at GET /emails/{id}), or a detail's over 4 MB.
 	HTMLOmitted bool `json:"htmlOmitted,omitempty"`
 	TextOmitted bool `json:"textOmitted,omitempty"`
 }
 
-// List bounds: a body longer than maxListedBody is listed as null (flagged), and a page's
-// bodies come to at most maxListedPage in all (later ones are left out, flagged), so a page
-// stays well under Lambda's 6 MB response limit whatever the emails carry.
+// Response bounds, in encoded bytes (jsonLen): a listed body longer than maxListedBody is
+// null (flagged), and a page's bodies come to at most maxListedPage in all (later ones are
+// left out, flagged); an email's detail leaves out a body that would take it past
+// maxDetailBytes. A response so stays under Lambda's 6 MB whatever the emails carry (HTTP
+// sends a large one base64-encoded, 4/3 of its size, where its JSON escaping would cost more).
 const (
-	maxListedBody = 64 << 10
-	maxListedPage = 2 << 20
+	maxListedBody  = 64 << 10
+	maxListedPage  = 2 << 20
+	maxDetailBytes = 4 << 20
 )
+
+// jsonLen is the length of s as a JSON string (encodeJSON's escaping, quotes included).
+func jsonLen(s string) int {
+	n := 2
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+			n += 2
+		case r < 0x20 || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+			n += 6 // \u00XX; an invalid byte becomes \ufffd (a real U+FFFD is counted so too)
+		default:
+			n += utf8.RuneLen(r)
+		}
+	}
+	return n
+}
 
 // boundedItems makes the list items of emails, leaving out bodies over the bounds.
 func boundedItems(emails []store.Email) []emailItem {
@@ -75,10 +95,11 @@ func boundedItems(emails []store.Email) []emailItem {
 		if p == nil {
 			return nil, false
 		}
-		if len(*p) > maxListedBody || len(*p) > budget {
+		n := jsonLen(*p)
+		if n > maxListedBody || n > budget {
 			return nil, true
 		}
-		budget -= len(*p)
+		budget -= n
 		return p, false
 	}
 	for i, e := range emails {
@@ -124,6 +145,27 @@ func newEmailDetail(e store.Email, events []store.Event) emailDetail {
 			data = ev.Data
 		}
 		d.EmailEvents[i] = eventView{EmailID: e.ID, Status: ev.Status, CreatedAt: ts(ev.CreatedAt), Data: data}
+	}
+	// The larger body goes first, then the other, while the detail is over its bound.
+	size := func(p *string) int {
+		if p == nil {
+			return 0
+		}
+		return jsonLen(*p)
+	}
+	html, text := size(d.HTML), size(d.Text)
+	rest := 64 << 10 // everything but the bodies, generously: headers of the answer, ids, dates
+	for _, ev := range d.EmailEvents {
+		rest += len(ev.Data) + 128
+	}
+	if rest+html+text > maxDetailBytes && html >= text {
+		d.HTML, d.HTMLOmitted, html = nil, true, 0
+	}
+	if rest+html+text > maxDetailBytes && text > 0 {
+		d.Text, d.TextOmitted, text = nil, true, 0
+	}
+	if rest+html+text > maxDetailBytes && html > 0 {
+		d.HTML, d.HTMLOmitted = nil, true
 	}
 	return d
 }

@@ -2,6 +2,7 @@ package lambdafn_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -357,5 +358,50 @@ func TestAWSConfig(t *testing.T) {
 	cfg = lambdafn.AWSConfig(func(k string) string { return env[k] })
 	if cfg.Region != "us-west-2" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:5000" {
 		t.Errorf("config %+v: AWS_REGION wins, AWS_ENDPOINT_URL is the base endpoint", cfg)
+	}
+}
+
+// TestHTTPLargeBodies: a large body goes base64-encoded when that is shorter in the
+// invocation's response than as an escaped JSON string (an html of < costs six bytes a
+// character there), and as it is otherwise; decoded, it is the handler's bytes either way.
+func TestHTTPLargeBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		body   string
+		base64 bool
+	}{
+		{"html marks", `{"html":"` + strings.Repeat("<p>&</p>", 64<<10) + `"}`, true},
+		{"plain text", `{"text":"` + strings.Repeat("hello world ", 48<<10) + `"}`, false},
+		{"small marks", `{"html":"<p>&amp;</p>"}`, false},
+	} {
+		h := lambdafn.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{
+			Version: "2.0", RouteKey: "GET /api/v1/emails/{emailId}", RawPath: "/api/v1/emails/x",
+			RequestContext: events.APIGatewayV2HTTPRequestContext{
+				HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: "/api/v1/emails/x"},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Body
+		if resp.IsBase64Encoded {
+			raw, err := base64.StdEncoding.DecodeString(resp.Body)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			got = string(raw)
+		}
+		if resp.IsBase64Encoded != tc.base64 || got != tc.body {
+			t.Errorf("%s: base64 %v (want %v), body intact %v", tc.name, resp.IsBase64Encoded, tc.base64, got == tc.body)
+		}
+		envelope, _ := json.Marshal(resp)
+		if limit := base64.StdEncoding.EncodedLen(len(tc.body)) + 1024; len(envelope) > limit {
+			t.Errorf("%s: the invocation's response is %d bytes for a body of %d, want at most %d",
+				tc.name, len(envelope), len(tc.body), limit)
+		}
 	}
 }

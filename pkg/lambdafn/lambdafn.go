@@ -430,8 +430,28 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 				Body:       `{"error":{"code":"INTERNAL_SERVER_ERROR","message":"Internal server error"}}`,
 			}, nil
 		}
-		return resp, nil
+		return compact(resp), nil
 	}
+}
+
+// compactFrom is the body size from which compact compares the two encodings: below it, a
+// response is far under Lambda's 6 MB either way and stays readable in the function's logs.
+const compactFrom = 256 << 10
+
+// compact sends a large body base64-encoded when that is the shorter form of it in the
+// invocation's response: the runtime writes the body as a JSON string, with HTML escaping, so
+// an email's html costs up to six bytes a character (< as \u003c) there and base64 four for
+// three. API Gateway decodes it for the client, who sees the same bytes.
+func compact(resp events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPResponse {
+	if resp.IsBase64Encoded || len(resp.Body) < compactFrom {
+		return resp
+	}
+	quoted, err := json.Marshal(resp.Body)
+	if err == nil && len(quoted) <= base64.StdEncoding.EncodedLen(len(resp.Body)) {
+		return resp
+	}
+	resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(resp.Body)), true
+	return resp
 }
 
 type headersKey struct{}

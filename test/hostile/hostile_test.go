@@ -583,6 +583,51 @@ func TestHostileInput(t *testing.T) {
 	}
 }
 
+// TestResponsesAreBoundedEncoded: the bounds count what a body costs encoded, not its bytes:
+// html made of < > & (each six bytes as \u003c in escaped JSON) stays within a page's budget
+// and a detail's, and is sent one byte a character. An email too large for one detail answer
+// (a Lambda response is at most 6 MB) is read with its html left out, flagged, and its text.
+func TestResponsesAreBoundedEncoded(t *testing.T) {
+	w := start(t)
+	marks := strings.Repeat("<>&", 20<<10) // 60 KB
+	for range 35 {
+		w.must(t, "a", "POST", "/api/v1/emails", sendBody(`,"html":"`+marks+`"`))
+	}
+	code, out := w.do(t, "a", "GET", "/api/v1/emails?limit=50", "")
+	if code != 200 || len(out) > 3<<20 {
+		t.Fatalf("a page of 35 emails of 60 KB html: %d, %d bytes; want 200 and at most 3 MB", code, len(out))
+	}
+	if strings.Contains(string(out), `\u003c`) {
+		t.Errorf("the page escapes < as \\u003c")
+	}
+
+	small := w.must(t, "a", "POST", "/api/v1/emails", sendBody(`,"html":"`+strings.Repeat("<", 1<<20)+`"`))["emailId"].(string)
+	code, out = w.do(t, "a", "GET", "/api/v1/emails/"+small, "")
+	if code != 200 || len(out) > 1<<20+8<<10 {
+		t.Errorf("an email of 1 MB html: %d, %d bytes; want 200 and about 1 MB", code, len(out))
+	}
+
+	huge := strings.Repeat("<p>a&b</p>", 460<<10) // 4.6 MB
+	id := w.must(t, "a", "POST", "/api/v1/emails", sendBody(`,"html":"`+huge+`"`))["emailId"].(string)
+	code, out = w.do(t, "a", "GET", "/api/v1/emails/"+id, "")
+	if code != 200 || len(out) > 4<<20 {
+		t.Fatalf("an email of 4.6 MB html: %d, %d bytes; want 200 and at most 4 MB", code, len(out))
+	}
+	var d struct {
+		HTML        *string `json:"html"`
+		Text        *string `json:"text"`
+		HTMLOmitted bool    `json:"htmlOmitted"`
+		TextOmitted bool    `json:"textOmitted"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.HTML != nil || !d.HTMLOmitted || d.Text == nil || *d.Text != "t" || d.TextOmitted {
+		t.Errorf("detail: html %v omitted %v, text %v omitted %v; want the html left out (flagged) and the text",
+			d.HTML != nil, d.HTMLOmitted, d.Text, d.TextOmitted)
+	}
+}
+
 func truncate(b []byte) string {
 	if len(b) > 300 {
 		return string(b[:300]) + "…"
