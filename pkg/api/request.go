@@ -158,11 +158,14 @@ func decodeObject(body []byte, v any) error {
 
 // decodeKnown is decodeObject for the bodies that decide what is sent and when (campaign create
 // and schedule, template create and update, reschedule): a field v does not have is a 400
-// naming it (with the field it misspells), not silently dropped.
+// naming it (with the field it misspells), not silently dropped, and so is one given twice.
 func decodeKnown(body []byte, v any) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err == nil {
 		if err := fault.UnknownFields("", fault.SetKeys(fields), jsonFields(v)); err != nil {
+			return err
+		}
+		if err := fault.DuplicateFields("", body); err != nil {
 			return err
 		}
 	}

@@ -31,7 +31,8 @@ type Store interface {
 	store.Domains
 }
 
-// DefaultRegion is used when a create request names none.
+// DefaultRegion is used when a create request names none and the service sends from any
+// region (locally); a deployment limited to its Regions takes the first of them.
 const DefaultRegion = "us-east-1"
 
 // Selector is the DKIM selector of every domain: one key per domain, so one name is enough.
@@ -174,6 +175,9 @@ func (s *Service) Create(ctx context.Context, teamID int64, name, region string)
 	}
 	if region == "" {
 		region = DefaultRegion
+		if len(s.Regions) > 0 {
+			region = s.Regions[0] // the deployment's own: a stack in eu-west-1 sends from there
+		}
 	}
 	if !regionName().MatchString(region) {
 		return store.Domain{}, fault.Field("region", "%q is not an AWS region", region)

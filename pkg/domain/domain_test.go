@@ -241,3 +241,19 @@ func TestListNewestFirst(t *testing.T) {
 		t.Fatalf("List: ids %v, want %v (newest first)", got, want)
 	}
 }
+
+// TestDefaultRegionIsTheDeployments: a domain created without a region is in the region the
+// deployment sends from, not us-east-1 (which a stack elsewhere refuses).
+func TestDefaultRegionIsTheDeployments(t *testing.T) {
+	svc, _, _, _ := newService(t)
+	ctx := context.Background()
+	d, err := svc.Create(ctx, 1, "any.example", "")
+	if err != nil || d.Region != DefaultRegion {
+		t.Fatalf("any region: %s, %v; want %s", d.Region, err, DefaultRegion)
+	}
+	svc.Regions = []string{"eu-west-1"}
+	d, err = svc.Create(ctx, 1, "eu.example", "")
+	if err != nil || d.Region != "eu-west-1" {
+		t.Fatalf("a deployment in eu-west-1: %s, %v; want eu-west-1", d.Region, err)
+	}
+}

@@ -2,6 +2,7 @@ package email
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -149,6 +150,12 @@ func decodeRequest(body []byte, at string) (Request, error) {
 			field = "body" // a single send's body; a batch's element is named by its index
 		}
 		return Request{}, fault.Field(field, "must be an object")
+	}
+	if fields == nil { // null
+		return Request{}, fault.Field(cmp.Or(strings.TrimSuffix(at, "."), "body"), "must be an object")
+	}
+	if err := fault.DuplicateFields(at, body); err != nil {
+		return Request{}, err
 	}
 	// A field that is not one of the send's is refused, not dropped: a misspelt "reply_to"
 	// or "htm" would otherwise send something else than was meant. One that is null sets
@@ -309,6 +316,8 @@ func (d *decoder) optString(field string, max int, single bool) *string {
 		d.fail(field, "at most %d bytes", max)
 	case single && strings.ContainsAny(s, "\r\n"):
 		d.fail(field, "must not contain line breaks")
+	case single && strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }):
+		d.fail(field, "must not contain control characters")
 	case !utf8.ValidString(s):
 		d.fail(field, "must be valid UTF-8")
 	}

@@ -259,3 +259,26 @@ func TestUnknownNullFields(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeRequestShapes: a field named twice, a null element and a control character in the
+// subject are each a 400 naming the field, not a silent choice of one value or an odd header.
+func TestDecodeRequestShapes(t *testing.T) {
+	base := `"from":"me@example.com","subject":"Hi","text":"t"`
+	for body, want := range map[string]string{
+		`{` + base + `,"to":"a@x.io","to":"b@x.io"}`:                              "to: given more than once",
+		`{"to":"a@x.io","from":"me@example.com","subject":"a\u0000b","text":"t"}`: "subject: must not contain control characters",
+		`null`: "body: must be an object",
+	} {
+		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+	if _, err := DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"a\tb","text":"t"}`)); err != nil {
+		t.Errorf("a tab in the subject: %v", err)
+	}
+	_, badAt, err := DecodeBatchEach([]byte(`[null,{` + base + `,"to":"a@x.io","to":"b@x.io"}]`))
+	if err != nil || len(badAt) != 2 || badAt[0] == nil || badAt[0].Error() != "[0]: must be an object" ||
+		badAt[1] == nil || badAt[1].Error() != "[1].to: given more than once" {
+		t.Errorf("batch: %v, %v; want [0] not an object and [1].to given twice", badAt, err)
+	}
+}

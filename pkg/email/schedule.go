@@ -183,7 +183,8 @@ func (s *Service) update(ctx context.Context, p auth.Principal, id string, fn fu
 // another: a schedule the email has moved away from (its delete failed, or a reschedule's Put
 // was lost), which puts the schedule of the email's current time (create or update, so an
 // existing one is left as it is). Cancelled or already sent emails are left alone; an email
-// not written yet (the schedule is made first) is an error so the scheduler retries.
+// not written yet (the schedule is made first) is an error so the scheduler retries, until
+// NotWrittenGrace past its time, when the schedule is dropped.
 func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	var p FirePayload
 	if err := json.Unmarshal(payload, &p); err != nil || p.EmailID == "" {
@@ -193,6 +194,12 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	e, err := s.promote(ctx, p.EmailID, "fired-", BySchedule, nil)
 	switch {
 	case errors.Is(err, errNothingToDo), errors.Is(err, store.ErrDuplicateEvent):
+		return nil
+	case errors.Is(err, store.ErrNotFound) && s.Now().After(p.ScheduledAt.Add(NotWrittenGrace)):
+		// Long past its time and still not written: the send that made the schedule failed
+		// after it (or the email is gone). Retried on, it would end in the dead-letter queue
+		// and its alarm for nothing.
+		s.Log.Warn("scheduled send: no such email; schedule dropped", "emailId", p.EmailID)
 		return nil
 	case errors.Is(err, errNotDue):
 		cur, gerr := s.Store.GetEmail(ctx, p.EmailID)
@@ -218,6 +225,10 @@ func (s *Service) Fire(ctx context.Context, payload []byte) error {
 	s.dispatch(ctx, e.ID)
 	return nil
 }
+
+// NotWrittenGrace is how long past its time a schedule of an email not found is retried: the
+// schedule is made before the email is written, which follows within seconds.
+const NotWrittenGrace = 15 * time.Minute
 
 // ClaimLease is how long a worker's SENDING claim holds before it may be taken over.
 const ClaimLease = 5 * time.Minute

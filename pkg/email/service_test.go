@@ -211,3 +211,26 @@ func TestPromoteOverdueQueuesAStrandedEmailOnce(t *testing.T) {
 		t.Errorf("after a late fire: %d events, %d dispatches; want 1 and 1", len(events), len(d.ids))
 	}
 }
+
+// TestFireForAnEmailNotWritten: a schedule fires before its email is written (the schedule is
+// made first) and is retried by its error; once NotWrittenGrace past its time it is dropped
+// (nil, a warning) rather than retried into the dead-letter queue.
+func TestFireForAnEmailNotWritten(t *testing.T) {
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	svc := &Service{Store: b, Dispatcher: &recordingDispatcher{}, Now: func() time.Time { return now },
+		Log: slog.New(slog.DiscardHandler)}
+	payload := func(at time.Time) []byte {
+		return []byte(`{"emailId":"em-unwritten","scheduledAt":"` + at.Format(time.RFC3339) + `"}`)
+	}
+	if err := svc.Fire(context.Background(), payload(now.Add(-time.Minute))); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a minute past its time: %v, want store.ErrNotFound (retried)", err)
+	}
+	if err := svc.Fire(context.Background(), payload(now.Add(-NotWrittenGrace-time.Second))); err != nil {
+		t.Errorf("past the grace: %v, want nil (dropped)", err)
+	}
+}

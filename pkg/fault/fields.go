@@ -20,6 +20,33 @@ func SetKeys(fields map[string]json.RawMessage) []string {
 	return keys
 }
 
+// DuplicateFields is the error for a JSON object (body, already known to be one) that names a
+// field twice, nil when none is: a decoder keeps the last silently, so {"to":"a","to":"b"}
+// would send to b alone, something else than was meant. at prefixes the name ("[2].").
+func DuplicateFields(at string, body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return &Error{Kind: Invalid, Message: at + k + ": given more than once"}
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
 // UnknownFields is the error for the keys of a JSON object that are none of known (nil when
 // all are known): each is named, with the known field it spells in snake_case or in another
 // case ("reply_to": did you mean "replyTo"?). at prefixes the names ("[2].").
