@@ -88,6 +88,8 @@ func (p Policy) Check(ctx context.Context, raw string) error {
 	switch {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && p.AllowLocal:
+	case p.AllowLocal:
+		return &ErrURL{"must be https or http"}
 	default:
 		return &ErrURL{"must be https"}
 	}

@@ -61,6 +61,13 @@ func TestURLPolicy(t *testing.T) {
 			t.Errorf("local %s: allowed %v, want %v", raw, got, want[1])
 		}
 	}
+	// The scheme's message says what the server takes.
+	if err := aws.Check(ctx, "ftp://hooks.example.com/"); err == nil || !strings.HasSuffix(err.Error(), "must be https") {
+		t.Errorf("AWS ftp: %v, want must be https", err)
+	}
+	if err := local.Check(ctx, "ftp://hooks.example.com/"); err == nil || !strings.HasSuffix(err.Error(), "must be https or http") {
+		t.Errorf("local ftp: %v, want must be https or http", err)
+	}
 }
 
 // TestPost: one attempt signs the body, reads at most 64 KB of the answer and keeps 1 KB; a
