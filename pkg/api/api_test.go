@@ -1031,3 +1031,19 @@ func TestListElementNamed(t *testing.T) {
 		t.Errorf("domainIds [1.0,\"x\"] = %d %q, want a 400 naming domainIds[1]", r.status, msg)
 	}
 }
+
+// A book created without an emoji has upstream's default; one given keeps it.
+func TestContactBookDefaultEmoji(t *testing.T) {
+	e := newEnv(t)
+	var b struct {
+		Emoji string `json:"emoji"`
+	}
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Plain"}`, &b)
+	if b.Emoji != "📙" {
+		t.Errorf("emoji %q, want 📙", b.Emoji)
+	}
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Own","emoji":"📬"}`, &b)
+	if b.Emoji != "📬" {
+		t.Errorf("emoji %q, want 📬", b.Emoji)
+	}
+}

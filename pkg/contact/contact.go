@@ -247,13 +247,17 @@ func (f BookFields) apply(b *store.ContactBook) {
 	}
 }
 
+// DefaultEmoji is a new book's emoji when the request names none, as upstream's.
+const DefaultEmoji = "📙"
+
 // CreateBook makes a contact book.
 func (s *Service) CreateBook(ctx context.Context, teamID int64, f BookFields) (store.ContactBook, error) {
 	if err := f.validate(true); err != nil {
 		return store.ContactBook{}, err
 	}
 	now := s.Now().UTC()
-	b := store.ContactBook{ID: NewID("cb"), TeamID: teamID, Properties: map[string]string{}, Variables: []string{}, CreatedAt: now, UpdatedAt: now}
+	b := store.ContactBook{ID: NewID("cb"), TeamID: teamID, Emoji: DefaultEmoji, Properties: map[string]string{},
+		Variables: []string{}, CreatedAt: now, UpdatedAt: now}
 	f.apply(&b)
 	if err := s.checkDoubleOptIn(ctx, f, b); err != nil {
 		return store.ContactBook{}, err
