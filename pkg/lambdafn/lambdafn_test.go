@@ -687,9 +687,13 @@ func checkScheduledSend(e *env, out []byte) {
 	if em := e.fixture.email(e, e.scheduledID); em.Status != store.StatusCancelled {
 		e.t.Errorf("cancelled email is now %s", em.Status)
 	}
-	// An email not written (yet): an error, so that the scheduler retries.
-	if _, err := e.handler.Invoke(ctx, []byte(`{"emailId":"emnotwrittenyet00000000000","scheduledAt":"2025-03-13T09:00:00Z"}`)); err == nil {
+	// An email not written (yet): an error, so that the scheduler retries; long past its time
+	// (email.NotWrittenGrace), the schedule is dropped instead of ending in the dead letters.
+	if _, err := e.handler.Invoke(ctx, []byte(`{"emailId":"emnotwrittenyet00000000000","scheduledAt":`+string(at)+`}`)); err == nil {
 		e.t.Error("firing an unknown email succeeded, want an error (retry)")
+	}
+	if _, err := e.handler.Invoke(ctx, []byte(`{"emailId":"emnotwrittenyet00000000000","scheduledAt":"2025-03-13T09:00:00Z"}`)); err != nil {
+		e.t.Errorf("firing an unknown email long past its time: %v, want nil (dropped)", err)
 	}
 }
 
