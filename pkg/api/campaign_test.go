@@ -689,3 +689,55 @@ func TestCampaignScheduledAtRoundsUp(t *testing.T) {
 		t.Errorf("scheduledAt %v, want %s rounded up", c.ScheduledAt, at.Add(950*time.Millisecond))
 	}
 }
+
+// TestCampaignEmailsOfADeletedBookAreSettled: a campaign whose contact book is deleted cannot
+// resume, so its emails are not held for ever: one the worker meets afterwards is SUPPRESSED
+// (the book was deleted, though its contacts are still being removed), and one it held while
+// the campaign was paused is released by the housekeeping and then SUPPRESSED. Nothing is
+// mailed and nothing stays QUEUED.
+func TestCampaignEmailsOfADeletedBookAreSettled(t *testing.T) {
+	e := newEnvAt(t, t.TempDir(), 0) // no delivery goroutines: the test delivers
+	ctx := context.Background()
+	bookID := e.book(`{"email":"a@example.org"}`, `{"email":"b@example.org"}`, `{"email":"c@example.org"}`)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"n","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true,"batchSize":2,"batchWindowMinutes":60}`, &c)
+	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Total == 2 })
+	awaitSteps(t, e, c.ID, 1)
+	var list struct{ Data []struct{ ID string } }
+	e.mustDo("GET", "/api/v1/emails", "", &list)
+	if len(list.Data) != 2 {
+		t.Fatalf("%d emails written, want 2", len(list.Data))
+	}
+	held, later := list.Data[0].ID, list.Data[1].ID
+
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/pause", "", nil)
+	if err := e.app.Worker.Deliver(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if em, _ := e.app.Store.GetEmail(ctx, held); !em.Held || em.Status != store.StatusQueued {
+		t.Fatalf("paused campaign's email: %s held %v, want QUEUED and held", em.Status, em.Held)
+	}
+	e.mustDo("DELETE", "/api/v1/contactBooks/"+bookID, "", nil)
+	if err := e.app.Worker.Deliver(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.app.Services.Campaigns.SettleDeletedBooks(ctx); err != nil || n != 1 {
+		t.Fatalf("SettleDeletedBooks: %d, %v; want the held email released", n, err)
+	}
+	if err := e.app.Worker.Deliver(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{held, later} {
+		d := e.get(id)
+		last := d.EmailEvents[len(d.EmailEvents)-1]
+		if d.LatestStatus != "SUPPRESSED" || !strings.Contains(string(last.Data), "contact book was deleted") {
+			t.Errorf("%s: %s, last event %s %s; want SUPPRESSED, the book deleted", id, d.LatestStatus, last.Status, last.Data)
+		}
+	}
+	if n, err := e.app.Services.Campaigns.SettleDeletedBooks(ctx); err != nil || n != 0 {
+		t.Errorf("SettleDeletedBooks again: %d, %v; want nothing left", n, err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(e.app.OutboxDir, "*.eml")); len(files) != 0 {
+		t.Errorf("%d messages mailed, want none", len(files))
+	}
+}

@@ -499,6 +499,46 @@ var errStepRan = errors.New("step already ran")
 // releaseHeld hands the emails a worker held while the campaign was paused back to delivery:
 // a conditional touch each (a new stream record on AWS; locally the delivery pool), in pages.
 func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) error {
+	_, err := s.release(ctx, teamID, id)
+	return err
+}
+
+// SettleDeletedBooks hands back to delivery the emails held by paused campaigns whose contact
+// book was deleted (housekeeping), and returns how many: such a campaign cannot resume, so no
+// step would release them, and the worker settles each (SUPPRESSED: the book was deleted).
+// It runs while the deleted books are listed, before their contacts are all removed.
+func (s *Service) SettleDeletedBooks(ctx context.Context) (int, error) {
+	books, err := s.Store.DeletedContactBooks(ctx, 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range books {
+		for offset := 0; ; offset += 100 {
+			list, total, err := s.Store.ListCampaigns(ctx, b.TeamID, store.CampaignFilter{Status: store.CampaignPaused, Offset: offset, Limit: 100})
+			if err != nil {
+				return n, err
+			}
+			for _, c := range list {
+				if c.ContactBookID != b.BookID {
+					continue
+				}
+				released, err := s.release(ctx, b.TeamID, c.ID)
+				n += released
+				if err != nil {
+					return n, err
+				}
+			}
+			if offset+100 >= total {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// release is releaseHeld, with how many emails it released.
+func (s *Service) release(ctx context.Context, teamID int64, id string) (int, error) {
 	released := 0
 	for {
 		ids, err := s.Store.HeldEmails(ctx, teamID, id, 500)
@@ -506,7 +546,7 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 			if released > 0 {
 				s.Log.Info("campaign emails released after the pause", "campaignId", id, "count", released)
 			}
-			return err
+			return released, err
 		}
 		var touched []string
 		for _, eid := range ids {
@@ -514,7 +554,7 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 			switch {
 			case errors.Is(err, email.ErrNotHeld), errors.Is(err, store.ErrNotFound):
 			case err != nil:
-				return fmt.Errorf("release held email %s: %w", eid, err)
+				return released, fmt.Errorf("release held email %s: %w", eid, err)
 			default:
 				touched = append(touched, eid)
 			}
@@ -523,7 +563,7 @@ func (s *Service) releaseHeld(ctx context.Context, teamID int64, id string) erro
 		if len(touched) == 0 {
 			// Nothing left to release: what the index still lists is gone (expired) or
 			// released already (the index lags the table); listing it again would spin.
-			return nil
+			return released, nil
 		}
 		if s.Dispatcher != nil {
 			s.Dispatcher.Dispatch(ctx, touched...)

@@ -336,8 +336,11 @@ func (w *Worker) recheckHeld(ctx context.Context, e store.Email) error {
 const SendRoom = 5 * time.Second
 
 // campaignState checks a campaign email against its campaign and its contact as they are now,
-// at send time: a paused campaign holds it, a deleted one cancels it, and a contact who
-// unsubscribed (or was removed from the book) since the email was written is not mailed.
+// at send time: a deleted campaign cancels it, a contact whose book was deleted is not mailed
+// (the book's contacts are removed in the background, so the book is what says so), a paused
+// campaign holds it, and a contact who unsubscribed (or was removed from the book) since the
+// email was written is not mailed. A paused campaign's emails to a deleted book are settled,
+// not held: the campaign cannot resume, and a hold would leave them QUEUED for ever.
 func (w *Worker) campaignState(ctx context.Context, e store.Email) (held bool, status, why string, err error) {
 	c, err := w.Store.GetCampaignState(ctx, e.TeamID, e.CampaignID)
 	switch {
@@ -345,7 +348,17 @@ func (w *Worker) campaignState(ctx context.Context, e store.Email) (held bool, s
 		return false, store.StatusCancelled, "The campaign was deleted", nil
 	case err != nil:
 		return false, "", "", fmt.Errorf("get campaign: %w", err)
-	case c.Status == store.CampaignPaused:
+	}
+	if e.ContactID != "" {
+		_, err := w.Store.GetContactBook(ctx, e.TeamID, c.ContactBookID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return false, store.StatusSuppressed, "The contact book was deleted", nil
+		case err != nil:
+			return false, "", "", fmt.Errorf("get contact book: %w", err)
+		}
+	}
+	if c.Status == store.CampaignPaused {
 		return true, "", "", nil
 	}
 	if e.ContactID == "" {

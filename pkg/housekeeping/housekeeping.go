@@ -23,7 +23,8 @@ type Job struct {
 // Jobs are Mailroom's: emails stuck QUEUED or SENDING go back to the worker (requeue: never a
 // send of its own),
 // SCHEDULED emails whose schedule never fired are queued, running campaigns that stopped
-// moving get their next step again, and the contacts of deleted books are removed.
+// moving get their next step again, paused campaigns of deleted books let their held emails
+// go (to be settled), and the contacts of deleted books are removed.
 func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, campaigns *campaign.Service,
 	contacts *contact.Service) []Job {
 	expire := func(ctx context.Context) (int, error) {
@@ -37,6 +38,8 @@ func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, c
 		{"resumed stalled campaigns", func(ctx context.Context) (int, error) {
 			return campaigns.RecoverRunning(ctx, 5*time.Minute)
 		}},
+		// Before the purge: a book is listed as deleted until its contacts are all gone.
+		{"released held emails of campaigns whose book was deleted", campaigns.SettleDeletedBooks},
 		{"removed contacts of deleted books", contacts.PurgeDeletedBooks},
 		{"removed emails past their retention", expire},
 	}
