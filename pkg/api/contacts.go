@@ -225,11 +225,15 @@ func (s *Services) upsertContact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	ctx, err := contactContext(r)
+	if err != nil {
+		return err
+	}
 	f, err := contactFields(w, r)
 	if err != nil {
 		return err
 	}
-	c, err := s.Contacts.Upsert(withPublicURL(r), principal(r).TeamID, id, f)
+	c, err := s.Contacts.Upsert(ctx, principal(r).TeamID, id, f)
 	if err != nil {
 		return err
 	}
@@ -347,6 +351,10 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
+	ctx, err := contactContext(r)
+	if err != nil {
+		return err
+	}
 	body, err := readBody(w, r, maxBulkBody)
 	if err != nil {
 		return err
@@ -382,7 +390,7 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 		_, err := contact.ValidateBulk(list, badAt)
 		return err
 	}
-	n, err := s.Contacts.Bulk(withPublicURL(r), principal(r).TeamID, book, list)
+	n, err := s.Contacts.Bulk(ctx, principal(r).TeamID, book, list)
 	if err != nil {
 		return err
 	}
@@ -413,16 +421,26 @@ func (s *Services) bulkDeleteContacts(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
-// withPublicURL is r's context with the address r came to (https, unless it says otherwise),
-// where a double opt-in link goes when the service has no PUBLIC_URL: on AWS, API Gateway's
-// host, which routes by it.
-func withPublicURL(r *http.Request) context.Context {
+// contactContext is r's context for a write that may send double opt-in confirmations: with
+// the address r came to (https, unless it says otherwise), where a link goes when the service
+// has no PUBLIC_URL (on AWS, API Gateway's host, which routes by it), and with r's
+// Idempotency-Key, if any, so that a retried request writes the confirmations it wrote before
+// under the same ids (written once) instead of mailing each contact again.
+func contactContext(r *http.Request) (context.Context, error) {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	if key != "" {
+		ctx = campaign.WithIdempotencyKey(ctx, key)
+	}
 	scheme := "https"
 	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" {
 		scheme = p
 	}
 	if r.Host == "" {
-		return r.Context()
+		return ctx, nil
 	}
-	return campaign.WithPublicURL(r.Context(), scheme+"://"+r.Host)
+	return campaign.WithPublicURL(ctx, scheme+"://"+r.Host), nil
 }

@@ -191,3 +191,33 @@ func TestDoubleOptIn(t *testing.T) {
 		}
 	}
 }
+
+// TestDoubleOptInRetriedImport: a bulk import (or an upsert) retried with its Idempotency-Key,
+// as after a timeout or a crash of the server, mails each waiting contact one confirmation;
+// without a key, adding waiting contacts again sends new ones, as documented. A bad key is a 400.
+func TestDoubleOptInRetriedImport(t *testing.T) {
+	e := newEnv(t)
+	var book struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Newsletter","doubleOptInEnabled":true}`, &book)
+	contacts := "/api/v1/contactBooks/" + book.ID + "/contacts"
+	bulk := `[{"email":"a@example.org"},{"email":"b@example.org"}]`
+	for range 3 {
+		e.mustDo("POST", contacts+"/bulk", bulk, nil, "Idempotency-Key", "import-1")
+		e.mustDo("POST", contacts, `{"email":"c@example.org"}`, nil, "Idempotency-Key", "add-c")
+	}
+	count := func() int {
+		var list struct{ Count int }
+		e.mustDo("GET", "/api/v1/emails", "", &list)
+		return list.Count
+	}
+	if n := count(); n != 3 {
+		t.Errorf("3 imports of 3 contacts with their keys wrote %d confirmations, want 3", n)
+	}
+	e.mustDo("POST", contacts+"/bulk", bulk, nil)
+	if n := count(); n != 5 {
+		t.Errorf("an import without a key wrote %d confirmations in all, want 5 (a new one each)", n-3)
+	}
+	if r := e.do("POST", contacts+"/bulk", bulk, "Idempotency-Key", strings.Repeat("k", 257)); r.status != 400 {
+		t.Errorf("a 257-character key = %d, want 400", r.status)
+	}
+}

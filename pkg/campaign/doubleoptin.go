@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +44,26 @@ func WithPublicURL(ctx context.Context, url string) context.Context {
 func publicURL(ctx context.Context) string {
 	u, _ := ctx.Value(publicURLKey{}).(string)
 	return u
+}
+
+type idempotencyKeyKey struct{}
+
+// WithIdempotencyKey names the request that writes what ctx writes: its confirmation emails
+// then have ids made from the key and the contact (confirmationID), so a retry of the request
+// finds them written and mails no contact twice.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKeyKey{}, key)
+}
+
+// confirmationID is the id of the confirmation email of contact ctID in book bookID: random,
+// or, for a request with an Idempotency-Key, the same for every retry of it.
+func confirmationID(ctx context.Context, teamID int64, bookID, ctID string) string {
+	key, _ := ctx.Value(idempotencyKeyKey{}).(string)
+	if key == "" {
+		return contact.NewID("em")
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("confirm\x00%d\x00%s\x00%s\x00%s", teamID, bookID, ctID, key)))
+	return "em" + idEncoding.EncodeToString(sum[:15])
 }
 
 // ErrNoSendingDomain: the team has no verified domain to send a confirmation from.
@@ -92,7 +113,7 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 		htmlBody := Render(body, values, true)
 		text := fmt.Sprintf("Please confirm your subscription: %s\n", link)
 		e := store.Email{
-			ID: contact.NewID("em"), TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
+			ID: confirmationID(ctx, book.TeamID, book.ID, ct.ID), TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
 			Subject:   strings.TrimSpace(oneLine.Replace(Render(subject, values, false))),
 			Content:   store.Content{HTML: &htmlBody, Text: &text},
 			CreatedAt: now, ContactID: ct.ID,
