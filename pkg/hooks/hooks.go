@@ -344,14 +344,21 @@ var errDone = errors.New("nothing to attempt")
 // is AUTO_DISABLED after webhook.DisableAfter of them over webhook.DisableSpan. A call of a
 // webhook that is gone, paused or disabled is given up.
 func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.WebhookCall, error) {
-	return s.attemptCall(ctx, webhookID, callID, false)
+	return s.attemptCall(ctx, webhookID, callID, false, false)
 }
+
+// errLeft ends a fresh call's attempt that the runner is left to make: its webhook has older
+// calls waiting for a retry, which it must not overtake.
+var errLeft = errors.New("left to the runner, behind older calls")
 
 // attemptCall is Attempt; with held, a call of a webhook that is failing (RetryAt ahead) is
 // held until RetryAt instead of being posted: the runner's way, so that a failing receiver
 // costs one attempt per retry, not one per call, and its backlog leaves the due calls of
-// others in front. (A test or a replay is posted at once.)
-func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, held bool) (store.WebhookCall, error) {
+// others in front. (A test or a replay is posted at once.) A fresh call (one just made, not
+// the runner's) of a webhook whose retry is set at all, past or not, is not posted either
+// (errLeft): the calls held for that retry are due before it, and only the runner, which takes
+// a webhook's calls in the order they are due, posts them first; its success ends the retry.
+func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, held, fresh bool) (store.WebhookCall, error) {
 	c, err := s.Store.GetWebhookCall(ctx, webhookID, callID)
 	if err != nil {
 		return c, err
@@ -379,6 +386,9 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	}
 	if held && w.RetryAt != nil && w.RetryAt.After(now) {
 		return s.hold(ctx, webhookID, callID, *w.RetryAt)
+	}
+	if fresh && w.RetryAt != nil {
+		return c, errLeft // due now: the runner's, after the older calls
 	}
 	secret, err := s.Sealer.Open(ctx, w.SecretSealed)
 	if err != nil {
@@ -523,21 +533,22 @@ func (s *Service) RunDue(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.attempt(ctx, refs), ctx.Err()
+	return s.attempt(ctx, refs, false), ctx.Err()
 }
 
-// AttemptCalls attempts calls Publish made, as RunDue does; those that fail are due again.
+// AttemptCalls attempts calls Publish made, as RunDue does; those that fail are due again, and
+// those of a webhook with older calls waiting for its retry are left to RunDue (errLeft).
 func (s *Service) AttemptCalls(ctx context.Context, calls []store.WebhookCall) int {
 	refs := make([][2]string, len(calls))
 	for i, c := range calls {
 		refs[i] = [2]string{c.WebhookID, c.ID}
 	}
-	return s.attempt(ctx, refs)
+	return s.attempt(ctx, refs, true)
 }
 
 // attempt makes the next attempt of each call (webhook id, call id): a webhook's one after the
-// other, in the order given, Concurrency webhooks at once.
-func (s *Service) attempt(ctx context.Context, refs [][2]string) int {
+// other, in the order given, Concurrency webhooks at once; fresh, for calls just made.
+func (s *Service) attempt(ctx context.Context, refs [][2]string, fresh bool) int {
 	var order []string
 	byHook := map[string][]string{}
 	for _, r := range refs {
@@ -561,7 +572,10 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string) int {
 				if !timeLeft(ctx) {
 					return // the rest stay due for the next run
 				}
-				c, err := s.attemptCall(ctx, wh, id, true)
+				c, err := s.attemptCall(ctx, wh, id, true, fresh)
+				if errors.Is(err, errLeft) {
+					return // this webhook's other calls are the runner's too
+				}
 				if err != nil {
 					s.log().Error("webhook call", "webhookId", wh, "callId", id, "err", err.Error())
 					continue

@@ -444,3 +444,52 @@ func TestAFailingReceiverDoesNotHoldUpOthers(t *testing.T) {
 		t.Errorf("the webhook after a success: retry %v, failures %d", got.RetryAt, got.Failures)
 	}
 }
+
+// TestFreshCallsDoNotOvertakeAHeldOne: once a failing webhook's retry time has passed, a call
+// just made (the stream's, AttemptCalls) is not posted before the older call held for that
+// retry: it is left to the runner, which posts the older one first, then it. (The reviewer's
+// sequence: email.queued failed, the receiver came back, email.sent went out first.)
+func TestFreshCallsDoNotOvertakeAHeldOne(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	r.status = 500
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(typ string) []store.WebhookCall {
+		calls, err := w.s.Publish(ctx, []Event{{TeamID: w.team, Type: typ, At: w.clock, Key: typ, Data: map[string]string{}}})
+		if err != nil || len(calls) != 1 {
+			t.Fatalf("%s: %d calls, %v", typ, len(calls), err)
+		}
+		return calls
+	}
+	w.s.AttemptCalls(ctx, publish("email.queued")) // fails: the webhook's retry is set
+	r.mu.Lock()
+	r.status = 200
+	r.mu.Unlock()
+	w.clock = w.clock.Add(time.Minute) // past the retry
+	w.s.AttemptCalls(ctx, publish("email.sent"))
+	if n := len(r.calls()); n != 1 {
+		t.Fatalf("the fresh call was posted before the held one: %d posts, want the failed one only", n)
+	}
+	for range 3 {
+		if _, err := w.s.RunDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var order []string
+	for _, c := range r.calls() {
+		var b struct{ Type string }
+		_ = json.Unmarshal(c.body, &b)
+		order = append(order, b.Type)
+	}
+	if strings.Join(order, " ") != "email.queued email.queued email.sent" {
+		t.Fatalf("posts %v, want the failed queued, its retry, then sent", order)
+	}
+	// The retry ended with a success: fresh calls are posted at once again.
+	w.s.AttemptCalls(ctx, publish("email.delivered"))
+	if n := len(r.calls()); n != 4 {
+		t.Errorf("after the recovery a fresh call: %d posts, want 4", n)
+	}
+}
