@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -279,7 +280,8 @@ func (w *Wiring) console(s *api.Services) http.Handler {
 	c.OneShot = true
 	c.Keys = &team.Admin{Store: w.Store, Now: w.Now}
 	pages := c.Handler()
-	doc, docErr := api.OpenAPI(buildVersion())
+	// Built at its first request, not at start: it is most of the function's cold start.
+	openAPI := sync.OnceValues(func() ([]byte, error) { return api.OpenAPI(buildVersion()) })
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			rw.Header().Set("Content-Type", "application/json")
@@ -290,6 +292,7 @@ func (w *Wiring) console(s *api.Services) http.Handler {
 			pages.ServeHTTP(rw, r)
 			return
 		}
+		doc, docErr := openAPI()
 		if docErr != nil {
 			w.Log.Error("console: the OpenAPI document", "err", docErr.Error())
 			http.Error(rw, "Internal error", http.StatusInternalServerError)
