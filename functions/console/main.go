@@ -5,7 +5,8 @@ package main
 
 import (
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withconsole"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withsecret"
 )
 
-func main() { lambdafn.Main("Console", withsecret.Unsubscribe) }
+func main() { lambdafn.Main("Console", withsecret.Unsubscribe, withconsole.Pages) }

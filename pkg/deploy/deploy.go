@@ -399,6 +399,7 @@ var plugs = []struct {
 	{func(p lambdafn.Ports) bool { return len(p.CampaignSchedules) > 0 || p.CampaignInvoke }, "withscheduler", "Campaigns"},
 	{func(p lambdafn.Ports) bool { return p.Dates }, "withdates", "English"},
 	{func(p lambdafn.Ports) bool { return p.Unsubscribe >= lambdafn.Read }, "withsecret", "Unsubscribe"},
+	{func(p lambdafn.Ports) bool { return p.Console }, "withconsole", "Pages"},
 }
 
 // PlugNames lists the plugs a function's main passes, as pkg.Name.

@@ -166,7 +166,7 @@ var uses = map[string]Ports{
 	"ReplayWebhookCall":   {Table: Writes(PutItem), Unsubscribe: Read},
 	// The console reads what the API's GETs read; its keys page puts and deletes keys, its
 	// webhook replays put calls, and its sessions are sealed under the unsubscribe keyring.
-	ConsoleFunction: {Table: Writes(PutItem, DeleteItem), Unsubscribe: Read},
+	ConsoleFunction: {Table: Writes(PutItem, DeleteItem), Unsubscribe: Read, Console: true},
 	// The stream function also applies the counts: counter and marker updates in transactions.
 	WebhookEventsFunction:  {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
 	WebhookRetriesFunction: {Table: Writes(PutItem), Unsubscribe: Read},

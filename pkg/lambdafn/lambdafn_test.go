@@ -34,6 +34,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/lambdafn/withconsole"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withdates"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withlambda"
 	"github.com/mailroom/mailroom/pkg/lambdafn/withmailer"
@@ -934,7 +935,7 @@ var plugValues = map[string]lambdafn.Plug{
 	"withmailer.Mailer": withmailer.Mailer, "withses.Identities": withses.Identities,
 	"withscheduler.Emails": withscheduler.Emails, "withscheduler.Campaigns": withscheduler.Campaigns,
 	"withdates.English": withdates.English, "withlambda.CampaignInvoke": withlambda.CampaignInvoke,
-	"withsecret.Unsubscribe": withsecret.Unsubscribe,
+	"withsecret.Unsubscribe": withsecret.Unsubscribe, "withconsole.Pages": withconsole.Pages,
 }
 
 // fixtureUnsubscribeKey is the unsubscribe secret's first value in the fixture.

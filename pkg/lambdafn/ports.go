@@ -58,6 +58,10 @@ type Ports struct {
 	// RateLimited: the function serves authenticated routes, so it counts each request in its
 	// team's rate-limit item (an UpdateItem of a RATE# key, whatever its Table allows).
 	RateLimited bool
+	// Console: the function serves the mail console's pages (withconsole). Only it links the
+	// console: its html/template keeps every exported method of every type in a binary (the
+	// SDK's whole API), which doubled every other function's size and slowed its cold start.
+	Console bool
 }
 
 // Scheduler operation sets.

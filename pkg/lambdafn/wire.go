@@ -12,7 +12,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -31,7 +30,6 @@ import (
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
-	"github.com/mailroom/mailroom/pkg/team"
 	"github.com/mailroom/mailroom/pkg/webhook"
 )
 
@@ -62,6 +60,7 @@ type Wiring struct {
 	CampaignInvoke    func(ctx context.Context, payload []byte) error // withlambda.CampaignInvoke
 	Dates             func(string, time.Time) (time.Time, error)      // withdates.English
 	Unsubscribe       *campaign.KeySource                             // withsecret.Unsubscribe
+	Console           func(*api.Services) http.Handler                // withconsole.Pages
 
 	webhookPolicy *webhook.Policy // BuildOptions.WebhookPolicy
 }
@@ -210,6 +209,7 @@ func (w *Wiring) checkPlugs() error {
 	check("campaign invocations", p.CampaignInvoke, w.CampaignInvoke != nil)
 	check("natural-language dates", p.Dates, w.Dates != nil)
 	check("the unsubscribe keys", p.Unsubscribe >= Read, w.Unsubscribe != nil)
+	check("the console's pages", p.Console, w.Console != nil)
 	return errors.Join(errs...)
 }
 
@@ -265,46 +265,14 @@ func (w *Wiring) Handler() lambda.Handler {
 		// revoked key work longer than that one's TTL.
 		return lambda.NewHandler(Authorizer(auth.NewAuthenticator(w.Store, 0).Authenticate, w.Log))
 	}
-	if w.Name == ConsoleFunction {
-		return lambda.NewHandler(HTTP(w.console(s)))
+	if w.Console != nil {
+		return lambda.NewHandler(HTTP(w.Console(s)))
 	}
 	return lambda.NewHandler(HTTP(s.FunctionHandler(w.Name)))
 }
 
-// console is the console's handler on AWS: no outbox (no raw messages) and no SES event
-// buttons (SES publishes the real ones), sessions sealed under the keyring, the live view
-// answered once per request, and the OpenAPI document its pages link to.
-func (w *Wiring) console(s *api.Services) http.Handler {
-	c := api.NewConsole(s, "")
-	c.Sealed = &campaign.Signer{Source: w.Unsubscribe}
-	c.OneShot = true
-	c.Keys = &team.Admin{Store: w.Store, Now: w.Now}
-	pages := c.Handler()
-	// Built at its first request, not at start: it is most of the function's cold start.
-	openAPI := sync.OnceValues(func() ([]byte, error) { return api.OpenAPI(buildVersion()) })
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			rw.Header().Set("Content-Type", "application/json")
-			_, _ = rw.Write([]byte(`{"status":"ok"}`))
-			return
-		}
-		if r.URL.Path != "/api/v1/doc" {
-			pages.ServeHTTP(rw, r)
-			return
-		}
-		doc, docErr := openAPI()
-		if docErr != nil {
-			w.Log.Error("console: the OpenAPI document", "err", docErr.Error())
-			http.Error(rw, "Internal error", http.StatusInternalServerError)
-			return
-		}
-		rw.Header().Set("Content-Type", "application/json")
-		_, _ = rw.Write(doc)
-	})
-}
-
-// buildVersion is the module's version, or its VCS revision, as the binary was built.
-func buildVersion() string {
+// BuildVersion is the module's version, or its VCS revision, as the binary was built.
+func BuildVersion() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "dev"
