@@ -34,7 +34,9 @@ const (
 	minKeyLength = 32
 )
 
-var keyID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,16}$`)
+// keyID matches a key's id in a keyring, compiled at its first use (every function links this
+// package; most never check a link).
+var keyID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,16}$`) })
 
 // SingleKey is the keyring of one key without an id (its links are the "2." tokens).
 func SingleKey(secret string) Keyring {
@@ -66,7 +68,7 @@ func ParseKeyring(text string) (Keyring, error) {
 	}
 	k := Keyring{Current: doc.Current, Keys: map[string][]byte{}}
 	for id, v := range doc.Keys {
-		if id != "" && !keyID.MatchString(id) {
+		if id != "" && !keyID().MatchString(id) {
 			return Keyring{}, fmt.Errorf("unsubscribe secret: a key id of %d characters: want 1 to 16 letters, digits, - or _", len(id))
 		}
 		if len(v) < minKeyLength {
@@ -130,7 +132,7 @@ func RotateKeyring(text string) (string, string, error) {
 		return "", "", err
 	}
 	id := fmt.Sprint(next)
-	if !keyID.MatchString(id) {
+	if !keyID().MatchString(id) {
 		return "", "", errors.New("unsubscribe secret: no key id left after the highest one; renumber the keys")
 	}
 	k.Keys[id] = []byte(hex.EncodeToString(raw[:]))

@@ -176,7 +176,7 @@ func (s Signer) Key(ctx context.Context, id string) ([]byte, bool, error) {
 	if k, ok := ring.Keys[id]; ok {
 		return k, true, nil
 	}
-	if !keyID.MatchString(id) {
+	if !keyID().MatchString(id) {
 		return nil, false, nil
 	}
 	return s.Source.key(ctx, id)
@@ -205,7 +205,7 @@ func (s Signer) Verify(ctx context.Context, token string) (Link, error) {
 	case strings.HasPrefix(token, tokenV3):
 		id, sealed, found := strings.Cut(strings.TrimPrefix(token, tokenV3), ".")
 		secret, known := ring.Keys[id]
-		if !known && found && s.Source != nil && keyID.MatchString(id) {
+		if !known && found && s.Source != nil && keyID().MatchString(id) {
 			var err error
 			if secret, known, err = s.Source.key(ctx, id); err != nil {
 				return Link{}, err

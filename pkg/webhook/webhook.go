@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -98,7 +99,8 @@ func Headers(h http.Header, secret, previous string, sentAt time.Time, body []by
 	h.Set(HeaderRetry, strconv.FormatBool(attempt > 1))
 }
 
-var secretFormat = regexp.MustCompile(`^whsec_[0-9a-f]{64}$`)
+// secretFormat is a webhook secret's, compiled at its first use.
+var secretFormat = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^whsec_[0-9a-f]{64}$`) })
 
 // NewSecret makes a secret: whsec_ and 64 hex digits.
 func NewSecret() (string, error) {
@@ -110,4 +112,4 @@ func NewSecret() (string, error) {
 }
 
 // ValidSecret reports whether s has the secret format.
-func ValidSecret(s string) bool { return secretFormat.MatchString(s) }
+func ValidSecret(s string) bool { return secretFormat().MatchString(s) }
