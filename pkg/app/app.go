@@ -48,6 +48,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/store/dynamo/streams"
 	"github.com/mailroom/mailroom/pkg/streamhooks"
 )
 
@@ -327,7 +328,7 @@ func (a *App) useAWS(ctx context.Context, awsCfg aws.Config, createTable, eventB
 	// The counts follow the table's stream: on AWS the WebhookEvents function applies them; a
 	// process of its own (the local server on this backend, Start, unless STREAM_COUNTS=off)
 	// reads the stream itself, and tests settle through it.
-	ds.ReadStream(dynamodbstreams.NewFromConfig(awsCfg))
+	ds.ReadStream(streams.New(dynamodbstreams.NewFromConfig(awsCfg)))
 	a.Store = ds
 	a.regions = []string{awsCfg.Region}
 	if a.Config.UnsubscribeSecretID != "" {

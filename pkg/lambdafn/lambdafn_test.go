@@ -46,6 +46,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/store/dynamo/streams"
 	"github.com/mailroom/mailroom/pkg/team"
 	"github.com/mailroom/mailroom/pkg/webhook"
 )
@@ -354,7 +355,7 @@ func queryParam(name string, value func(*env) string) func(*env, []byte) []byte 
 // does on AWS (moto runs no event source mapping).
 func settled(e *env, raw []byte) []byte {
 	st := dynamo.New(e.fixture.db, e.fixture.vars["TABLE_NAME"])
-	st.ReadStream(dynamodbstreams.NewFromConfig(e.fixture.awsCfg))
+	st.ReadStream(streams.New(dynamodbstreams.NewFromConfig(e.fixture.awsCfg)))
 	if err := st.Settle(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}

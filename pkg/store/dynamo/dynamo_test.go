@@ -22,6 +22,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/awstest"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/store/dynamo/streams"
 	"github.com/mailroom/mailroom/pkg/store/storetest"
 )
 
@@ -93,7 +94,7 @@ func newStore(t *testing.T, observe ...func(params any)) (*dynamo.Store, *calls)
 	}
 	c.reset()
 	st := dynamo.New(client, name)
-	st.ReadStream(newStreamsClient(t))
+	st.ReadStream(streams.New(newStreamsClient(t)))
 	return st, c
 }
 
@@ -760,20 +761,20 @@ func streamRecords(t *testing.T, s *dynamo.Store) (string, []dynamo.StreamRecord
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := newStreamsClient(t)
+	sc := newStreamsClient(t)
 	arn := desc.Table.LatestStreamArn
-	ds, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
+	ds, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
 	if err != nil || len(ds.StreamDescription.Shards) != 1 {
 		t.Fatalf("DescribeStream: %v, %v", ds, err)
 	}
 	shard := ds.StreamDescription.Shards[0].ShardId
-	it, err := streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: shard, ShardIteratorType: "TRIM_HORIZON"})
+	it, err := sc.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: shard, ShardIteratorType: "TRIM_HORIZON"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []dynamo.StreamRecord
 	for iter := it.ShardIterator; iter != nil; {
-		page, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		page, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -782,7 +783,7 @@ func streamRecords(t *testing.T, s *dynamo.Store) (string, []dynamo.StreamRecord
 		}
 		for _, r := range page.Records {
 			out = append(out, dynamo.StreamRecord{Seq: aws.ToString(r.Dynamodb.SequenceNumber),
-				Old: dynamo.FromStream(r.Dynamodb.OldImage), New: dynamo.FromStream(r.Dynamodb.NewImage)})
+				Old: streams.FromStream(r.Dynamodb.OldImage), New: streams.FromStream(r.Dynamodb.NewImage)})
 		}
 		iter = page.NextShardIterator
 	}

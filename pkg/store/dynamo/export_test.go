@@ -13,6 +13,3 @@ func (st *Store) Table() string { return st.table }
 
 // WorkShard is the shard of an email id (work index, list partitions, day counters).
 func WorkShard(id string) int { return workShard(id) }
-
-// FromStream converts a stream image (what a test reads from the streams API).
-var FromStream = fromStream

@@ -10,9 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
 
 // streamReader reads the table's stream itself and applies its counts: what the WebhookEvents
@@ -20,7 +17,7 @@ import (
 // server on the AWS backend, and tests against an emulator). It can run next to the function,
 // or next to another reader: ApplyCounts counts each record once whoever applies it.
 type streamReader struct {
-	client *dynamodbstreams.Client
+	source StreamSource
 
 	mu      sync.Mutex
 	arn     string
@@ -46,6 +43,27 @@ const maxPages = 20
 // WebhookEvents function's event source mapping (template.yaml; a test compares them).
 const StreamBatch = 100
 
+// StreamSource is the table's stream as the store reads it: streams.Source wraps the DynamoDB
+// Streams client in it. It is an interface of this package, not that client, so that the Lambda
+// functions, which never read the stream themselves (WebhookEvents is handed its records), do
+// not link the client nor run its start-up.
+type StreamSource interface {
+	// Shards lists the ids of the stream's shards.
+	Shards(ctx context.Context, arn string) ([]string, error)
+	// Iterator starts a shard at its oldest record (after == "") or after the record with that
+	// sequence number: ErrStreamTrimmed when that record is past the stream's retention.
+	Iterator(ctx context.Context, arn, shard, after string) (*string, error)
+	// Records reads a page from iter: its records and the next iterator (nil at the end of a
+	// closed shard); ErrIteratorExpired when iter is too old.
+	Records(ctx context.Context, iter *string) ([]StreamRecord, *string, error)
+}
+
+// The errors a StreamSource says what to do by.
+var (
+	ErrStreamTrimmed   = errors.New("dynamo: stream record past the retention")
+	ErrIteratorExpired = errors.New("dynamo: stream iterator expired")
+)
+
 // shardPos is where reading a shard goes on from.
 type shardPos struct {
 	iter   *string
@@ -54,9 +72,9 @@ type shardPos struct {
 }
 
 // ReadStream makes the store read its table's stream for the counts (Settle, RunStream),
-// through client.
-func (st *Store) ReadStream(client *dynamodbstreams.Client) {
-	st.stream = &streamReader{client: client, shard: map[string]*shardPos{}}
+// through source (streams.New).
+func (st *Store) ReadStream(source StreamSource) {
+	st.stream = &streamReader{source: source, shard: map[string]*shardPos{}}
 }
 
 // AfterCounts hands every batch of records read, once its counts are applied, to fn (the local
@@ -129,22 +147,13 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 			return 0, fmt.Errorf("dynamo: table %s has no stream", st.table)
 		}
 	}
-	var shards []stypes.Shard
-	var start *string
-	for {
-		out, err := r.client.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &r.arn, ExclusiveStartShardId: start})
-		if err != nil {
-			return 0, fmt.Errorf("dynamo: describe stream: %w", err)
-		}
-		shards = append(shards, out.StreamDescription.Shards...)
-		start = out.StreamDescription.LastEvaluatedShardId
-		if start == nil {
-			break
-		}
+	shards, err := r.source.Shards(ctx, r.arn)
+	if err != nil {
+		return 0, fmt.Errorf("dynamo: describe stream: %w", err)
 	}
 	listed := map[string]bool{}
-	for _, sh := range shards {
-		listed[aws.ToString(sh.ShardId)] = true
+	for _, id := range shards {
+		listed[id] = true
 	}
 	for id := range r.shard {
 		if !listed[id] { // past the stream's retention
@@ -152,8 +161,7 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 		}
 	}
 	total := 0
-	for _, sh := range shards {
-		id := aws.ToString(sh.ShardId)
+	for _, id := range shards {
 		pos := r.shard[id]
 		if pos == nil {
 			pos = &shardPos{}
@@ -161,13 +169,8 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 		}
 		for pages := 0; !pos.closed && pages < maxPages; pages++ {
 			if pos.iter == nil {
-				in := &dynamodbstreams.GetShardIteratorInput{StreamArn: &r.arn, ShardId: sh.ShardId, ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
-				if pos.last != "" {
-					in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(pos.last)
-				}
-				it, err := r.client.GetShardIterator(ctx, in)
-				var trimmed *stypes.TrimmedDataAccessException
-				if errors.As(err, &trimmed) && pos.last != "" {
+				it, err := r.source.Iterator(ctx, r.arn, id, pos.last)
+				if errors.Is(err, ErrStreamTrimmed) && pos.last != "" {
 					// The last record read is past the retention (the process slept a day):
 					// from the oldest there is (the markers skip what was counted).
 					pos.last = ""
@@ -176,26 +179,17 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 				if err != nil {
 					return total, fmt.Errorf("dynamo: stream shard iterator: %w", err)
 				}
-				pos.iter = it.ShardIterator
+				pos.iter = it
 			}
-			out, err := r.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: pos.iter})
-			var expired *stypes.ExpiredIteratorException
-			if errors.As(err, &expired) {
+			recs, next, err := r.source.Records(ctx, pos.iter)
+			if errors.Is(err, ErrIteratorExpired) {
 				pos.iter = nil
 				continue
 			}
 			if err != nil {
 				return total, fmt.Errorf("dynamo: stream records: %w", err)
 			}
-			recs := make([]StreamRecord, 0, len(out.Records))
-			for _, rec := range out.Records {
-				if rec.Dynamodb == nil {
-					continue
-				}
-				recs = append(recs, StreamRecord{Seq: aws.ToString(rec.Dynamodb.SequenceNumber), ID: aws.ToString(rec.EventID),
-					Keys: fromStream(rec.Dynamodb.Keys), Old: fromStream(rec.Dynamodb.OldImage), New: fromStream(rec.Dynamodb.NewImage),
-					Remove: rec.EventName == stypes.OperationTypeRemove, At: aws.ToTime(rec.Dynamodb.ApproximateCreationDateTime)})
-			}
+			read := len(recs)
 			for len(recs) > 0 { // in batches of the function's size
 				n := min(len(recs), StreamBatch)
 				skipped, err := st.ApplyCounts(ctx, id, recs[:n])
@@ -213,56 +207,14 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 				total += n
 				recs = recs[n:]
 			}
-			pos.iter = out.NextShardIterator
+			pos.iter = next
 			if pos.iter == nil {
 				pos.closed = true
 			}
-			if len(out.Records) == 0 {
+			if read == 0 {
 				break // the end of an open shard, for now
 			}
 		}
 	}
 	return total, nil
-}
-
-// fromStream converts a stream image to the table's attribute values.
-func fromStream(m map[string]stypes.AttributeValue) map[string]types.AttributeValue {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]types.AttributeValue, len(m))
-	for k, v := range m {
-		out[k] = fromStreamAV(v)
-	}
-	return out
-}
-
-func fromStreamAV(v stypes.AttributeValue) types.AttributeValue {
-	switch v := v.(type) {
-	case *stypes.AttributeValueMemberS:
-		return &types.AttributeValueMemberS{Value: v.Value}
-	case *stypes.AttributeValueMemberN:
-		return &types.AttributeValueMemberN{Value: v.Value}
-	case *stypes.AttributeValueMemberB:
-		return &types.AttributeValueMemberB{Value: v.Value}
-	case *stypes.AttributeValueMemberBOOL:
-		return &types.AttributeValueMemberBOOL{Value: v.Value}
-	case *stypes.AttributeValueMemberNULL:
-		return &types.AttributeValueMemberNULL{Value: v.Value}
-	case *stypes.AttributeValueMemberSS:
-		return &types.AttributeValueMemberSS{Value: v.Value}
-	case *stypes.AttributeValueMemberNS:
-		return &types.AttributeValueMemberNS{Value: v.Value}
-	case *stypes.AttributeValueMemberBS:
-		return &types.AttributeValueMemberBS{Value: v.Value}
-	case *stypes.AttributeValueMemberL:
-		l := make([]types.AttributeValue, len(v.Value))
-		for i, x := range v.Value {
-			l[i] = fromStreamAV(x)
-		}
-		return &types.AttributeValueMemberL{Value: l}
-	case *stypes.AttributeValueMemberM:
-		return &types.AttributeValueMemberM{Value: fromStream(v.Value)}
-	}
-	return &types.AttributeValueMemberNULL{Value: true}
 }
