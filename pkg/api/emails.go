@@ -236,9 +236,9 @@ func (s *Services) rescheduleEmail(w http.ResponseWriter, r *http.Request) error
 	if in.ScheduledAt == nil {
 		return fault.Field("scheduledAt", "is required")
 	}
-	at, err := time.Parse(time.RFC3339, *in.ScheduledAt)
+	at, err := email.ParseTime(*in.ScheduledAt)
 	if err != nil {
-		return fault.Field("scheduledAt", "must be an RFC 3339 date-time with seconds and a time zone, e.g. 2026-01-02T15:04:05Z")
+		return fault.Field("scheduledAt", "%s", err.Error())
 	}
 	if err := s.Emails.Reschedule(r.Context(), principal(r), id, at); err != nil {
 		return err

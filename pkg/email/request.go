@@ -583,13 +583,24 @@ func (d *decoder) time(field string) *time.Time {
 		}
 		return nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := ParseTime(s)
 	if err != nil {
-		d.fail(field, "must be an RFC 3339 date-time with seconds and a time zone, e.g. 2026-01-02T15:04:05Z")
+		d.fail(field, "%s", err.Error())
 		return nil
 	}
-	t = t.UTC()
 	return &t
+}
+
+// ParseTime reads an email's scheduledAt: RFC 3339, or the same without its seconds
+// (2026-01-02T15:04Z, which JavaScript's Date reads too), in UTC. A time without a zone is
+// refused: a client would mean its own, which the server cannot know.
+func ParseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("must be an RFC 3339 date-time with a time zone, e.g. 2026-01-02T15:04:05Z")
 }
 
 // ParseAddress validates "a@b.c" or "Name <a@b.c>" and returns it in a normal form. The domain

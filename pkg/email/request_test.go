@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailroom/mailroom/pkg/fault"
 )
@@ -280,5 +281,25 @@ func TestDecodeRequestShapes(t *testing.T) {
 	if err != nil || len(badAt) != 2 || badAt[0] == nil || badAt[0].Error() != "[0]: must be an object" ||
 		badAt[1] == nil || badAt[1].Error() != "[1].to: given more than once" {
 		t.Errorf("batch: %v, %v; want [0] not an object and [1].to given twice", badAt, err)
+	}
+}
+
+// TestScheduledAtForms: RFC 3339 and the same without seconds (JavaScript's Date reads both)
+// are taken, in UTC; a time without a zone is refused, naming the field.
+func TestScheduledAtForms(t *testing.T) {
+	base := `{"to":"a@x.io","from":"me@example.com","subject":"Hi","text":"t","scheduledAt":`
+	for in, want := range map[string]string{
+		`"2030-01-02T03:04:05Z"`:    "2030-01-02T03:04:05Z",
+		`"2030-01-02T03:04Z"`:       "2030-01-02T03:04:00Z",
+		`"2030-01-02T05:04+02:00"`:  "2030-01-02T03:04:00Z",
+		`"2030-01-02T03:04:05.25Z"`: "2030-01-02T03:04:05.25Z",
+	} {
+		r, err := DecodeRequest([]byte(base + in + `}`))
+		if err != nil || r.ScheduledAt == nil || r.ScheduledAt.Format(time.RFC3339Nano) != want {
+			t.Errorf("%s: %v, %v; want %s", in, r.ScheduledAt, err, want)
+		}
+	}
+	if _, err := DecodeRequest([]byte(base + `"2030-01-02T03:04"}`)); err == nil || !strings.HasPrefix(err.Error(), "scheduledAt: must be an RFC 3339 date-time with a time zone") {
+		t.Errorf("no zone: %v", err)
 	}
 }
