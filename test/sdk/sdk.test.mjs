@@ -211,7 +211,9 @@ describe('usesend-js against the local Mailroom server', () => {
     assert.equal(domain.status, 'SUCCESS');
     assert.equal(domain.region, 'us-east-1');
     assert.ok(Array.isArray(domain.dnsRecords), 'dnsRecords is an array');
-    const dkim = domain.dnsRecords.find((r) => r.type === 'TXT' && r.name === 'mailroom._domainkey');
+    // A subdomain's records are named in its registrable domain's zone, as upstream names them.
+    assert.equal(domain.subdomain, 'sdk-test');
+    const dkim = domain.dnsRecords.find((r) => r.type === 'TXT' && r.name === 'mailroom._domainkey.sdk-test');
     assert.ok(dkim, `no DKIM record in ${JSON.stringify(domain.dnsRecords)}`);
     assert.ok(dkim.value.startsWith('p='), `DKIM value ${dkim.value}`);
     assert.equal(dkim.value, `p=${domain.publicKey}`);
