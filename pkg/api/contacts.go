@@ -225,7 +225,7 @@ func (s *Services) upsertContact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, err := contactContext(r)
+	ctx, err := s.contactContext(r)
 	if err != nil {
 		return err
 	}
@@ -351,7 +351,7 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	ctx, err := contactContext(r)
+	ctx, err := s.contactContext(r)
 	if err != nil {
 		return err
 	}
@@ -424,16 +424,21 @@ func (s *Services) bulkDeleteContacts(w http.ResponseWriter, r *http.Request) er
 // contactContext is r's context for a write that may send double opt-in confirmations: with
 // the address r came to (https, unless it says otherwise), where a link goes when the service
 // has no PUBLIC_URL (on AWS, API Gateway's host, which routes by it), and with r's
-// Idempotency-Key, if any, so that a retried request writes the confirmations it wrote before
-// under the same ids (written once) instead of mailing each contact again.
-func contactContext(r *http.Request) (context.Context, error) {
+// Idempotency-Key, if any (its nonce, claimed for a day at its first use), so that a retried
+// request writes the confirmations it wrote before under the same ids (written once) instead
+// of mailing each contact again.
+func (s *Services) contactContext(r *http.Request) (context.Context, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return nil, err
 	}
 	ctx := r.Context()
 	if key != "" {
-		ctx = campaign.WithIdempotencyKey(ctx, key)
+		nonce, err := s.Emails.KeyNonce(ctx, principal(r).TeamID, "contacts", key)
+		if err != nil {
+			return nil, err
+		}
+		ctx = campaign.WithIdempotencyKey(ctx, nonce)
 	}
 	scheme := "https"
 	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" {

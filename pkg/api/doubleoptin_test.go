@@ -194,7 +194,8 @@ func TestDoubleOptIn(t *testing.T) {
 
 // TestDoubleOptInRetriedImport: a bulk import (or an upsert) retried with its Idempotency-Key,
 // as after a timeout or a crash of the server, mails each waiting contact one confirmation;
-// without a key, adding waiting contacts again sends new ones, as documented. A bad key is a 400.
+// without a key, adding waiting contacts again sends new ones, as documented, and so does the
+// key used again after a day. A bad key is a 400.
 func TestDoubleOptInRetriedImport(t *testing.T) {
 	e := newEnv(t)
 	var book struct{ ID string }
@@ -216,6 +217,12 @@ func TestDoubleOptInRetriedImport(t *testing.T) {
 	e.mustDo("POST", contacts+"/bulk", bulk, nil)
 	if n := count(); n != 5 {
 		t.Errorf("an import without a key wrote %d confirmations in all, want 5 (a new one each)", n-3)
+	}
+	// A key is a request's for a day: used again after it, it is a new request.
+	e.clock.Add(25 * time.Hour)
+	e.mustDo("POST", contacts+"/bulk", bulk, nil, "Idempotency-Key", "import-1")
+	if n := count(); n != 7 {
+		t.Errorf("the key used again a day later wrote %d confirmations, want 2", n-5)
 	}
 	if r := e.do("POST", contacts+"/bulk", bulk, "Idempotency-Key", strings.Repeat("k", 257)); r.status != 400 {
 		t.Errorf("a 257-character key = %d, want 400", r.status)

@@ -165,7 +165,7 @@ func decodeKnown(body []byte, v any) error {
 		if err := fault.UnknownFields("", fault.SetKeys(fields), jsonFields(v)); err != nil {
 			return err
 		}
-		if err := fault.DuplicateFields("", body); err != nil {
+		if err := fault.DuplicateFields("", body, len(fields)); err != nil {
 			return err
 		}
 	}

@@ -95,6 +95,9 @@ func boundedItems(emails []store.Email) []emailItem {
 		if p == nil {
 			return nil, false
 		}
+		if len(*p)+2 > min(maxListedBody, budget) { // encoded it is at least that: no need to count
+			return nil, true
+		}
 		n := jsonLen(*p)
 		if n > maxListedBody || n > budget {
 			return nil, true
@@ -158,7 +161,7 @@ func newEmailDetail(e store.Email, events []store.Event) emailDetail {
 	for _, ev := range d.EmailEvents {
 		rest += len(ev.Data) + 128
 	}
-	if rest+html+text > maxDetailBytes && html >= text {
+	if rest+html+text > maxDetailBytes && html >= text && html > 0 {
 		d.HTML, d.HTMLOmitted, html = nil, true, 0
 	}
 	if rest+html+text > maxDetailBytes && text > 0 {

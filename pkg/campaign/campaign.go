@@ -512,18 +512,28 @@ func (s *Service) SettleDeletedBooks(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	deleted := map[int64]map[string]bool{} // by team
 	for _, b := range books {
+		if deleted[b.TeamID] == nil {
+			deleted[b.TeamID] = map[string]bool{}
+		}
+		deleted[b.TeamID][b.BookID] = true
+	}
+	n := 0
+	for teamID, ids := range deleted {
 		for offset := 0; ; offset += 100 {
-			list, total, err := s.Store.ListCampaigns(ctx, b.TeamID, store.CampaignFilter{Status: store.CampaignPaused, Offset: offset, Limit: 100})
+			list, total, err := s.Store.ListCampaigns(ctx, teamID, store.CampaignFilter{Status: store.CampaignPaused, Offset: offset, Limit: 100})
 			if err != nil {
 				return n, err
 			}
 			for _, c := range list {
-				if c.ContactBookID != b.BookID {
+				if !ids[c.ContactBookID] {
 					continue
 				}
-				released, err := s.release(ctx, b.TeamID, c.ID)
+				if d, ok := ctx.Deadline(); ok && time.Until(d) < settleRoom {
+					return n, nil // the rest at the next run: the jobs after this one need time too
+				}
+				released, err := s.release(ctx, teamID, c.ID)
 				n += released
 				if err != nil {
 					return n, err
@@ -536,6 +546,10 @@ func (s *Service) SettleDeletedBooks(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// settleRoom is how much of the housekeeping's deadline SettleDeletedBooks leaves to the jobs
+// after it.
+const settleRoom = 30 * time.Second
 
 // release is releaseHeld, with how many emails it released.
 func (s *Service) release(ctx context.Context, teamID int64, id string) (int, error) {

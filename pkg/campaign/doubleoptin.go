@@ -48,9 +48,10 @@ func publicURL(ctx context.Context) string {
 
 type idempotencyKeyKey struct{}
 
-// WithIdempotencyKey names the request that writes what ctx writes: its confirmation emails
-// then have ids made from the key and the contact (confirmationID), so a retry of the request
-// finds them written and mails no contact twice.
+// WithIdempotencyKey names the request that writes what ctx writes (by its Idempotency-Key's
+// nonce, email.Service.KeyNonce): its confirmation emails then have ids made from it and the
+// contact (confirmationID), so a retry of the request finds them written and mails no contact
+// twice.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idempotencyKeyKey{}, key)
 }

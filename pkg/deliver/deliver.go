@@ -61,6 +61,57 @@ type Worker struct {
 	// In-Reply-To of a reply (SES replaces Message-ID with <messageId@email.amazonses.com>);
 	// nil means the one Mailroom sets, see MessageIDHeader.
 	ReplyReference func(ref store.Email) string
+
+	books bookCache // whether campaigns' contact books exist, for a while (bookGone)
+}
+
+// bookCheckFor is how long a worker trusts what it read of a contact book's existence: every
+// email of a campaign would otherwise read its book, a large item (the double opt-in email)
+// that all of them read on one partition. A book deleted meanwhile is seen within it.
+const bookCheckFor = 30 * time.Second
+
+// bookCache remembers, per book, whether it exists and when that was read.
+type bookCache struct {
+	mu sync.Mutex
+	m  map[string]bookSeen
+}
+
+type bookSeen struct {
+	gone bool
+	at   time.Time
+}
+
+func bookKey(teamID int64, bookID string) string { return fmt.Sprintf("%d/%s", teamID, bookID) }
+
+// forget drops what is known of a book, so that the next bookGone reads it.
+func (b *bookCache) forget(teamID int64, bookID string) {
+	b.mu.Lock()
+	delete(b.m, bookKey(teamID, bookID))
+	b.mu.Unlock()
+}
+
+// bookGone reports whether the campaign's contact book was deleted, read at most once every
+// bookCheckFor per book.
+func (w *Worker) bookGone(ctx context.Context, teamID int64, bookID string) (bool, error) {
+	k, now := bookKey(teamID, bookID), w.Now()
+	w.books.mu.Lock()
+	seen, ok := w.books.m[k]
+	w.books.mu.Unlock()
+	if ok && now.Sub(seen.at) < bookCheckFor {
+		return seen.gone, nil
+	}
+	_, err := w.Store.GetContactBook(ctx, teamID, bookID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("get contact book: %w", err)
+	}
+	gone := errors.Is(err, store.ErrNotFound)
+	w.books.mu.Lock()
+	if w.books.m == nil || len(w.books.m) > 10000 {
+		w.books.m = map[string]bookSeen{}
+	}
+	w.books.m[k] = bookSeen{gone: gone, at: now}
+	w.books.mu.Unlock()
+	return gone, nil
 }
 
 var (
@@ -316,7 +367,12 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 func (w *Worker) recheckHeld(ctx context.Context, e store.Email) error {
 	c, err := w.Store.GetCampaignState(ctx, e.TeamID, e.CampaignID)
 	if err == nil && c.Status == store.CampaignPaused {
-		return nil // still paused: the resumed campaign's next step releases it
+		// Still paused: the resumed campaign's next step releases it, or, should its book have
+		// gone meanwhile (after the housekeeping looked), this worker does, to settle it.
+		w.books.forget(e.TeamID, c.ContactBookID) // read it now, and so does the claim below
+		if gone, err := w.bookGone(ctx, e.TeamID, c.ContactBookID); err != nil || !gone {
+			return err
+		}
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("recheck the campaign of held email %s: %w", e.ID, err)
@@ -350,12 +406,12 @@ func (w *Worker) campaignState(ctx context.Context, e store.Email) (held bool, s
 		return false, "", "", fmt.Errorf("get campaign: %w", err)
 	}
 	if e.ContactID != "" {
-		_, err := w.Store.GetContactBook(ctx, e.TeamID, c.ContactBookID)
+		gone, err := w.bookGone(ctx, e.TeamID, c.ContactBookID)
 		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return false, store.StatusSuppressed, "The contact book was deleted", nil
 		case err != nil:
-			return false, "", "", fmt.Errorf("get contact book: %w", err)
+			return false, "", "", err
+		case gone:
+			return false, store.StatusSuppressed, "The contact book was deleted", nil
 		}
 	}
 	if c.Status == store.CampaignPaused {

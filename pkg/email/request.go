@@ -154,7 +154,7 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	if fields == nil { // null
 		return Request{}, fault.Field(cmp.Or(strings.TrimSuffix(at, "."), "body"), "must be an object")
 	}
-	if err := fault.DuplicateFields(at, body); err != nil {
+	if err := fault.DuplicateFields(at, body, len(fields)); err != nil {
 		return Request{}, err
 	}
 	// A field that is not one of the send's is refused, not dropped: a misspelt "reply_to"

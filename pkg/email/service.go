@@ -221,6 +221,19 @@ func (s *Service) written(ctx context.Context, nonce string, n int, batch bool) 
 	return SendResult{IDs: ids, Body: body, Replayed: true}, true, nil
 }
 
+// KeyNonce is the nonce of an Idempotency-Key given to a request other than a send, claimed at
+// the key's first use for IdempotencyTTL: a retry of that request derives the same ids from it,
+// and the key used again after a day derives new ones. namespace keeps its keys apart from the
+// sends' (and a header never holds the NUL that separates them).
+func (s *Service) KeyNonce(ctx context.Context, teamID int64, namespace, key string) (string, error) {
+	rec, _, err := s.Store.ClaimIdempotency(ctx, store.IdemClaim{TeamID: teamID, Key: "\x00" + namespace + "\x00" + key,
+		Nonce: newNonce(), Now: s.Now().UTC(), TTL: IdempotencyTTL})
+	if err != nil {
+		return "", fmt.Errorf("claim idempotency key: %w", err)
+	}
+	return rec.Nonce, nil
+}
+
 // staleAfter is how old a PENDING claim is before a retry takes it over: IdempotencyStale, or
 // less while this process is younger (StartedAt), so that only claims made before it started
 // are stale then.

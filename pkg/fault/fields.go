@@ -20,10 +20,14 @@ func SetKeys(fields map[string]json.RawMessage) []string {
 	return keys
 }
 
-// DuplicateFields is the error for a JSON object (body, already known to be one) that names a
-// field twice, nil when none is: a decoder keeps the last silently, so {"to":"a","to":"b"}
-// would send to b alone, something else than was meant. at prefixes the name ("[2].").
-func DuplicateFields(at string, body []byte) error {
+// DuplicateFields is the error for a JSON object (body, already known to be valid and an
+// object, decoded into fields distinct keys) that names a field twice, nil when none is: a
+// decoder keeps the last silently, so {"to":"a","to":"b"} would send to b alone, something
+// else than was meant. at prefixes the name ("[2].").
+func DuplicateFields(at string, body []byte, fields int) error {
+	if topLevelKeys(body) == fields {
+		return nil // the usual case, without decoding the body again
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil
@@ -45,6 +49,34 @@ func DuplicateFields(at string, body []byte) error {
 		}
 	}
 	return nil
+}
+
+// topLevelKeys counts the keys of the JSON object b (valid JSON), without allocating: the
+// colons outside strings at depth 1.
+func topLevelKeys(b []byte) int {
+	n, depth, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ':' && depth == 1:
+			n++
+		}
+	}
+	return n
 }
 
 // UnknownFields is the error for the keys of a JSON object that are none of known (nil when

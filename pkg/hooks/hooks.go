@@ -388,7 +388,14 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 		return s.hold(ctx, webhookID, callID, *w.RetryAt)
 	}
 	if fresh && w.RetryAt != nil {
-		return c, errLeft // due now: the runner's, after the older calls
+		// The runner's, after the older calls: moved to the retry's time when it was made
+		// before it, so that the runner, which takes them in the order they are due, does not
+		// post it first.
+		c, err := s.hold(ctx, webhookID, callID, *w.RetryAt)
+		if err != nil {
+			return c, err
+		}
+		return c, errLeft
 	}
 	secret, err := s.Sealer.Open(ctx, w.SecretSealed)
 	if err != nil {

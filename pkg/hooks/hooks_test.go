@@ -468,8 +468,12 @@ func TestFreshCallsDoNotOvertakeAHeldOne(t *testing.T) {
 	r.mu.Lock()
 	r.status = 200
 	r.mu.Unlock()
+	// email.sent is made before the retry's time and attempted after it (a stream batch
+	// retried, slow receivers ahead of it in the batch): made, it would be due first.
+	w.clock = w.clock.Add(time.Second)
+	sent := publish("email.sent")
 	w.clock = w.clock.Add(time.Minute) // past the retry
-	w.s.AttemptCalls(ctx, publish("email.sent"))
+	w.s.AttemptCalls(ctx, sent)
 	if n := len(r.calls()); n != 1 {
 		t.Fatalf("the fresh call was posted before the held one: %d posts, want the failed one only", n)
 	}

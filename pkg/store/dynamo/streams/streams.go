@@ -7,6 +7,7 @@ package streams
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -49,7 +50,7 @@ func (s Source) Iterator(ctx context.Context, arn, shard, after string) (*string
 	out, err := s.client.GetShardIterator(ctx, in)
 	var trimmed *stypes.TrimmedDataAccessException
 	if errors.As(err, &trimmed) {
-		return nil, errors.Join(dynamo.ErrStreamTrimmed, err)
+		return nil, fmt.Errorf("%w: %w", dynamo.ErrStreamTrimmed, err)
 	}
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func (s Source) Records(ctx context.Context, iter *string) ([]dynamo.StreamRecor
 	out, err := s.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
 	var expired *stypes.ExpiredIteratorException
 	if errors.As(err, &expired) {
-		return nil, nil, errors.Join(dynamo.ErrIteratorExpired, err)
+		return nil, nil, fmt.Errorf("%w: %w", dynamo.ErrIteratorExpired, err)
 	}
 	if err != nil {
 		return nil, nil, err
