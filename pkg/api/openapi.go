@@ -194,7 +194,8 @@ func (g *generator) operations() map[string]operation {
 		"GetContactBook":    {out: bookView{}},
 		"UpdateContactBook": {in: bookChange{}, out: bookView{}, desc: "Changes the fields given."},
 		"DeleteContactBook": {out: bookDeleted{}},
-		"CreateContact":     {in: contactRequest{}, out: contactRef{}, desc: "A contact of the book with the same email is updated."},
+		"CreateContact": {in: contactRequest{}, out: contactRef{}, params: []obj{contactKeyParam()},
+			desc: "A contact of the book with the same email is updated."},
 		"ListContacts": {out: []contactView{}, params: []obj{pageParam,
 			query("limit", "Contacts per page", obj{"type": "integer", "minimum": 1, "maximum": ContactsLimit, "default": ContactsLimit}),
 			query("ids", "Only these contact ids (comma-separated)", obj{"type": "string"}),
@@ -202,10 +203,11 @@ func (g *generator) operations() map[string]operation {
 		"GetContact": {out: contactView{}},
 		"UpdateContact": {in: contactChange{}, out: contactRef{}, desc: "Changes the fields given.",
 			errs: map[int]string{409: "Another contact of the book has the new email"}},
-		"UpsertContact": {in: contactRequest{}, out: contactRef{},
+		"UpsertContact": {in: contactRequest{}, out: contactRef{}, params: []obj{contactKeyParam()},
 			desc: "Upserts by the body's email, as POST .../contacts does (the path's contactId is not read)."},
-		"DeleteContact":      {out: success{}},
-		"BulkCreateContacts": {in: bounded{contactRequest{}, 1, contact.MaxBulk}, out: bulkCreated{}, desc: "Every contact is checked before any is written."},
+		"DeleteContact": {out: success{}},
+		"BulkCreateContacts": {in: bounded{contactRequest{}, 1, contact.MaxBulk}, out: bulkCreated{}, params: []obj{contactKeyParam()},
+			desc: "Every contact is checked before any is written."},
 		"BulkDeleteContacts": {in: bulkDeleteRequest{}, out: bulkDeleted{}, desc: "count is the number of contacts that existed."},
 
 		"CreateCampaign": {in: campaignRequest{}, out: campaignView{},
@@ -281,6 +283,15 @@ func tag(path string) string {
 		return "Contacts"
 	}
 	return strings.ToUpper(seg[:1]) + seg[1:]
+}
+
+// contactKeyParam is the Idempotency-Key of the routes that add contacts: a retry mails no
+// contact waiting for its double opt-in a second confirmation.
+func contactKeyParam() obj {
+	return obj{"name": "Idempotency-Key", "in": "header",
+		"description": fmt.Sprintf("Makes the request safe to retry for %d hours: a contact waiting for its double opt-in "+
+			"gets no second confirmation email.", int(email.IdempotencyTTL.Hours())),
+		"schema": obj{"type": "string", "minLength": 1, "maxLength": email.MaxIdempotencyKey}}
 }
 
 func (g *generator) operation(r Route, id string, op operation) obj {
