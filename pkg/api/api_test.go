@@ -1047,3 +1047,25 @@ func TestContactBookDefaultEmoji(t *testing.T) {
 		t.Errorf("emoji %q, want 📬", b.Emoji)
 	}
 }
+
+// A contact body giving a field twice is a 400 naming it, whole or in a bulk import, as a send's
+// is: a decoder would keep the last silently.
+func TestContactFieldGivenTwice(t *testing.T) {
+	e := newEnv(t)
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"B"}`, &b)
+	for path, body := range map[string]string{
+		"/api/v1/contactBooks/" + b.ID + "/contacts":      `{"email":"a@example.org","email":"b@example.org"}`,
+		"/api/v1/contactBooks/" + b.ID + "/contacts/bulk": `[{"email":"c@example.org"},{"email":"a@example.org","email":"b@example.org"}]`,
+	} {
+		r := e.do("POST", path, body)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "email: given more than once") {
+			t.Errorf("%s %s = %d %q, want a 400 naming email", path, body, r.status, msg)
+		}
+	}
+	var list []struct{ Email string }
+	e.mustDo("GET", "/api/v1/contactBooks/"+b.ID+"/contacts", "", &list)
+	if len(list) != 0 {
+		t.Errorf("%d contacts written, want none", len(list))
+	}
+}

@@ -216,7 +216,20 @@ func contactFields(w http.ResponseWriter, r *http.Request) (contact.Fields, erro
 	if err := decodeObject(body, &in); err != nil {
 		return contact.Fields{}, err
 	}
+	if err := noDuplicates("", body); err != nil {
+		return contact.Fields{}, err
+	}
 	return in.fields(), nil
+}
+
+// noDuplicates refuses a JSON object (valid, decoded already) that gives a field twice, which
+// a decoder would settle silently by keeping the last; at prefixes the field's name.
+func noDuplicates(at string, body []byte) error {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil // not an object: its decoder has said so
+	}
+	return fault.DuplicateFields(at, body, len(fields))
 }
 
 // upsertContact serves POST .../contacts and PUT .../contacts/{contactId}: both upsert by email.
@@ -371,7 +384,14 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	bad := false
 	for i, raw := range elems {
 		var c contactIn
-		if err := decodeObject(raw, &c); err != nil {
+		err := decodeObject(raw, &c)
+		if err == nil {
+			if err := noDuplicates(fmt.Sprintf("[%d].", i), raw); err != nil {
+				badAt[i], bad = err, true
+				continue
+			}
+		}
+		if err != nil {
 			fe, ok := fault.As(err)
 			if !ok || fe.Kind != fault.Invalid {
 				return err
