@@ -5,11 +5,9 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +27,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/hooks"
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/suppression"
 	"github.com/mailroom/mailroom/pkg/template"
@@ -423,25 +422,12 @@ func errorOf(err error) (status int, code, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := encodeJSON(v)
+	b, err := jsonout.Marshal(v) // < > & as they are: an email html keeps its size
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"INTERNAL_SERVER_ERROR","message":"Internal server error"}}`)
 	}
 	writeRaw(w, status, b)
-}
-
-// encodeJSON is json.Marshal without its HTML escaping: a response is read as JSON, never
-// embedded in a page, and an email's html keeps its < > & one byte each instead of six
-// (\u003c), which matters for a response's size (Lambda's is limited).
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func writeRaw(w http.ResponseWriter, status int, b []byte) {

@@ -3,8 +3,8 @@ package api
 import (
 	"encoding/json"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -60,7 +60,7 @@ type emailItem struct {
 	TextOmitted bool `json:"textOmitted,omitempty"`
 }
 
-// Response bounds, in encoded bytes (jsonLen): a listed body longer than maxListedBody is
+// Response bounds, in encoded bytes (jsonout.QuotedLen): a listed body longer than maxListedBody is
 // null (flagged), and a page's bodies come to at most maxListedPage in all (later ones are
 // left out, flagged); an email's detail leaves out a body that would take it past
 // maxDetailBytes. A response so stays under Lambda's 6 MB whatever the emails carry (HTTP
@@ -70,22 +70,6 @@ const (
 	maxListedPage  = 2 << 20
 	maxDetailBytes = 4 << 20
 )
-
-// jsonLen is the length of s as a JSON string (encodeJSON's escaping, quotes included).
-func jsonLen(s string) int {
-	n := 2
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
-			n += 2
-		case r < 0x20 || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
-			n += 6 // \u00XX; an invalid byte becomes \ufffd (a real U+FFFD is counted so too)
-		default:
-			n += utf8.RuneLen(r)
-		}
-	}
-	return n
-}
 
 // boundedItems makes the list items of emails, leaving out bodies over the bounds.
 func boundedItems(emails []store.Email) []emailItem {
@@ -98,7 +82,7 @@ func boundedItems(emails []store.Email) []emailItem {
 		if len(*p)+2 > min(maxListedBody, budget) { // encoded it is at least that: no need to count
 			return nil, true
 		}
-		n := jsonLen(*p)
+		n := jsonout.QuotedLen(*p, false)
 		if n > maxListedBody || n > budget {
 			return nil, true
 		}
@@ -154,7 +138,7 @@ func newEmailDetail(e store.Email, events []store.Event) emailDetail {
 		if p == nil {
 			return 0
 		}
-		return jsonLen(*p)
+		return jsonout.QuotedLen(*p, false)
 	}
 	html, text := size(d.HTML), size(d.Text)
 	rest := 64 << 10 // everything but the bodies, generously: headers of the answer, ids, dates

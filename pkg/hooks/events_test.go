@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -37,7 +38,7 @@ func TestEmailEvents(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no event", name)
 		}
-		b, _ := encodeData(ev.Data)
+		b, _ := jsonout.Marshal(ev.Data)
 		if !contains(string(b), c.want) {
 			t.Errorf("%s: data %s\nwant it to contain %s", name, b, c.want)
 		}

@@ -5,7 +5,6 @@
 package hooks
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/webhook"
 )
@@ -313,7 +313,7 @@ func (s *Service) publish(ctx context.Context, events []Event, byTeam map[int64]
 			}
 			byTeam[ev.TeamID] = hooks
 		}
-		data, err := encodeData(ev.Data)
+		data, err := jsonout.Marshal(ev.Data) // < > & as they are: a receiver reads JSON, not HTML
 		if err != nil {
 			return nil, fmt.Errorf("hooks: event data: %w", err)
 		}
@@ -678,18 +678,6 @@ func newNonce() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// encodeData is an event's data as JSON, with <, > and & as they are (a receiver reads JSON,
-// not HTML).
-func encodeData(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // timeLeft reports whether an attempt still fits before ctx's deadline (a Lambda invocation's).

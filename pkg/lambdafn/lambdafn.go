@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -29,6 +28,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/deliver/batch"
 	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/ingest"
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
@@ -439,23 +439,6 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 // response is far under Lambda's 6 MB either way and stays readable in the function's logs.
 const compactFrom = 256 << 10
 
-// quotedLen is the length of s as the runtime writes it in a JSON string (encoding/json, with
-// its HTML escaping), counted without writing it.
-func quotedLen(s string) int {
-	n := 2
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
-			n += 2
-		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
-			n += 6
-		default:
-			n += utf8.RuneLen(r)
-		}
-	}
-	return n
-}
-
 // compact sends a large body base64-encoded when that is the shorter form of it in the
 // invocation's response: the runtime writes the body as a JSON string, with HTML escaping, so
 // an email's html costs up to six bytes a character (< as \u003c) there and base64 four for
@@ -464,7 +447,7 @@ func compact(resp events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPRespon
 	if resp.IsBase64Encoded || len(resp.Body) < compactFrom {
 		return resp
 	}
-	if quotedLen(resp.Body) <= base64.StdEncoding.EncodedLen(len(resp.Body)) {
+	if jsonout.QuotedLen(resp.Body, true) <= base64.StdEncoding.EncodedLen(len(resp.Body)) {
 		return resp
 	}
 	resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(resp.Body)), true

@@ -1,0 +1,42 @@
+// Package jsonout writes JSON as Mailroom answers and posts it, and measures it: without the
+// HTML escaping of encoding/json (an answer or a webhook call is read as JSON, never embedded
+// in a page, and an email's html keeps its < > & one byte each instead of six), and the length
+// a string takes encoded either way, counted without writing it.
+package jsonout
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Marshal is json.Marshal without its HTML escaping.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// QuotedLen is the length of s as a JSON string, quotes included: as Marshal writes it, or with
+// escapeHTML as json.Marshal does (< > & as \u003c and the like). An invalid byte is written
+// \ufffd, six bytes; a real U+FFFD, written as it is, is counted so too.
+func QuotedLen(s string, escapeHTML bool) int {
+	n := 2
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+			n += 2
+		case r < 0x20 || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+			n += 6
+		case escapeHTML && (r == '<' || r == '>' || r == '&'):
+			n += 6
+		default:
+			n += utf8.RuneLen(r)
+		}
+	}
+	return n
+}
