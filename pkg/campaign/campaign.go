@@ -521,30 +521,43 @@ func (s *Service) SettleDeletedBooks(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for teamID, ids := range deleted {
-		for offset := 0; ; offset += 100 {
-			list, total, err := s.Store.ListCampaigns(ctx, teamID, store.CampaignFilter{Status: store.CampaignPaused, Offset: offset, Limit: 100})
-			if err != nil {
-				return n, err
+		more := true
+		err := s.eachCampaign(ctx, teamID, store.CampaignPaused, func(c store.Campaign) (bool, error) {
+			if !ids[c.ContactBookID] {
+				return true, nil
 			}
-			for _, c := range list {
-				if !ids[c.ContactBookID] {
-					continue
-				}
-				if d, ok := ctx.Deadline(); ok && time.Until(d) < settleRoom {
-					return n, nil // the rest at the next run: the jobs after this one need time too
-				}
-				released, err := s.release(ctx, teamID, c.ID)
-				n += released
-				if err != nil {
-					return n, err
-				}
+			if d, ok := ctx.Deadline(); ok && time.Until(d) < settleRoom {
+				more = false // the rest at the next run: the jobs after this one need time too
+				return false, nil
 			}
-			if offset+100 >= total {
-				break
-			}
+			released, err := s.release(ctx, teamID, c.ID)
+			n += released
+			return true, err
+		})
+		if err != nil || !more {
+			return n, err
 		}
 	}
 	return n, nil
+}
+
+// eachCampaign hands fn every campaign of the team in status, reading them a page of 100 at a
+// time, until fn says no more (false) or fails.
+func (s *Service) eachCampaign(ctx context.Context, teamID int64, status string, fn func(store.Campaign) (bool, error)) error {
+	for offset := 0; ; offset += 100 {
+		list, total, err := s.Store.ListCampaigns(ctx, teamID, store.CampaignFilter{Status: status, Offset: offset, Limit: 100})
+		if err != nil {
+			return err
+		}
+		for _, c := range list {
+			if more, err := fn(c); err != nil || !more {
+				return err
+			}
+		}
+		if offset+100 >= total {
+			return nil
+		}
+	}
 }
 
 // settleRoom is how much of the housekeeping's deadline SettleDeletedBooks leaves to the jobs
@@ -764,23 +777,18 @@ func (s *Service) RecoverRunning(ctx context.Context, stale time.Duration) (int,
 	n := 0
 	for _, t := range teams {
 		for _, status := range []string{store.CampaignRunning, store.CampaignScheduled} {
-			for offset := 0; ; offset += 100 {
-				list, total, err := s.Store.ListCampaigns(ctx, t.ID, store.CampaignFilter{Status: status, Offset: offset, Limit: 100})
-				if err != nil {
-					return n, err
+			err := s.eachCampaign(ctx, t.ID, status, func(c store.Campaign) (bool, error) {
+				if !stalled(c, now, stale) {
+					return true, nil
 				}
-				for _, c := range list {
-					if !stalled(c, now, stale) {
-						continue
-					}
-					if err := s.kick(ctx, c, c.BatchesDone); err != nil {
-						return n, err
-					}
-					n++
+				if err := s.kick(ctx, c, c.BatchesDone); err != nil {
+					return false, err
 				}
-				if offset+100 >= total {
-					break
-				}
+				n++
+				return true, nil
+			})
+			if err != nil {
+				return n, err
 			}
 		}
 	}
