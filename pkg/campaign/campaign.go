@@ -132,8 +132,12 @@ func ScheduleName(id string, step, rearm int) string {
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // EmailID is the id of the campaign's email to one contact: the same on every retry.
-func EmailID(campaignID, contactID string) string {
-	sum := sha256.Sum256([]byte(campaignID + "\x00" + contactID))
+func EmailID(campaignID, contactID string) string { return derivedEmailID(campaignID, contactID) }
+
+// derivedEmailID is an email id made from parts (joined by NULs and hashed): the same parts,
+// the same id, as a retry needs.
+func derivedEmailID(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "em" + idEncoding.EncodeToString(sum[:15])
 }
 

@@ -2,9 +2,9 @@ package campaign
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +63,7 @@ func confirmationID(ctx context.Context, teamID int64, bookID, ctID string) stri
 	if key == "" {
 		return contact.NewID("em")
 	}
-	sum := sha256.Sum256([]byte(fmt.Sprintf("confirm\x00%d\x00%s\x00%s\x00%s", teamID, bookID, ctID, key)))
-	return "em" + idEncoding.EncodeToString(sum[:15])
+	return derivedEmailID("confirm", strconv.FormatInt(teamID, 10), bookID, ctID, key)
 }
 
 // ErrNoSendingDomain: the team has no verified domain to send a confirmation from.
