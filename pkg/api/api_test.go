@@ -822,6 +822,15 @@ func TestTemplates(t *testing.T) {
 	if _, msg := r.errorOf(t); r.status != 400 || msg != "variables: missing value for code" {
 		t.Errorf("missing variable = %d %s", r.status, msg)
 	}
+	// A value that would put a control character in the subject is refused, naming it.
+	r = e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","templateId":"`+tpl.ID+`","variables":{"name":"a\u0007b","code":"1"}}`)
+	if _, msg := r.errorOf(t); r.status != 400 || msg != "subject: must not contain control characters after rendering" {
+		t.Errorf("control character from a variable = %d %s", r.status, msg)
+	}
+	r = e.do("POST", "/api/v1/templates", `{"name":"bell","subject":"ding\u0007","text":"t"}`)
+	if _, msg := r.errorOf(t); r.status != 400 || msg != "subject: must not contain control characters" {
+		t.Errorf("template subject with a control character = %d %s", r.status, msg)
+	}
 	r = e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","templateId":"tpl_nope"}`)
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "templateId:") {
 		t.Errorf("unknown template = %d %s", r.status, msg)

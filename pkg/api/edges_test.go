@@ -116,6 +116,8 @@ func TestRequestEdges(t *testing.T) {
 		t.Errorf("257 characters = %d %s", r.status, r.body)
 	}
 	refused("an integer field given 1.5", e.raw("POST", "/api/v1/campaigns", `{"batchSize":1.5}`), "batchSize: must be an integer")
+	refused("a campaign subject with a NUL", e.raw("POST", "/api/v1/campaigns",
+		`{"name":"N","from":"a@example.com","subject":"a\u0000b","contactBookId":"cb_x","html":"<p>x</p>"}`), "subject: must not contain control characters")
 	refused("a NUL in a header value", e.raw("POST", "/api/v1/emails",
 		`{"from":"a@example.com","to":"b@example.org","subject":"s","text":"t","headers":{"X-A":"a\u0000b"}}`), "headers.X-A: must not contain CR, LF or NUL")
 	// A non-ASCII address is refused with its reason wherever an address is taken.

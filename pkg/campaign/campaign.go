@@ -24,6 +24,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // Store is what campaigns need from persistence.
@@ -626,9 +627,6 @@ func (s *Service) ready(ctx context.Context, c store.Campaign) error {
 	return nil
 }
 
-// oneLine keeps a personalised subject on one header line.
-var oneLine = strings.NewReplacer("\r", " ", "\n", " ")
-
 // writeBatch writes up to BatchSize emails for the contacts after the cursor and reports how
 // many it wrote, the last contact it looked at, and whether the book is exhausted.
 func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string, bool, error) {
@@ -756,7 +754,7 @@ func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store
 	}
 	e := store.Email{
 		ID: id, TeamID: c.TeamID, DomainID: c.DomainID, From: c.From, To: []string{to},
-		CC: c.CC, BCC: c.BCC, ReplyTo: c.ReplyTo, Subject: oneLine.Replace(Render(c.Subject, values, false)),
+		CC: c.CC, BCC: c.BCC, ReplyTo: c.ReplyTo, Subject: template.OneLine(Render(c.Subject, values, false)),
 		Content: store.Content{HTML: &html, Headers: []store.Header{
 			{Name: "List-Unsubscribe", Value: "<" + link + ">"},
 			{Name: "List-Unsubscribe-Post", Value: "List-Unsubscribe=One-Click"},

@@ -11,6 +11,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // Request is a validated create request.
@@ -39,6 +40,9 @@ func (r *Request) validate() error {
 	}
 	if len(r.Name) > 200 || len(r.Subject) > email.MaxSubjectBytes || strings.ContainsAny(r.Subject, "\r\n") {
 		return fault.Field("subject", "at most %d bytes on one line (name at most 200)", email.MaxSubjectBytes)
+	}
+	if template.HasControl(r.Subject) {
+		return fault.Field("subject", "must not contain control characters")
 	}
 	from, err := email.ParseAddress(r.From)
 	if err != nil {

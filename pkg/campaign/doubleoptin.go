@@ -13,6 +13,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/metric"
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // ConfirmFor is how long a double opt-in confirmation link works.
@@ -114,7 +115,7 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 		text := fmt.Sprintf("Please confirm your subscription: %s\n", link)
 		e := store.Email{
 			ID: confirmationID(ctx, book.TeamID, book.ID, ct.ID), TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
-			Subject:   strings.TrimSpace(oneLine.Replace(Render(subject, values, false))),
+			Subject:   strings.TrimSpace(template.OneLine(Render(subject, values, false))),
 			Content:   store.Content{HTML: &htmlBody, Text: &text},
 			CreatedAt: now, ContactID: ct.ID,
 		}

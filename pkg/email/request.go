@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
+	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // Limits of one send request.
@@ -316,7 +317,7 @@ func (d *decoder) optString(field string, max int, single bool) *string {
 		d.fail(field, "at most %d bytes", max)
 	case single && strings.ContainsAny(s, "\r\n"):
 		d.fail(field, "must not contain line breaks")
-	case single && strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }):
+	case single && template.HasControl(s):
 		d.fail(field, "must not contain control characters")
 	case !utf8.ValidString(s):
 		d.fail(field, "must be valid UTF-8")

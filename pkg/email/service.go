@@ -538,6 +538,9 @@ func (s *Service) render(ctx context.Context, teamID int64, r Request, e *store.
 		if strings.ContainsAny(subject, "\r\n") {
 			return fault.Field("subject", "must not contain line breaks after rendering")
 		}
+		if template.HasControl(subject) {
+			return fault.Field("subject", "must not contain control characters after rendering")
+		}
 		if html == nil && text == nil {
 			return fault.Field("html", "html or text is required: the template has neither")
 		}

@@ -84,6 +84,9 @@ func (f Fields) validate(create bool) error {
 	if f.Subject != nil && strings.ContainsAny(*f.Subject, "\r\n") {
 		return fault.Field("subject", "must not contain line breaks")
 	}
+	if f.Subject != nil && HasControl(*f.Subject) {
+		return fault.Field("subject", "must not contain control characters")
+	}
 	if err := check("html", f.HTML, MaxBody, false); err != nil {
 		return err
 	}
@@ -248,4 +251,26 @@ func dedupe(s []string) []string {
 		}
 	}
 	return out
+}
+
+// HasControl reports whether s has a control character other than a tab: none belongs in a
+// one-line header such as a subject (line breaks are reported apart, as their own error).
+func HasControl(s string) bool {
+	return strings.ContainsFunc(s, isControl)
+}
+
+func isControl(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }
+
+// OneLine is s with each control character (line breaks included) a space: a subject made
+// from a contact's or a caller's values stays one header line.
+func OneLine(s string) string {
+	if !HasControl(s) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }

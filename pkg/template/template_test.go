@@ -36,9 +36,10 @@ func TestFieldsValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]Fields{
-		"name: is required":                     {HTML: s("x")},
-		"html: html or text is required":        {Name: s("n")},
-		"subject: must not contain line breaks": {Name: s("n"), Text: s("x"), Subject: s("a\nb")},
+		"name: is required":                            {HTML: s("x")},
+		"html: html or text is required":               {Name: s("n")},
+		"subject: must not contain line breaks":        {Name: s("n"), Text: s("x"), Subject: s("a\nb")},
+		"subject: must not contain control characters": {Name: s("n"), Text: s("x"), Subject: s("a\x00b")},
 	}
 	for want, f := range cases {
 		if err := f.validate(true); err == nil || !strings.Contains(err.Error(), want) {
@@ -53,6 +54,27 @@ func TestFieldsValidate(t *testing.T) {
 		if err := (Fields{Name: s(name)}).validate(false); err == nil || err.Error() != "name: must not be empty" {
 			t.Errorf("an update to the name %q: %v, want name: must not be empty", name, err)
 		}
+	}
+}
+
+// TestOneLine: a subject made from values keeps its tabs and text, and each other control
+// character, line breaks included, becomes a space.
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"Hello Zoë":               "Hello Zoë",
+		"a\tb":                    "a\tb",
+		"a\r\nBcc: x@y.z":         "a  Bcc: x@y.z",
+		"nul\x00 esc\x1b del\x7f": "nul  esc  del ",
+	} {
+		if got := OneLine(in); got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+		if HasControl(OneLine(in)) {
+			t.Errorf("OneLine(%q) still has a control character", in)
+		}
+	}
+	if !HasControl("a\x01") || HasControl("a\tb é") {
+		t.Error("HasControl: a tab and letters are not control characters; \\x01 is")
 	}
 }
 
