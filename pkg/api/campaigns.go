@@ -54,7 +54,7 @@ func newCampaignView(c store.Campaign) campaignView {
 		ID: c.ID, Name: c.Name, From: c.From, Subject: c.Subject, PreviewText: nullable(c.PreviewText),
 		ContactBookID: nullable(c.ContactBookID), HTML: nullable(c.HTML), Content: nullable(c.Content),
 		Status: c.Status, ScheduledAt: tsPtr(c.ScheduledAt), BatchSize: c.BatchSize,
-		BatchWindowMinutes: c.BatchWindowMinutes, Total: n(store.CountTotal), Sent: n(store.CountSent),
+		BatchWindowMinutes: c.BatchWindowMinutes, Total: c.Total(), Sent: n(store.CountSent),
 		Delivered: n(store.CountDelivered), Opened: n(store.CountOpened), Clicked: n(store.CountClicked),
 		Unsubscribed: n(store.CountUnsubscribed), Bounced: n(store.CountBounced),
 		HardBounced: n(store.CountHardBounced), Complained: n(store.CountComplained),

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -269,19 +270,46 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 
 // checkAudience refuses a campaign whose book has no subscribed contact.
 func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {
+	found := false
+	err := s.walkBook(ctx, c, func(page []store.Contact) bool {
+		found = slices.ContainsFunc(page, func(ct store.Contact) bool { return ct.Subscribed })
+		return !found
+	})
+	switch {
+	case err != nil:
+		return notFoundBook(err)
+	case !found:
+		return fault.Field("contactBookId", "the contact book has no subscribed contacts")
+	}
+	return nil
+}
+
+// countAudience is the number of subscribed contacts of the campaign's book: its total when it
+// starts sending, as upstream counts it (one read of the whole book, once per campaign).
+func (s *Service) countAudience(ctx context.Context, c store.Campaign) (int64, error) {
+	var n int64
+	err := s.walkBook(ctx, c, func(page []store.Contact) bool {
+		for _, ct := range page {
+			if ct.Subscribed {
+				n++
+			}
+		}
+		return true
+	})
+	return n, err
+}
+
+// walkBook hands the campaign's book's contacts to fn a page at a time, in email order, while
+// fn returns true.
+func (s *Service) walkBook(ctx context.Context, c store.Campaign, fn func([]store.Contact) bool) error {
 	cursor := ""
 	for {
 		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, pageSize)
 		if err != nil {
-			return notFoundBook(err)
+			return err
 		}
-		for _, ct := range page {
-			if ct.Subscribed {
-				return nil
-			}
-		}
-		if len(page) < pageSize {
-			return fault.Field("contactBookId", "the contact book has no subscribed contacts")
+		if !fn(page) || len(page) < pageSize {
+			return nil
 		}
 		cursor = page[len(page)-1].Email
 	}
@@ -449,6 +477,13 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	if err := s.Signer.Ready(ctx); err != nil {
 		return 0, false, err
 	}
+	if n == 0 && c.Audience == 0 {
+		// Sending starts: the campaign's total is its book's subscribed contacts now, so that
+		// its progress reads right from the first batch (a retried first step counts again).
+		if c, err = s.startAudience(ctx, c); err != nil {
+			return 0, false, err
+		}
+	}
 	written, last, done, err := s.writeBatch(ctx, c)
 	if errors.Is(err, errCannotSend) {
 		// Retrying cannot help until someone fixes it: pause, so resume continues from here.
@@ -487,7 +522,7 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	}
 	elapsed := time.Since(start)
 	s.Log.Info("campaign batch", "campaignId", id, "teamId", teamID, "batch", n+1, "emailsWritten", written,
-		"total", c.Counters[store.CountTotal], "status", c.Status,
+		"written", c.Counters[store.CountTotal], "total", c.Total(), "status", c.Status,
 		"perSecond", int(float64(written)/max(elapsed.Seconds(), 0.001)))
 	if c.Status == store.CampaignSent {
 		// The last step: once more, for a hold written just before a resume whose release
@@ -500,6 +535,32 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 }
 
 var errStepRan = errors.New("step already ran")
+
+// startAudience records the campaign's audience (countAudience) on it. A book gone meanwhile
+// leaves it 0: the first batch then finds the book gone and pauses the campaign.
+func (s *Service) startAudience(ctx context.Context, c store.Campaign) (store.Campaign, error) {
+	n, err := s.countAudience(ctx, c)
+	if errors.Is(err, store.ErrNotFound) || err == nil && n == 0 {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("count the audience of campaign %s: %w", c.ID, err)
+	}
+	updated, err := s.Store.UpdateCampaign(ctx, c.TeamID, c.ID, func(c *store.Campaign) error {
+		if c.BatchesDone == 0 {
+			c.Audience = n
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	s.Log.Info("campaign started", "campaignId", c.ID, "teamId", c.TeamID, "audience", n)
+	return updated, nil
+}
 
 // releaseHeld hands the emails a worker held while the campaign was paused back to delivery:
 // a conditional touch each (a new stream record on AWS; locally the delivery pool), in pages.
@@ -746,14 +807,10 @@ func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store
 		body = c.Content
 	}
 	html := withPreview(Render(body, values, true), Render(c.PreviewText, values, false))
-	to := ct.Email
-	if name := strings.TrimSpace(ct.FirstName + " " + ct.LastName); name != "" {
-		if addr, err := email.ParseAddress(fmt.Sprintf("%q <%s>", name, ct.Email)); err == nil {
-			to = addr
-		}
-	}
 	e := store.Email{
-		ID: id, TeamID: c.TeamID, DomainID: c.DomainID, From: c.From, To: []string{to},
+		// To is the contact's bare address, as upstream writes it: what an email's to, its
+		// list and its webhook calls show is the address a consumer matches to the contact.
+		ID: id, TeamID: c.TeamID, DomainID: c.DomainID, From: c.From, To: []string{ct.Email},
 		CC: c.CC, BCC: c.BCC, ReplyTo: c.ReplyTo, Subject: template.OneLine(Render(c.Subject, values, false)),
 		Content: store.Content{HTML: &html, Headers: []store.Header{
 			{Name: "List-Unsubscribe", Value: "<" + link + ">"},

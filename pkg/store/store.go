@@ -339,11 +339,20 @@ type Campaign struct {
 	// PausedReason says why Mailroom paused the campaign itself (its domain or book is gone);
 	// "" for a pause of the team's own, and once resumed.
 	PausedReason string
+	// Audience is the number of subscribed contacts of the book when the campaign started
+	// sending (0 before, and for a campaign started before it was recorded).
+	Audience int64
 	// Counters, by the Count* kinds, maintained by the store (see CreateEmails, UpdateEmail);
 	// an UpdateCampaign fn must not change them.
 	Counters  map[string]int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Total is the campaign's recipients: its audience when it started sending, or the emails it
+// has written when more (contacts subscribed after the start and reached by the walk).
+func (c Campaign) Total() int64 {
+	return max(c.Audience, c.Counters[CountTotal])
 }
 
 // CampaignFilter selects a team's campaigns for a list.
