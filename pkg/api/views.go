@@ -10,9 +10,9 @@ import (
 
 // timeFormat is how times go out: UTC with milliseconds, as JavaScript's toISOString writes
 // them (the SDKs' users parse them with new Date()).
-const timeFormat = "2006-01-02T15:04:05.000Z"
+const timeFormat = jsonout.TimeFormat
 
-func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
+func ts(t time.Time) string { return jsonout.Time(t) }
 
 func tsPtr(t *time.Time) *string {
 	if t == nil {

@@ -4,11 +4,12 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // stamp formats a record's times as the API does.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func stamp(t time.Time) string { return jsonout.Time(t) }
 
 // ContactData is the data of a contact.* event (COMPAT.md).
 type ContactData struct {

@@ -3,7 +3,6 @@ package hooks
 import (
 	"encoding/json"
 	"strings"
-	"time"
 
 	"github.com/mailroom/mailroom/pkg/store"
 )
@@ -71,7 +70,7 @@ func EmailEvent(e store.Email, ev store.Event) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	d := EmailData{ID: e.ID, Status: ev.Status, From: e.From, To: e.To, OccurredAt: ev.CreatedAt.UTC().Format(time.RFC3339Nano),
+	d := EmailData{ID: e.ID, Status: ev.Status, From: e.From, To: e.To, OccurredAt: stamp(ev.CreatedAt),
 		Subject: e.Subject, CampaignID: e.CampaignID, ContactID: e.ContactID, DomainID: e.DomainID}
 	var raw map[string]any
 	_ = json.Unmarshal(ev.Data, &raw)

@@ -22,7 +22,7 @@ func TestEmailEvents(t *testing.T) {
 		want string
 	}{
 		"sent": {store.Event{ID: "1-SENT", Status: store.StatusSent, CreatedAt: at},
-			`{"id":"em_1","status":"SENT","from":"Ada <ada@example.com>","to":["x@example.org"],"occurredAt":"2026-11-24T10:00:00Z","subject":"Hi","campaignId":"cp_1","contactId":"ct_1","domainId":2}`},
+			`{"id":"em_1","status":"SENT","from":"Ada <ada@example.com>","to":["x@example.org"],"occurredAt":"2026-11-24T10:00:00.000Z","subject":"Hi","campaignId":"cp_1","contactId":"ct_1","domainId":2}`},
 		"bounce": {store.Event{ID: "b", Status: "BOUNCED", CreatedAt: at, Data: detail(sesevent.Event{EventType: "Bounce",
 			Bounce: &sesevent.Bounce{BounceType: "Permanent", BounceSubType: "General",
 				BouncedRecipients: []sesevent.BouncedRecipient{{EmailAddress: "x@example.org", DiagnosticCode: "smtp; 550 5.1.1 user unknown"}}}})},

@@ -630,7 +630,7 @@ func (s *Service) Test(ctx context.Context, teamID int64, id string) (store.Webh
 		return store.WebhookCall{}, err
 	}
 	now := s.now()
-	data, _ := json.Marshal(map[string]any{"test": true, "webhookId": w.ID, "sentAt": now.Format(time.RFC3339Nano)})
+	data, _ := json.Marshal(map[string]any{"test": true, "webhookId": w.ID, "sentAt": stamp(now)})
 	c := store.WebhookCall{ID: CallID(w.ID, now, webhook.TestEvent+"\x00"+newNonce()), WebhookID: w.ID, TeamID: teamID,
 		Type: webhook.TestEvent, Data: data, EventAt: now, Status: store.CallPending, NextAttemptAt: &now,
 		CreatedAt: now, UpdatedAt: now}

@@ -1,14 +1,23 @@
 // Package jsonout writes JSON as Mailroom answers and posts it, and measures it: without the
 // HTML escaping of encoding/json (an answer or a webhook call is read as JSON, never embedded
-// in a page, and an email's html keeps its < > & one byte each instead of six), and the length
-// a string takes encoded either way, counted without writing it.
+// in a page, and an email's html keeps its < > & one byte each instead of six), the length
+// a string takes encoded either way, counted without writing it, and its times as upstream
+// writes them (JavaScript's toISOString).
 package jsonout
 
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 )
+
+// TimeFormat is how every time in an answer or a webhook call is written: UTC, milliseconds,
+// as JavaScript's toISOString writes it (and so upstream), "2026-11-27T13:33:26.226Z".
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Time is t in TimeFormat.
+func Time(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // Marshal is json.Marshal without its HTML escaping.
 func Marshal(v any) ([]byte, error) {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/mailroom/mailroom/pkg/jsonout"
 )
 
 // Version is the envelope's version (COMPAT.md).
@@ -59,7 +61,7 @@ type Envelope struct {
 // Body is the JSON of the envelope of an attempt (attempts count from 1).
 func Body(callID, eventType string, createdAt time.Time, teamID int64, data json.RawMessage, attempt int) ([]byte, error) {
 	return json.Marshal(Envelope{ID: callID, Type: eventType, Version: Version,
-		CreatedAt: createdAt.UTC().Format(time.RFC3339Nano), TeamID: teamID, Data: data, Attempt: attempt})
+		CreatedAt: jsonout.Time(createdAt), TeamID: teamID, Data: data, Attempt: attempt})
 }
 
 // Header names of a call.

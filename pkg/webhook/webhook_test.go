@@ -37,11 +37,11 @@ func TestSignature(t *testing.T) {
 }
 
 func TestEnvelopeAndSecrets(t *testing.T) {
-	b, err := Body("whc_1", "email.sent", time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), 7, json.RawMessage(`{"id":"em_1"}`), 1)
+	b, err := Body("whc_1", "email.sent", time.Date(2026, 11, 24, 10, 0, 0, 226669606, time.UTC), 7, json.RawMessage(`{"id":"em_1"}`), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"id":"whc_1","type":"email.sent","version":"2026-01-18","createdAt":"2026-11-24T10:00:00Z","teamId":7,"data":{"id":"em_1"},"attempt":1}`
+	want := `{"id":"whc_1","type":"email.sent","version":"2026-01-18","createdAt":"2026-11-24T10:00:00.226Z","teamId":7,"data":{"id":"em_1"},"attempt":1}`
 	if string(b) != want {
 		t.Errorf("body %s\nwant %s", b, want)
 	}
