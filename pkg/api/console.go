@@ -32,6 +32,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/team"
+	"github.com/mailroom/mailroom/pkg/webhook"
 )
 
 // The mail console: pages the local server serves under /console/ for a person with an API
@@ -52,6 +53,13 @@ var consolePages = sync.OnceValue(func() *template.Template {
 		"when":  func(t any) string { return timeOf(t).Format("2006-01-02 15:04:05 UTC") },
 		// bar is the width of a rate (a percentage) on a bar of width w spanning 0–10%.
 		"bar": func(rate float64, w int) int { return int(min(max(rate, 0), 10) * float64(w) / 10) },
+		"add": func(n ...int) int {
+			sum := 0
+			for _, v := range n {
+				sum += v
+			}
+			return sum
+		},
 	}).ParseFS(consoleFiles, "consoleui/*.html"))
 })
 
@@ -82,6 +90,12 @@ const (
 const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
+// consoleRemoteCSP is consoleCSP for an email's page asked to show the message's remote
+// content: images, styles and fonts from anywhere, and still no script.
+const consoleRemoteCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline' http: https:; " +
+	"img-src 'self' data: http: https:; font-src http: https: data:; connect-src 'self'; frame-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
 // Console serves the mail console. outboxDir is the local mailer's folder (raw messages).
 type Console struct {
 	s         *Services
@@ -96,7 +110,7 @@ type Console struct {
 	// beyond ends the oldest.
 	MaxSessions int
 	// Scan is how many of the newest emails a search or a status filter looks through
-	// (1,000 unless set; a multiple of 100).
+	// (1,000 unless set; a multiple of 100). The live view of such a page looks every 3 Polls.
 	Scan int
 	// Events receives the SES events an email's page fires (the SES events handler, as the
 	// outbox's are); nil hides the buttons.
@@ -214,14 +228,17 @@ func (c *Console) Handler() http.Handler {
 
 // view is what every page gets.
 type view struct {
-	Since  string // the digest of the live state the page was drawn from (liveID)
-	Title  string
-	Signed bool
-	CSRF   string
-	Error  string
-	Manage bool   // the key is not a SENDING key (the nav shows what it may read)
-	Admin  bool   // the key may manage the team's keys (the nav shows Keys)
-	Next   string // the sign-in form's: the console page to go back to
+	Since string // the digest of the live state the page was drawn from (liveID)
+	Title string // the section (the nav's current page)
+	// PageTitle names what the page shows (an email's subject, a book's name) before Title in
+	// the window's title; "" for a section's own page.
+	PageTitle string
+	Signed    bool
+	CSRF      string
+	Error     string
+	Manage    bool   // the key is not a SENDING key (the nav shows what it may read)
+	Admin     bool   // the key may manage the team's keys (the nav shows Keys)
+	Next      string // the sign-in form's: the console page to go back to
 }
 
 // signedIn is a request's session: its id, the key's principal and its forms' CSRF token.
@@ -270,7 +287,15 @@ func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, sig
 			if status >= 500 {
 				c.s.Log.Error("console", "path", r.URL.Path, "err", err.Error())
 			}
-			http.Error(w, msg, status)
+			if strings.HasPrefix(r.URL.Path, "/console/events") || r.URL.Query().Get("fragment") != "" ||
+				strings.HasSuffix(r.URL.Path, "/raw") {
+				http.Error(w, msg, status) // asked by the page's script, or a download
+				return
+			}
+			// A person's page: the message inside the console, with its navigation.
+			v := c.viewFor("Error", si)
+			v.Error = msg
+			c.render(w, status, "error", v)
 		}
 	}
 }
@@ -325,7 +350,8 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
 	if _, err := c.s.Auth.Authenticate(r.Context(), "Bearer "+key); err != nil {
-		c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in", Error: "That API key is not valid."})
+		c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in", Error: "That API key is not valid.",
+			Next: backToOrEmpty(r.PostFormValue("next"))})
 		return
 	}
 	id, err := c.newSession(r.Context(), key)
@@ -346,6 +372,15 @@ func backTo(next string) string {
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.ContainsAny(next, "\\\r\n") ||
 		!strings.HasPrefix(next, "/console/") || strings.HasPrefix(u.Path, "/console/events") {
 		return ConsoleHome
+	}
+	return next
+}
+
+// backToOrEmpty is next when a sign-in may go back there (backTo), else "": the form shown
+// again after a wrong key keeps where it was going.
+func backToOrEmpty(next string) string {
+	if next == "" || backTo(next) != next {
+		return ""
 	}
 	return next
 }
@@ -388,8 +423,10 @@ type emailsView struct {
 	Statuses            []string
 	Emails              []store.Email
 	Shown, Total        int
+	First               int // the number of the page's first email (Shown emails from it)
 	Prev, Next          string
 	FragmentURL         string
+	LiveURL             string // the live view's stream, for the same filters and page
 	// Limited: a search or a status filter looked through the newest Scanned emails only.
 	Limited  bool
 	Scanned  int
@@ -438,6 +475,29 @@ func parseFilter(r *http.Request) filter {
 }
 
 func (f filter) url(page int, fragment bool) string {
+	v := f.values(page)
+	if fragment {
+		v.Set("fragment", "rows")
+	}
+	if len(v) == 0 {
+		return ConsoleHome
+	}
+	return ConsoleHome + "?" + v.Encode()
+}
+
+// liveURL is the live view's stream for this filter and page, from the state since: changed
+// when the page's list would be drawn otherwise. The unfiltered first page is the newest
+// emails, the stream's default.
+func (f filter) liveURL(since string) string {
+	v := f.values(f.page)
+	if len(v) > 0 {
+		v.Set("list", "1")
+	}
+	v.Set("since", since)
+	return "/console/events?" + v.Encode()
+}
+
+func (f filter) values(page int) url.Values {
 	v := url.Values{}
 	for k, s := range map[string]string{"q": f.q, "status": f.status, "from": f.from, "to": f.to} {
 		if s != "" {
@@ -450,13 +510,7 @@ func (f filter) url(page int, fragment bool) string {
 	if page > 1 {
 		v.Set("page", strconv.Itoa(page))
 	}
-	if fragment {
-		v.Set("fragment", "rows")
-	}
-	if len(v) == 0 {
-		return ConsoleHome
-	}
-	return ConsoleHome + "?" + v.Encode()
+	return v
 }
 
 // scanned is how many of the newest emails a search looks through: Scan, in whole pages of 100.
@@ -510,8 +564,8 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 	redactFor(si.p, list)
 	v := emailsView{view: c.viewFor("Emails", si), Q: f.q, Status: f.status, From: f.from,
 		To: f.to, Domain: f.domain, Statuses: consoleStatuses, Emails: list, Total: total,
-		Shown: len(list), FragmentURL: f.url(f.page, true), Limited: limited, Scanned: c.scanned(),
-		BadDates: f.badDates}
+		Shown: len(list), First: (f.page-1)*consolePage + 1, FragmentURL: f.url(f.page, true),
+		Limited: limited, Scanned: c.scanned(), BadDates: f.badDates}
 	if f.page > 1 { // past the last page: back to the last one
 		v.Prev = f.url(min(f.page-1, max(1, (total+consolePage-1)/consolePage)), false)
 	}
@@ -527,11 +581,8 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		c.render(w, http.StatusOK, "rows", v)
 		return nil
 	}
-	if f.url(f.page, false) == ConsoleHome { // unfiltered, first page: the list the live view watches
-		v.Since = liveID(emailsState(list, total))
-	} else {
-		v.Since = liveID(c.liveState(r.Context(), si, "", 0))
-	}
+	v.Since = liveID(emailsState(list, total)) // the list the live view watches: this one
+	v.LiveURL = f.liveURL(v.Since)
 	c.render(w, http.StatusOK, "emails", v)
 	return nil
 }
@@ -540,6 +591,7 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 type emailView struct {
 	view
 	Simulate    bool // the SES event buttons are offered
+	Remote      bool // the message is shown with its remote content (?remote=1)
 	E           store.Email
 	Events      []consoleEvent
 	HTML, Text  string
@@ -563,8 +615,13 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	redactFor(si.p, one)
 	events = redactEvents(si.p, e, events)
 	e = one[0]
-	v := emailView{view: c.viewFor("Email", si), E: e,
-		Simulate: c.Events != nil && createSuppressionRoute.permits(si.p) == nil && e.MessageID != ""}
+	v := emailView{view: c.viewFor("Emails", si), E: e,
+		Simulate: c.Events != nil && createSuppressionRoute.permits(si.p) == nil && e.MessageID != "",
+		Remote:   r.URL.Query().Get("remote") == "1"}
+	v.PageTitle = e.Subject
+	if v.PageTitle == "" {
+		v.PageTitle = "(no subject)"
+	}
 	for _, ev := range events {
 		ce := consoleEvent{Status: ev.Status, CreatedAt: ev.CreatedAt}
 		if len(ev.Data) > 0 && string(ev.Data) != "null" {
@@ -585,36 +642,27 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 		v.Attachments = append(v.Attachments, a.Filename)
 	}
 	if raw, err := c.rawMessage(e.ID); err == nil {
-		v.Raw = true
-		if m, err := mail.ReadMessage(bytes.NewReader(raw)); err == nil {
-			var b strings.Builder
-			for _, k := range sortedKeys(m.Header) {
-				for _, val := range m.Header[k] {
-					fmt.Fprintf(&b, "%s: %s\n", k, val)
-				}
-			}
-			v.Headers = b.String()
-			if hidesLinks(si.p, e) { // List-Unsubscribe carries the recipient's link, as the body does
-				v.Headers = redactLinks(v.Headers)
-			}
+		// The header block as the message has it: its order, its names' case, folded lines.
+		head, _, _ := bytes.Cut(raw, []byte("\r\n\r\n"))
+		v.Headers = strings.ReplaceAll(string(head), "\r\n", "\n")
+		if hidesLinks(si.p, e) { // List-Unsubscribe carries the recipient's link, as the body does
+			v.Headers = redactLinks(v.Headers)
+		} else {
+			v.Raw = true // the download (refused to a key that may not see the links)
 		}
 	}
 	if r.URL.Query().Get("fragment") == "timeline" {
-		c.render(w, http.StatusOK, "timeline", v)
+		c.render(w, http.StatusOK, "emailLive", v)
 		return nil
 	}
 	v.Since = liveID(emailState(e, events)) // redaction keeps the status and the count
+	if v.Remote {
+		// The message's iframe inherits the page's policy: this page lets its images, styles
+		// and fonts come from anywhere. Its scripts stay off (the sandbox, and script-src).
+		w.Header().Set("Content-Security-Policy", consoleRemoteCSP)
+	}
 	c.render(w, http.StatusOK, "email", v)
 	return nil
-}
-
-func sortedKeys(h mail.Header) []string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // rawMessage reads an email's .eml from the outbox.
@@ -723,6 +771,23 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 		campaigns = max(campaigns, 1)
 	}
 	state := func() string { return c.liveState(r.Context(), si, id, campaigns) }
+	poll := c.Poll
+	if r.URL.Query().Get("list") == "1" {
+		// An emails page with its filters and page: its own list, so that a change to an email
+		// it shows, or one that comes into its filter, redraws it. A search looks through up to
+		// Scan emails each time: it looks a third as often.
+		f := parseFilter(r)
+		if f.q != "" || f.status != "" {
+			poll *= 3
+		}
+		state = func() string {
+			list, n, _, err := c.list(r.Context(), si.p, f)
+			if err != nil {
+				return ""
+			}
+			return emailsState(list, n)
+		}
+	}
 	last := state()
 	// What the page was drawn from (since, its state's digest) or the last state the browser
 	// was told of (Last-Event-ID, when it comes back): a change since is said at once, so a
@@ -747,7 +812,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 		fmt.Fprint(w, "event: changed\ndata: {}\n\n")
 	}
 	fl.Flush()
-	t := time.NewTicker(c.Poll)
+	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
 		select {
@@ -804,6 +869,24 @@ var simulatedBounces = map[string][2]string{
 	"undetermined":          {sesevent.BounceTypeUndetermined, "Undetermined"},
 }
 
+// bouncedRecipient is the recipient of a simulated bounce, with the status and diagnostic a
+// receiving server gives for it: 5.x.x for a permanent bounce, 4.x.x for a transient one.
+func bouncedRecipient(rcpt, typ, sub string) sesevent.BouncedRecipient {
+	status, code := "5.1.1", "550"
+	switch {
+	case typ == sesevent.BounceTypePermanent && sub == sesevent.BounceSubTypeSuppressed:
+		status = "5.1.1" // SES's own suppression list answers as a bad mailbox
+	case typ == sesevent.BounceTypeTransient && sub == "MailboxFull":
+		status, code = "4.2.2", "452"
+	case typ == sesevent.BounceTypeTransient:
+		status, code = "4.4.7", "421"
+	case typ == sesevent.BounceTypeUndetermined:
+		status, code = "5.0.0", "554"
+	}
+	return sesevent.BouncedRecipient{EmailAddress: rcpt, Action: "failed", Status: status,
+		DiagnosticCode: "smtp; " + code + " " + status + " " + typ + " " + sub + " (simulated)"}
+}
+
 // simulatedEvent builds the SES event kind ("delay", "bounce", "complaint", "open", "click")
 // for the email's first recipient.
 func simulatedEvent(e store.Email, kind, subtype, link string, now time.Time) (sesevent.Event, error) {
@@ -832,8 +915,7 @@ func simulatedEvent(e store.Email, kind, subtype, link string, now time.Time) (s
 		}
 		ev.EventType, ev.Bounce = sesevent.TypeBounce, &sesevent.Bounce{BounceType: b[0], BounceSubType: b[1], Timestamp: now,
 			FeedbackID: e.MessageID + "-console-bounce", ReportingMTA: "console.local",
-			BouncedRecipients: []sesevent.BouncedRecipient{{EmailAddress: rcpt, Action: "failed", Status: "5.1.1",
-				DiagnosticCode: "smtp; 550 5.1.1 " + b[0] + " " + b[1] + " (simulated)"}}}
+			BouncedRecipients: []sesevent.BouncedRecipient{bouncedRecipient(rcpt, b[0], b[1])}}
 	case "complaint":
 		ev.EventType, ev.Complaint = sesevent.TypeComplaint, &sesevent.Complaint{Timestamp: now, FeedbackID: e.MessageID + "-console-complaint",
 			ComplainedRecipients: []sesevent.Recipient{{EmailAddress: rcpt}}, UserAgent: "Mailroom console",
@@ -854,6 +936,7 @@ func simulatedEvent(e store.Email, kind, subtype, link string, now time.Time) (s
 // keysView is the keys page.
 type keysView struct {
 	view
+	Current     string // the id of the key this session signed in with
 	Keys        []store.APIKey
 	Domains     []store.Domain
 	DomainNames map[int64]string // the Domains' names by id
@@ -889,7 +972,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	if !c.mayManageKeys(si.p) {
 		return fault.New(fault.Forbidden, "Only a FULL key of the whole team may manage keys")
 	}
-	v := keysView{view: c.viewFor("Keys", si)}
+	v := keysView{view: c.viewFor("Keys", si), Current: si.p.KeyID}
 	status := http.StatusOK
 	if r.Method == http.MethodPost {
 		if err := c.checkForm(r, si); err != nil {
@@ -1040,10 +1123,15 @@ func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) 
 		}
 		ch := consoleHook{Webhook: h}
 		for _, call := range calls {
+			// The body as the receiver got it: the envelope around the data, at its last attempt.
+			body, err := webhook.Body(call.ID, call.Type, call.EventAt, call.TeamID, call.Data, max(call.Attempts, 1))
+			if err != nil {
+				body = call.Data
+			}
 			var b bytes.Buffer
-			if json.Indent(&b, call.Data, "", "  ") != nil {
+			if json.Indent(&b, body, "", "  ") != nil {
 				b.Reset()
-				b.Write(call.Data)
+				b.Write(body)
 			}
 			ch.Calls = append(ch.Calls, consoleCall{WebhookCall: call, Payload: b.String()})
 		}
@@ -1065,19 +1153,53 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, si signedIn) er
 	return nil
 }
 
-// suppressionsView is the suppression list's first page.
+// suppressionsView is a page of the suppression list.
 type suppressionsView struct {
 	view
 	List  []store.Suppression
 	Total int
+	pager
+}
+
+// consoleListPage is how many suppressions or contacts a page shows.
+const consoleListPage = 100
+
+// pager is a paged list's position and links: "First–Last of Total".
+type pager struct {
+	First, Last        int
+	PrevPage, NextPage string
+}
+
+// consolePageOf reads ?page= (1 and up; anything else is 1).
+func consolePageOf(r *http.Request) int {
+	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	return max(n, 1)
+}
+
+// newPager is page's position among total items shown size at a time, with links made by at.
+func newPager(page, shown, total, size int, at func(page int) string) pager {
+	p := pager{First: (page-1)*size + 1, Last: (page-1)*size + shown}
+	if shown == 0 {
+		p.First = 0
+	}
+	if page > 1 {
+		p.PrevPage = at(min(page-1, max(1, (total+size-1)/size)))
+	}
+	if page*size < total {
+		p.NextPage = at(page + 1)
+	}
+	return p
 }
 
 func (c *Console) suppressions(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	list, n, err := c.s.Suppressions.List(r.Context(), si.p.TeamID, "", 1, 100)
+	page := consolePageOf(r)
+	list, n, err := c.s.Suppressions.List(r.Context(), si.p.TeamID, "", page, consoleListPage)
 	if err != nil {
 		return err
 	}
-	c.render(w, http.StatusOK, "suppressions", suppressionsView{view: c.viewFor("Suppressions", si), List: list, Total: n})
+	at := func(p int) string { return "/console/suppressions?page=" + strconv.Itoa(p) }
+	c.render(w, http.StatusOK, "suppressions", suppressionsView{view: c.viewFor("Suppressions", si), List: list, Total: n,
+		pager: newPager(page, len(list), n, consoleListPage, at)})
 	return nil
 }
 
@@ -1095,12 +1217,14 @@ type analyticsView struct {
 
 type chartLine struct {
 	Name, Color, Points string
+	Dash                string // a dash pattern, so that a line under another one still shows
 	Total               int64
 }
 
 type chartLabel struct {
-	X    int
-	Text string
+	X      int
+	Text   string
+	Anchor string // the first label starts at its day, the last ends there: both stay inside
 }
 
 // The chart's drawing area, in SVG units.
@@ -1124,8 +1248,8 @@ func (c *Console) analytics(w http.ResponseWriter, r *http.Request, si signedIn)
 		name, color string
 		get         func(analytics.Counts) int64
 	}{
-		{"sent", "#0b3d7a", func(c analytics.Counts) int64 { return c.Sent }},
 		{"delivered", "#12562a", func(c analytics.Counts) int64 { return c.Delivered }},
+		{"sent", "#0b3d7a", func(c analytics.Counts) int64 { return c.Sent }}, // dashed, over delivered
 		{"opened", "#7a4d00", func(c analytics.Counts) int64 { return c.Opened }},
 		{"clicked", "#5b2a86", func(c analytics.Counts) int64 { return c.Clicked }},
 		{"bounced", "#8a1020", func(c analytics.Counts) int64 { return c.Bounced }},
@@ -1150,11 +1274,22 @@ func (c *Console) analytics(w http.ResponseWriter, r *http.Request, si signedIn)
 			y := chartH - chartPad - int(k.get(p.Counts)*int64(chartH-2*chartPad)/v.Max)
 			pts = append(pts, fmt.Sprintf("%d,%d", x(i), y))
 		}
-		v.Lines = append(v.Lines, chartLine{Name: k.name, Color: k.color, Points: strings.Join(pts, " "), Total: k.get(series.TotalCounts)})
+		line := chartLine{Name: k.name, Color: k.color, Points: strings.Join(pts, " "), Total: k.get(series.TotalCounts)}
+		if k.name == "sent" {
+			line.Dash = "8 6" // most days sent and delivered are one line: the dashes show both
+		}
+		v.Lines = append(v.Lines, line)
 	}
 	for i, p := range series.Result {
 		if i%max(1, n/6) == 0 || i == n-1 {
-			v.Labels = append(v.Labels, chartLabel{X: x(i), Text: p.Date})
+			l := chartLabel{X: x(i), Text: p.Date, Anchor: "middle"}
+			switch {
+			case i == 0:
+				l.X, l.Anchor = 0, "start"
+			case i == n-1:
+				l.X, l.Anchor = chartW, "end"
+			}
+			v.Labels = append(v.Labels, l)
 		}
 	}
 	c.render(w, http.StatusOK, "analytics", v)
@@ -1187,6 +1322,7 @@ type consoleBookView struct {
 	Book     store.ContactBook
 	Contacts []store.Contact
 	Total    int
+	pager
 }
 
 func (c *Console) books(w http.ResponseWriter, r *http.Request, si signedIn) error {
@@ -1203,10 +1339,15 @@ func (c *Console) book(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	if err != nil {
 		return err
 	}
-	list, n, err := c.s.Contacts.List(r.Context(), si.p.TeamID, b.ID, store.ContactFilter{Limit: 100})
+	page := consolePageOf(r)
+	list, n, err := c.s.Contacts.List(r.Context(), si.p.TeamID, b.ID, store.ContactFilter{Offset: (page - 1) * consoleListPage, Limit: consoleListPage})
 	if err != nil {
 		return err
 	}
-	c.render(w, http.StatusOK, "book", consoleBookView{view: c.viewFor("Contacts", si), Book: b, Contacts: list, Total: n})
+	at := func(p int) string { return "/console/books/" + url.PathEscape(b.ID) + "?page=" + strconv.Itoa(p) }
+	v := consoleBookView{view: c.viewFor("Contacts", si), Book: b, Contacts: list, Total: n,
+		pager: newPager(page, len(list), n, consoleListPage, at)}
+	v.PageTitle = b.Name
+	c.render(w, http.StatusOK, "book", v)
 	return nil
 }

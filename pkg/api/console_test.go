@@ -33,6 +33,24 @@ func consoleServer(t *testing.T, e *env, opts ...func(*api.Console)) *httptest.S
 	return srv
 }
 
+// changes reads a live view's stream and says each "changed" on the channel (buffered: one
+// is kept until read).
+func changes(stream io.Reader) <-chan bool {
+	changed := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stream)
+		for sc.Scan() {
+			if sc.Text() == "event: changed" {
+				select {
+				case changed <- true:
+				default:
+				}
+			}
+		}
+	}()
+	return changed
+}
+
 // consoleClient is a browser on the console: a cookie jar, no redirects followed silently.
 func consoleClient(t *testing.T) *http.Client {
 	t.Helper()
@@ -102,16 +120,7 @@ func TestConsole(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("events: %v %v", resp, err)
 	}
-	changed := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if sc.Text() == "event: changed" {
-				changed <- true
-				return
-			}
-		}
-	}()
+	changed := changes(resp.Body)
 	html := `<p>Hello <b>console</b></p><script>alert(1)</script><img src="https://tracker.example/p.gif">`
 	id := e.send(`{"from":"a@example.com","to":"reader@example.org","subject":"Console test","html":` + jsonString(html) + `,"text":"Hello console"}`)
 	select {
@@ -147,7 +156,7 @@ func TestConsole(t *testing.T) {
 	if frame == nil || !strings.Contains(frame[1], "&lt;b&gt;console&lt;/b&gt;") {
 		t.Fatalf("no sandboxed frame with the message:\n%s", page)
 	}
-	for _, want := range []string{"Hello console", ">QUEUED<", ">SENT<", ">DELIVERED<", "Download the .eml", "X-Usesend-Email-Id"} {
+	for _, want := range []string{"Hello console", ">QUEUED<", ">SENT<", ">DELIVERED<", "Download the .eml", "X-Usesend-Email-ID"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the email's page lacks %q", want)
 		}
@@ -200,7 +209,7 @@ func TestConsole(t *testing.T) {
 		`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &cp)
 	e.awaitCampaign(cp.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Delivered == 1 })
 	code, body = get(t, c, srv.URL+"/console/campaigns?fragment=rows")
-	row := regexp.MustCompile(`data-campaign="` + cp.ID + `">.*?Console launch.*?SENT</span></td>\s*<td>1</td><td>1</td><td>1</td>`).FindString(strings.ReplaceAll(body, "\n", " "))
+	row := regexp.MustCompile(`data-campaign="` + cp.ID + `">.*?Console launch.*?SENT</span></td>\s*<td data-label="Total">1</td><td data-label="Sent">1</td><td data-label="Delivered">1</td>`).FindString(strings.ReplaceAll(body, "\n", " "))
 	if code != 200 || row == "" {
 		t.Errorf("campaigns = %d, want the campaign SENT with total, sent and delivered 1:\n%s", code, body)
 	}
@@ -366,6 +375,10 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 	code, page := get(t, sending, srv.URL+"/console/emails/"+m[1])
 	if code != 200 || !strings.Contains(page, "List-Unsubscribe: ") {
 		t.Fatalf("the campaign email's page = %d, with its headers:\n%s", code, page)
+	}
+	// The download it may not have (the raw message carries the link) is not offered.
+	if strings.Contains(page, "Download the .eml") {
+		t.Error("a SENDING key is offered a campaign email's .eml, which it may not read")
 	}
 	if tok := regexp.MustCompile(`/unsubscribe/([A-Za-z0-9_\-.~%]+)`).FindAllStringSubmatch(page, -1); len(tok) == 0 {
 		t.Error("the page shows no (redacted) unsubscribe link")
@@ -598,7 +611,7 @@ func TestConsoleSignInComesBackAndPages(t *testing.T) {
 	// that the page's script gives it the page's address (a reload does not post again).
 	form.Set("domain", fmt.Sprint(e.domain))
 	code, body = postForm(t, c, srv.URL+"/console/keys", form, srv.URL)
-	if code != 200 || !strings.Contains(body, "data-posted") || !regexp.MustCompile(`<td>FULL</td><td>example\.com</td>`).MatchString(body) {
+	if code != 200 || !strings.Contains(body, "data-posted") || !regexp.MustCompile(`<td data-label="Permission">FULL</td><td data-label="Domain">example\.com</td>`).MatchString(body) {
 		t.Errorf("a key of example.com = %d:\n%s", code, body)
 	}
 }
@@ -612,4 +625,107 @@ func csrfOf(t *testing.T, c *http.Client, u string) string {
 		t.Fatalf("no CSRF token on %s", u)
 	}
 	return m[1]
+}
+
+// TestConsoleAsAPersonUsesIt: what a person meets that a script does not. An error is a page
+// of the console; a wrong key keeps the page signing in was for; a filtered list is redrawn
+// when an email comes into its filter, however old; an email's status at the top of its page
+// changes live with its timeline; a book's contacts are paged; the message's remote content
+// can be shown on request; the keys page marks this session's key and asks before a revoke.
+func TestConsoleAsAPersonUsesIt(t *testing.T) {
+	e := newEnv(t)
+	srv := consoleServer(t, e)
+	c := signedIn(t, srv, e.key)
+
+	code, body := get(t, c, srv.URL+"/console/emails/emnope")
+	if code != 404 || !strings.Contains(body, "<h1>That did not work</h1>") || !strings.Contains(body, `aria-label="Main"`) {
+		t.Errorf("an unknown email = %d, want the console's error page with its menu:\n%.400s", code, body)
+	}
+	code, body = postForm(t, consoleClient(t), srv.URL+"/console/session", url.Values{"key": {"us_wrong"}, "next": {"/console/domains"}}, srv.URL)
+	if code != 401 || !strings.Contains(body, `name="next" value="/console/domains"`) {
+		t.Errorf("a wrong key = %d, the form again without where it was going:\n%s", code, body)
+	}
+
+	// A filtered list's live view watches that list: a bounce of the oldest of 51 emails
+	// (not among the newest 50) redraws the page of bounced emails.
+	first := e.send(`{"from":"a@example.com","to":"first@example.org","subject":"First","text":"x"}`)
+	batch := make([]string, 50)
+	for i := range batch {
+		batch[i] = `{"from":"a@example.com","to":"r@example.org","subject":"Later","text":"x"}`
+	}
+	e.mustDo("POST", "/api/v1/emails/batch", "["+strings.Join(batch, ",")+"]", nil)
+	e.await(first, "DELIVERED")
+	code, body = get(t, c, srv.URL+"/console/emails?status=BOUNCED")
+	live := regexp.MustCompile(`data-live="([^"]+)"`).FindStringSubmatch(body)
+	if code != 200 || live == nil || !strings.Contains(live[1], "status=BOUNCED") {
+		t.Fatalf("the bounced emails' page = %d, live view %v", code, live)
+	}
+	resp, err := c.Get(srv.URL + strings.ReplaceAll(live[1], "&amp;", "&"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("its stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	changed := changes(resp.Body)
+	select {
+	case <-changed:
+		t.Fatal("the stream said changed before anything changed")
+	case <-time.After(200 * time.Millisecond):
+	}
+	_, page := get(t, c, srv.URL+"/console/emails/"+first)
+	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)[1]
+	if code, _ := postForm(t, c, srv.URL+"/console/emails/"+first+"/simulate", url.Values{"csrf": {token}, "event": {"bounce"}, "subtype": {"transient-general"}}, srv.URL); code != 200 {
+		t.Fatalf("a simulated bounce = %d", code)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Error("the bounced emails' live view did not say changed when the oldest email bounced")
+	}
+	// The live fragment of an email's page carries its status as well as its timeline; a
+	// transient bounce is reported with a 4.x.x status, as a receiving server gives it.
+	_, frag := get(t, c, srv.URL+"/console/emails/"+first+"?fragment=timeline")
+	if !strings.Contains(frag, `data-part="summary"`) || !regexp.MustCompile(`id="status">BOUNCED<`).MatchString(frag) || !strings.Contains(frag, `data-part="timeline"`) {
+		t.Errorf("the email's live fragment lacks its status or its timeline:\n%s", frag)
+	}
+	if !strings.Contains(frag, `&#34;status&#34;: &#34;4.4.7&#34;`) {
+		t.Errorf("a transient bounce's recipient status is not 4.x.x:\n%s", frag)
+	}
+
+	// Remote content: blocked by the page's policy unless asked for (scripts never).
+	resp2, err := c.Get(srv.URL + "/console/emails/" + first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	resp3, err := c.Get(srv.URL + "/console/emails/" + first + "?remote=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp3.Body.Close()
+	if strict, open := resp2.Header.Get("Content-Security-Policy"), resp3.Header.Get("Content-Security-Policy"); strings.Contains(strict, "https:") ||
+		!strings.Contains(open, "img-src 'self' data: http: https:") || !strings.Contains(open, "script-src 'self';") {
+		t.Errorf("policies: by default %q; with remote content %q", strict, open)
+	}
+
+	// A book of 150 contacts: 1–100, then 101–150 on the next page.
+	var rows []string
+	for i := range 150 {
+		rows = append(rows, fmt.Sprintf(`{"email":"c%03d@example.org"}`, i))
+	}
+	bookID := e.book(rows...)
+	_, p1 := get(t, c, srv.URL+"/console/books/"+bookID)
+	_, p2 := get(t, c, srv.URL+"/console/books/"+bookID+"?page=2")
+	if !strings.Contains(p1, "150 contact(s), 1–100 shown") || !strings.Contains(p1, `href="/console/books/`+bookID+`?page=2"`) ||
+		strings.Count(p2, `data-label="Email"`) != 50 || !strings.Contains(p2, "101–150 of 150") {
+		t.Errorf("a book's pages:\n%s\n---\n%s", p1, p2)
+	}
+	if !strings.Contains(p1, "<title>Newsletter · Contacts · Mailroom</title>") {
+		t.Errorf("a book's page is not titled with its name:\n%.300s", p1)
+	}
+
+	// The keys page marks the session's own key, and every revoke asks first.
+	_, keys := get(t, c, srv.URL+"/console/keys")
+	if !strings.Contains(keys, "this session's key") || !strings.Contains(keys, `data-confirm="Revoke the key this session signed in with?`) {
+		t.Errorf("the keys page does not mark this session's key:\n%s", keys)
+	}
 }

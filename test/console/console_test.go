@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, shot("4-complaint")); err != nil {
 		t.Fatal(err)
 	}
+	// An email's status at the top of its page follows its history live: a scheduled email
+	// cancelled through the API reads CANCELLED without a reload.
+	at := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	later := send(t, srv.URL, `{"from":"hi@example.com","to":"later@example.org","subject":"Later","text":"x","scheduledAt":"`+at+`"}`)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails/"+later), chromedp.WaitVisible(chromedp.ID("status"))); err != nil {
+		t.Fatal(err)
+	}
+	creq, _ := http.NewRequest("POST", srv.URL+"/api/v1/emails/"+later+"/cancel", nil)
+	creq.Header.Set("Authorization", "Bearer "+key)
+	if resp, err := http.DefaultClient.Do(creq); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("cancel: %v %v", resp, err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.querySelector("#status").innerText === "CANCELLED"`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("the email's status did not turn CANCELLED live: %v", err)
+	}
 	// The analytics page draws its chart on the page.
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/analytics?days=7"), chromedp.WaitVisible(chromedp.CSS(`svg#series polyline`)),
 		shot("5-analytics")); err != nil {
@@ -246,6 +263,29 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails/"+id), chromedp.WaitVisible(chromedp.CSS("main")), chromedp.Sleep(300*time.Millisecond), shot("7-phone")); err != nil {
 		t.Fatal(err)
+	}
+	// On a phone a table's row is a card: each value on its own line, the full width, after
+	// its column's name (the headings are hidden).
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails"), chromedp.WaitVisible(chromedp.CSS(row)), shot("8-phone-emails")); err != nil {
+		t.Fatal(err)
+	}
+	card, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+		const td = document.querySelector(`+"`"+row+` td[data-label="Subject"]`+"`"+`);
+		return [String(Math.round(td.getBoundingClientRect().width)), getComputedStyle(td, "::before").content];
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := strconv.Atoi(card[0]); w < 300 || card[1] != `"Subject: "` {
+		t.Errorf("on a phone the subject's cell is %s px wide, labelled %s; want most of the 390 px and \"Subject: \"", card[0], card[1])
+	}
+	// The charts' text is drawn larger on a phone, to stay readable at half the size.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/analytics"), chromedp.WaitVisible(chromedp.CSS(`svg#series`)), shot("9-phone-analytics")); err != nil {
+		t.Fatal(err)
+	}
+	px, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`Math.min(...[...document.querySelectorAll("svg.chart text")].map((t) => t.getBoundingClientRect().height))`))
+	if err != nil || px < 12 {
+		t.Errorf("on a phone the charts' smallest text is %.1f px high (%v); want 12 or more (an 11 px font)", px, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)

@@ -1,6 +1,8 @@
 // Live updates: an element with data-live listens to the server's events and, when they say
-// something changed, reloads its content from data-fragment. No framework, nothing from the
-// network but this server.
+// something changed, reloads its content from data-fragment. A fragment made of parts
+// (data-part="<id>") updates each element of the page with that id instead: an email's status
+// at the top of its page and its timeline below. No framework, nothing from the network but
+// this server.
 "use strict";
 document.querySelectorAll("[data-live]").forEach((el) => {
   const source = new EventSource(el.dataset.live);
@@ -10,11 +12,29 @@ document.querySelectorAll("[data-live]").forEach((el) => {
     busy = true;
     try {
       const res = await fetch(el.dataset.fragment, { credentials: "same-origin" });
-      if (res.ok) el.innerHTML = await res.text();
+      if (!res.ok) return;
+      const html = await res.text();
+      const t = document.createElement("template");
+      t.innerHTML = html;
+      const parts = t.content.querySelectorAll("[data-part]");
+      if (parts.length === 0) {
+        el.innerHTML = html;
+        return;
+      }
+      parts.forEach((part) => {
+        const target = document.getElementById(part.dataset.part);
+        if (target) target.innerHTML = part.innerHTML;
+      });
     } finally {
       busy = false;
     }
   });
+});
+
+// A form with data-confirm (revoking a key) asks first.
+document.addEventListener("submit", (ev) => {
+  const form = ev.target.closest("form[data-confirm]");
+  if (form && !window.confirm(form.dataset.confirm)) ev.preventDefault();
 });
 
 // Copy buttons (a domain's DNS records): the clipboard where the browser allows it, otherwise
