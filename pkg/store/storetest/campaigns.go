@@ -124,6 +124,7 @@ func testCampaigns(t *testing.T, s store.Store) {
 		c.Name = "Autumn sale"
 		c.Cursor = "m@example.com"
 		c.BatchesDone++
+		c.Audience = 12345
 		c.ReplyTo = append(c.ReplyTo, "second@example.com")
 		c.UpdatedAt = cursorAt
 		return nil
@@ -131,6 +132,7 @@ func testCampaigns(t *testing.T, s store.Store) {
 	noErr(t, "UpdateCampaign", err)
 	want := c1
 	want.Status, want.Name, want.Cursor, want.BatchesDone, want.UpdatedAt = store.CampaignRunning, "Autumn sale", "m@example.com", 1, cursorAt
+	want.Audience = 12345
 	want.ReplyTo = []string{"reply@example.com", "second@example.com"}
 	checkCampaign(t, "UpdateCampaign result", updated, want)
 	checkCampaign(t, "GetCampaign after UpdateCampaign", getCampaign(t, s, team, c1.ID), want)
