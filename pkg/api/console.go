@@ -212,6 +212,18 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /console/keys", c.page("", c.keys))
 	mux.HandleFunc("POST /console/keys/{id}/revoke", c.page("", c.revokeKey))
 	mux.HandleFunc("POST /console/session", c.signIn)
+	// Any other path under /console/ (or a method a page does not take): the console's own
+	// error page, with its menu, for a signed-in browser.
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		si, ok := c.session(r)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		v := c.viewFor("Error", si)
+		v.Error = "There is no such page in the console."
+		c.render(w, http.StatusNotFound, "error", v)
+	})
 	mux.HandleFunc("POST /console/signout", c.page("", c.signOut))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -452,7 +464,7 @@ func parseFilter(r *http.Request) filter {
 	f := filter{q: strings.TrimSpace(v.Get("q")), status: v.Get("status"), from: v.Get("from"), to: v.Get("to")}
 	f.domain, _ = strconv.ParseInt(v.Get("domain"), 10, 64)
 	f.page, _ = strconv.Atoi(v.Get("page"))
-	f.page = max(f.page, 1)
+	f.page = min(max(f.page, 1), maxConsolePage)
 	if !slices.Contains(consoleStatuses, f.status) {
 		f.status = ""
 	}
@@ -729,7 +741,7 @@ var newestEmails = email.ListQuery{Page: 1, Limit: consolePage}
 func campaignsState(list []store.Campaign) string {
 	var b strings.Builder
 	for _, cp := range list {
-		fmt.Fprintf(&b, "%s:%s:%v ", cp.ID, cp.Status, cp.Counters)
+		fmt.Fprintf(&b, "%s:%s:%d:%v ", cp.ID, cp.Status, cp.Total(), cp.Counters)
 	}
 	return b.String()
 }
@@ -771,14 +783,15 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 		campaigns = max(campaigns, 1)
 	}
 	state := func() string { return c.liveState(r.Context(), si, id, campaigns) }
-	poll := c.Poll
+	poll, retry := c.Poll, oneShotRetry
 	if r.URL.Query().Get("list") == "1" {
 		// An emails page with its filters and page: its own list, so that a change to an email
 		// it shows, or one that comes into its filter, redraws it. A search looks through up to
-		// Scan emails each time: it looks a third as often.
+		// Scan emails each time: it looks a third as often (a fifth, on Lambda, where each look is
+		// a new request).
 		f := parseFilter(r)
 		if f.q != "" || f.status != "" {
-			poll *= 3
+			poll, retry = 3*poll, 5*retry
 		}
 		state = func() string {
 			list, n, _, err := c.list(r.Context(), si.p, f)
@@ -801,9 +814,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 		// The state's digest is the event id, which the browser sends back as Last-Event-ID
 		// when it comes again: an id line alone sets it without an event.
 		if seen != "" && seen != now {
-			fmt.Fprintf(w, "retry: %d\nid: %s\nevent: changed\ndata: {}\n\n", oneShotRetry.Milliseconds(), now)
+			fmt.Fprintf(w, "retry: %d\nid: %s\nevent: changed\ndata: {}\n\n", retry.Milliseconds(), now)
 		} else {
-			fmt.Fprintf(w, "retry: %d\nid: %s\n\n", oneShotRetry.Milliseconds(), now)
+			fmt.Fprintf(w, "retry: %d\nid: %s\n\n", retry.Milliseconds(), now)
 		}
 		return nil
 	}
@@ -1056,8 +1069,7 @@ type campaignsView struct {
 }
 
 func (c *Console) campaigns(w http.ResponseWriter, r *http.Request, si signedIn) error {
-	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	page = max(page, 1)
+	page := consolePageOf(r)
 	list, pages, err := c.s.Campaigns.List(r.Context(), si.p.TeamID, si.p.DomainID, page, "", "")
 	if err != nil {
 		return err
@@ -1170,17 +1182,20 @@ type pager struct {
 	PrevPage, NextPage string
 }
 
-// consolePageOf reads ?page= (1 and up; anything else is 1).
+// maxConsolePage bounds ?page=, so that a page's offset cannot overflow.
+const maxConsolePage = 1_000_000
+
+// consolePageOf reads ?page= (1 to maxConsolePage; anything else is 1, or the bound).
 func consolePageOf(r *http.Request) int {
 	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	return max(n, 1)
+	return min(max(n, 1), maxConsolePage)
 }
 
 // newPager is page's position among total items shown size at a time, with links made by at.
 func newPager(page, shown, total, size int, at func(page int) string) pager {
 	p := pager{First: (page-1)*size + 1, Last: (page-1)*size + shown}
-	if shown == 0 {
-		p.First = 0
+	if shown == 0 { // past the last page: nothing shown, and a link back to the last one
+		p.First, p.Last = 0, 0
 	}
 	if page > 1 {
 		p.PrevPage = at(min(page-1, max(1, (total+size-1)/size)))

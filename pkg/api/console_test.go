@@ -641,6 +641,11 @@ func TestConsoleAsAPersonUsesIt(t *testing.T) {
 	if code != 404 || !strings.Contains(body, "<h1>That did not work</h1>") || !strings.Contains(body, `aria-label="Main"`) {
 		t.Errorf("an unknown email = %d, want the console's error page with its menu:\n%.400s", code, body)
 	}
+	for _, path := range []string{"/console/nope", "/console/emails/x/simulate"} { // no page; a page that takes POST only
+		if code, body := get(t, c, srv.URL+path); code != 404 || !strings.Contains(body, "<h1>That did not work</h1>") {
+			t.Errorf("GET %s = %d, want the console's error page:\n%.300s", path, code, body)
+		}
+	}
 	code, body = postForm(t, consoleClient(t), srv.URL+"/console/session", url.Values{"key": {"us_wrong"}, "next": {"/console/domains"}}, srv.URL)
 	if code != 401 || !strings.Contains(body, `name="next" value="/console/domains"`) {
 		t.Errorf("a wrong key = %d, the form again without where it was going:\n%s", code, body)
@@ -719,6 +724,13 @@ func TestConsoleAsAPersonUsesIt(t *testing.T) {
 		strings.Count(p2, `data-label="Email"`) != 50 || !strings.Contains(p2, "101–150 of 150") {
 		t.Errorf("a book's pages:\n%s\n---\n%s", p1, p2)
 	}
+	// A page past the end, however far, shows nothing and links back to the last page.
+	for _, page := range []string{"3", "92233720368547759"} {
+		_, past := get(t, c, srv.URL+"/console/books/"+bookID+"?page="+page)
+		if !strings.Contains(past, "0–0 of 150") || !strings.Contains(past, `href="/console/books/`+bookID+`?page=2" rel="prev"`) || strings.Contains(past, `rel="next"`) {
+			t.Errorf("page %s of 2:\n%s", page, past)
+		}
+	}
 	if !strings.Contains(p1, "<title>Newsletter · Contacts · Mailroom</title>") {
 		t.Errorf("a book's page is not titled with its name:\n%.300s", p1)
 	}
@@ -727,5 +739,19 @@ func TestConsoleAsAPersonUsesIt(t *testing.T) {
 	_, keys := get(t, c, srv.URL+"/console/keys")
 	if !strings.Contains(keys, "this session's key") || !strings.Contains(keys, `data-confirm="Revoke the key this session signed in with?`) {
 		t.Errorf("the keys page does not mark this session's key:\n%s", keys)
+	}
+}
+
+// TestConsoleOneShotSearchRetriesLater: on Lambda (OneShot) each look of a live view is a new
+// request; a filtered page's look searches up to Scan emails, so its browser is told to come
+// back five times later than the newest emails' view.
+func TestConsoleOneShotSearchRetriesLater(t *testing.T) {
+	e := newEnv(t)
+	srv := consoleServer(t, e, func(c *api.Console) { c.OneShot = true })
+	c := signedIn(t, srv, e.key)
+	for query, want := range map[string]string{"": "retry: 3000\n", "?list=1&status=BOUNCED": "retry: 15000\n", "?list=1&domain=1": "retry: 3000\n"} {
+		if code, body := get(t, c, srv.URL+"/console/events"+query); code != 200 || !strings.HasPrefix(body, want) {
+			t.Errorf("events%s = %d %q, want it to start %q", query, code, body, want)
+		}
 	}
 }

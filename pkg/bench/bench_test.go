@@ -61,8 +61,8 @@ func TestLoad(t *testing.T) {
 }
 
 func TestMilestones(t *testing.T) {
-	at := func(s float64, total int) progressPoint {
-		return progressPoint{at: time.Duration(s * float64(time.Second)), c: campaignCounters{Total: total}}
+	at := func(s float64, written int) progressPoint {
+		return progressPoint{at: time.Duration(s * float64(time.Second)), c: campaignCounters{Written: written}}
 	}
 	got := milestones([]progressPoint{at(1, 10), at(2, 30), at(4, 50), at(5, 80), at(6, 100)}, 100)
 	for _, want := range []string{"10% 1.0s (10/s)", "25% 2.0s (20/s)", "50% 4.0s (10/s)", "75% 5.0s (30/s)", "100% 6.0s (20/s)"} {

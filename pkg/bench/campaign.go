@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // The campaign phase: a fresh local server (its own temporary DATA_DIR), one contact book of N
@@ -40,9 +42,10 @@ const (
 type campaignCounters struct {
 	ID        string `json:"id"`
 	Status    string `json:"status"`
-	Total     int    `json:"total"`
+	Total     int    `json:"total"` // the audience, from the first step
 	Sent      int    `json:"sent"`
 	Delivered int    `json:"delivered"`
+	Written   int    `json:"-"` // the emails written so far: the store's count, not the API's
 }
 
 // campaignResult is what the phase measured; a zero duration is a step that did not finish.
@@ -133,16 +136,26 @@ func RunCampaign(o Options) error {
 		return nil
 	}
 	lastLog := time.Now()
+	p, err := srv.App.Services.Auth.Authenticate(ctx, "Bearer "+key)
+	if err != nil {
+		return err
+	}
 	observe := func() (campaignCounters, error) {
 		var cur campaignCounters
 		err := c.do(ctx, http.MethodGet, "/campaigns/"+created.ID, nil, &cur)
+		if err == nil {
+			var stored store.Campaign
+			if stored, err = srv.App.Store.GetCampaign(ctx, p.TeamID, created.ID); err == nil {
+				cur.Written = int(stored.Counters[store.CountTotal])
+			}
+		}
 		if err == nil {
 			p := progressPoint{at: time.Since(start), c: cur, queue: srv.App.Pool.Len()}
 			r.progressPoints = append(r.progressPoints, p)
 			if time.Since(lastLog) >= 10*time.Second {
 				lastLog = time.Now()
 				fmt.Printf("  %6.1fs  status %-9s written %7d  sent %7d  delivered %7d  delivery queue %7d\n",
-					p.at.Seconds(), cur.Status, cur.Total, cur.Sent, cur.Delivered, p.queue)
+					p.at.Seconds(), cur.Status, cur.Written, cur.Sent, cur.Delivered, p.queue)
 			}
 		}
 		return cur, err
@@ -269,7 +282,7 @@ func printCampaign(r campaignResult, o Options) {
 			f.Import = per(r.imported, r.importTook)
 		}
 		if r.fanoutDone {
-			f.FanOut = per(r.final.Total, r.fanoutTook)
+			f.FanOut = per(r.final.Written, r.fanoutTook)
 		}
 		f.Delivery = per(r.afterWait.Sent, r.deliveryTook) // over what reached SENT, finished or not
 	}
@@ -298,8 +311,8 @@ func printCampaign(r campaignResult, o Options) {
 		fmt.Fprintf(tw, "create campaign request\t1\t%s\t\t\n", dur(r.createTook, true))
 	}
 	if r.final.ID != "" {
-		fmt.Fprintf(tw, "fan-out: emails written (create → SENT)\t%d\t%s\t%s\t\n", r.final.Total,
-			dur(r.fanoutTook, r.fanoutDone), rate(r.final.Total, r.fanoutTook))
+		fmt.Fprintf(tw, "fan-out: emails written (create → SENT)\t%d\t%s\t%s\t\n", r.final.Written,
+			dur(r.fanoutTook, r.fanoutDone), rate(r.final.Written, r.fanoutTook))
 		fmt.Fprintf(tw, "  delivered to the outbox by the end of the fan-out\t%d\t\t\t\n", r.final.Sent)
 	}
 	if r.afterWait.ID != "" {
@@ -334,7 +347,7 @@ func milestones(points []progressPoint, n int) string {
 	prevAt, prevN, i := time.Duration(0), 0, 0
 	for _, pct := range []int{10, 25, 50, 75, 100} {
 		want := n * pct / 100
-		for i < len(points) && points[i].c.Total < want {
+		for i < len(points) && points[i].c.Written < want {
 			i++
 		}
 		if i == len(points) {
@@ -344,10 +357,10 @@ func milestones(points []progressPoint, n int) string {
 		p := points[i]
 		r := 0.0
 		if d := p.at - prevAt; d > 0 {
-			r = float64(p.c.Total-prevN) / d.Seconds()
+			r = float64(p.c.Written-prevN) / d.Seconds()
 		}
 		fmt.Fprintf(&b, " %d%% %.1fs (%.0f/s);", pct, p.at.Seconds(), r)
-		prevAt, prevN = p.at, p.c.Total
+		prevAt, prevN = p.at, p.c.Written
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }

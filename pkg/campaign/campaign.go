@@ -72,6 +72,9 @@ type Service struct {
 	Log        *slog.Logger
 	// Metrics counts the emails a step writes (nil: none).
 	Metrics metric.Counter
+	// AudienceChunk is how many contacts a step counts of a campaign's audience (0:
+	// AudienceChunk, the constant).
+	AudienceChunk int
 	// Dates reads a scheduledAt in natural language (naturaldate.Parse); nil: RFC 3339 only.
 	Dates func(s string, now time.Time) (time.Time, error)
 }
@@ -284,25 +287,14 @@ func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {
 	return nil
 }
 
-// countAudience is the number of subscribed contacts of the campaign's book: its total when it
-// starts sending, as upstream counts it (one read of the whole book, once per campaign).
-func (s *Service) countAudience(ctx context.Context, c store.Campaign) (int64, error) {
-	var n int64
-	err := s.walkBook(ctx, c, func(page []store.Contact) bool {
-		for _, ct := range page {
-			if ct.Subscribed {
-				n++
-			}
-		}
-		return true
-	})
-	return n, err
-}
-
 // walkBook hands the campaign's book's contacts to fn a page at a time, in email order, while
 // fn returns true.
 func (s *Service) walkBook(ctx context.Context, c store.Campaign, fn func([]store.Contact) bool) error {
-	cursor := ""
+	return s.walkBookFrom(ctx, c, "", fn)
+}
+
+// walkBookFrom is walkBook from the contact after cursor.
+func (s *Service) walkBookFrom(ctx context.Context, c store.Campaign, cursor string, fn func([]store.Contact) bool) error {
 	for {
 		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, pageSize)
 		if err != nil {
@@ -477,11 +469,18 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	if err := s.Signer.Ready(ctx); err != nil {
 		return 0, false, err
 	}
-	if n == 0 && c.Audience == 0 {
-		// Sending starts: the campaign's total is its book's subscribed contacts now, so that
-		// its progress reads right from the first batch (a retried first step counts again).
-		if c, err = s.startAudience(ctx, c); err != nil {
+	if !c.AudienceCounted {
+		// Sending starts: the campaign's total is its audience, counted before its first batch
+		// (a book past AudienceChunk contacts is counted over the first steps).
+		c, err = s.countAudience(ctx, c)
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, false, s.releaseHeld(ctx, teamID, id) // deleted meanwhile
+		}
+		if err != nil {
 			return 0, false, err
+		}
+		if c.Status != store.CampaignRunning || c.BatchesDone != n {
+			return 0, false, nil // paused, or this step ran elsewhere, while it counted
 		}
 	}
 	written, last, done, err := s.writeBatch(ctx, c)
@@ -536,29 +535,72 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 
 var errStepRan = errors.New("step already ran")
 
-// startAudience records the campaign's audience (countAudience) on it. A book gone meanwhile
-// leaves it 0: the first batch then finds the book gone and pauses the campaign.
-func (s *Service) startAudience(ctx context.Context, c store.Campaign) (store.Campaign, error) {
-	n, err := s.countAudience(ctx, c)
-	if errors.Is(err, store.ErrNotFound) || err == nil && n == 0 {
-		return c, nil
+// AudienceChunk is how many contacts one step counts, at most, of a campaign's audience.
+const AudienceChunk = 100000
+
+// countAudience counts the next chunk (Service.AudienceChunk, else AudienceChunk) of the
+// campaign's audience from its AudienceCursor — the subscribed contacts of its book whose
+// address is not suppressed, those its steps write an email for — and records it on the
+// campaign, unless another step counted that chunk meanwhile. It returns the campaign as
+// stored now (store.ErrNotFound: deleted). A book gone leaves it uncounted: the batch then
+// finds the book gone and pauses the campaign.
+func (s *Service) countAudience(ctx context.Context, c store.Campaign) (store.Campaign, error) {
+	chunk := s.AudienceChunk
+	if chunk <= 0 {
+		chunk = AudienceChunk
+	}
+	from, counted, last, looked := c.AudienceCursor, int64(0), c.AudienceCursor, 0
+	err := s.walkBookFrom(ctx, c, from, func(page []store.Contact) bool {
+		if len(page) > chunk-looked {
+			page = page[:chunk-looked]
+		}
+		var addrs []string
+		for _, ct := range page {
+			if ct.Subscribed {
+				addrs = append(addrs, ct.Email)
+			}
+		}
+		supp, err := s.Store.GetSuppressions(ctx, c.TeamID, addrs)
+		if err != nil {
+			looked = -1
+			return false
+		}
+		for _, a := range addrs {
+			if _, ok := supp[a]; !ok {
+				counted++
+			}
+		}
+		looked += len(page)
+		if len(page) > 0 {
+			last = page[len(page)-1].Email
+		}
+		return looked < chunk
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return s.Store.GetCampaign(ctx, c.TeamID, c.ID)
+	}
+	if err == nil && looked < 0 {
+		err = errors.New("read the suppressions")
 	}
 	if err != nil {
 		return c, fmt.Errorf("count the audience of campaign %s: %w", c.ID, err)
 	}
+	end := looked < chunk // the walk ended before the chunk did: the whole book is counted
 	updated, err := s.Store.UpdateCampaign(ctx, c.TeamID, c.ID, func(c *store.Campaign) error {
-		if c.BatchesDone == 0 {
-			c.Audience = n
+		if c.AudienceCounted || c.AudienceCursor != from {
+			return nil // counted by another step meanwhile
 		}
+		c.Audience += counted
+		c.AudienceCursor, c.AudienceCounted = last, end
+		c.UpdatedAt = s.Now().UTC() // the campaign moves: the housekeeping does not restart it
 		return nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return c, nil
-	}
 	if err != nil {
 		return c, err
 	}
-	s.Log.Info("campaign started", "campaignId", c.ID, "teamId", c.TeamID, "audience", n)
+	if updated.AudienceCounted && !c.AudienceCounted {
+		s.Log.Info("campaign audience counted", "campaignId", c.ID, "teamId", c.TeamID, "audience", updated.Audience)
+	}
 	return updated, nil
 }
 

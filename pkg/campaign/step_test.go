@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,5 +197,123 @@ func TestScheduleRefusesABatchSizeOutOfRange(t *testing.T) {
 	c, err := st.GetCampaign(ctx, 1, "cpbench")
 	if err != nil || c.BatchSize != 7 {
 		t.Fatalf("campaign after refused schedules: batch size %d, %v", c.BatchSize, err)
+	}
+}
+
+// TestAudience: a campaign's total is its audience, the contacts its steps mail (subscribed,
+// not suppressed), counted before its first batch, or over its first steps AudienceChunk
+// contacts at a time; until then, the emails written.
+func TestAudience(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		chunk       int
+		wantCounted bool
+		wantTotal   int64 // after the last step
+	}{
+		{chunk: 0, wantCounted: true, wantTotal: 3},  // the whole book at the first step
+		{chunk: 3, wantCounted: true, wantTotal: 3},  // reader0..2 at the first step, reader3..4 at the second
+		{chunk: 2, wantCounted: false, wantTotal: 3}, // not done when the last batch went: the emails written
+		{chunk: 1, wantCounted: false, wantTotal: 3},
+		{chunk: 100, wantCounted: true, wantTotal: 3}, // a chunk past the book
+	} {
+		s, st := stepFixture(t, 2)
+		s.AudienceChunk = c.chunk
+		next, more, err := s.Step(ctx, 1, "cpbench", 0)
+		if err != nil || next != 1 || !more {
+			t.Fatalf("chunk %d: step 0 = %d %v %v", c.chunk, next, more, err)
+		}
+		first, _ := st.GetCampaign(ctx, 1, "cpbench")
+		if c.chunk == 0 && (first.Total() != 3 || !first.AudienceCounted) {
+			t.Errorf("after the first batch of 2: total %d (counted %v), want the audience, 3", first.Total(), first.AudienceCounted)
+		}
+		if _, _, err := s.Step(ctx, 1, "cpbench", 1); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := st.GetCampaign(ctx, 1, "cpbench")
+		if got.Status != store.CampaignSent || got.AudienceCounted != c.wantCounted || got.Total() != c.wantTotal {
+			t.Errorf("chunk %d: %s, counted %v, audience %d, total %d; want SENT, %v, total %d", c.chunk, got.Status,
+				got.AudienceCounted, got.Audience, got.Total(), c.wantCounted, c.wantTotal)
+		}
+	}
+}
+
+// duringCount runs what once, the first time a step reads the book's contacts: a change made
+// while a step counts the audience.
+type duringCount struct {
+	Store
+	once sync.Once
+	what func()
+}
+
+func (d *duringCount) ContactsAfter(ctx context.Context, teamID int64, bookID, cursor string, limit int) ([]store.Contact, error) {
+	d.once.Do(d.what)
+	return d.Store.ContactsAfter(ctx, teamID, bookID, cursor, limit)
+}
+
+// TestAudienceCountThenLook: a campaign deleted, paused, or stepped by another process while a
+// step counts its audience gets no batch from that step.
+func TestAudienceCountThenLook(t *testing.T) {
+	ctx := context.Background()
+	for name, change := range map[string]func(s *Service, st *bolt.Store){
+		"deleted": func(s *Service, st *bolt.Store) {
+			if err := st.DeleteCampaign(ctx, 1, "cpbench"); err != nil {
+				t.Error(err)
+			}
+		},
+		"paused": func(s *Service, st *bolt.Store) { setStatus(t, st, store.CampaignPaused) },
+		"stepped elsewhere": func(s *Service, st *bolt.Store) {
+			other := *s
+			other.Store, other.AudienceChunk = st, 1
+			if _, _, err := other.Step(ctx, 1, "cpbench", 0); err != nil {
+				t.Error(err)
+			}
+		},
+	} {
+		s, st := stepFixture(t, 2)
+		s.Store = &duringCount{Store: st, what: func() { change(s, st) }}
+		if _, _, err := s.Step(ctx, 1, "cpbench", 0); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := st.GetCampaign(ctx, 1, "cpbench")
+		wantWritten, wantDone := int64(0), 0
+		if name == "stepped elsewhere" {
+			wantWritten, wantDone = 2, 1 // the other step's batch, and no second one
+		}
+		if name == "deleted" {
+			if err == nil {
+				t.Errorf("deleted: the campaign is back")
+			}
+			if _, n, _ := st.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 10}); n != 0 {
+				t.Errorf("deleted: %d emails written", n)
+			}
+			continue
+		}
+		if err != nil || got.Counters[store.CountTotal] != wantWritten || got.BatchesDone != wantDone {
+			t.Errorf("%s: %d written, %d steps done (%v); want %d, %d", name, got.Counters[store.CountTotal], got.BatchesDone, err,
+				wantWritten, wantDone)
+		}
+	}
+}
+
+// TestAudienceConcurrentFirstSteps: the first step fired many times at once, counting its
+// audience a contact at a time, writes one batch.
+func TestAudienceConcurrentFirstSteps(t *testing.T) {
+	ctx := context.Background()
+	s, st := stepFixture(t, 2)
+	s.AudienceChunk = 1
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := s.Step(ctx, 1, "cpbench", 0); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, _ := st.GetCampaign(ctx, 1, "cpbench")
+	if got.BatchesDone != 1 || got.Counters[store.CountTotal] != 2 {
+		t.Errorf("%d steps done, %d written; want 1 and 2", got.BatchesDone, got.Counters[store.CountTotal])
 	}
 }

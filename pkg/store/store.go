@@ -339,9 +339,13 @@ type Campaign struct {
 	// PausedReason says why Mailroom paused the campaign itself (its domain or book is gone);
 	// "" for a pause of the team's own, and once resumed.
 	PausedReason string
-	// Audience is the number of subscribed contacts of the book when the campaign started
-	// sending (0 before, and for a campaign started before it was recorded).
-	Audience int64
+	// Audience is the number of the book's subscribed, unsuppressed contacts when the campaign
+	// started sending, counted by its steps from AudienceCursor (the Email of the last contact
+	// counted) until AudienceCounted; 0 and false before, and for a campaign started before
+	// it was recorded.
+	Audience        int64
+	AudienceCursor  string
+	AudienceCounted bool
 	// Counters, by the Count* kinds, maintained by the store (see CreateEmails, UpdateEmail);
 	// an UpdateCampaign fn must not change them.
 	Counters  map[string]int64
@@ -349,9 +353,13 @@ type Campaign struct {
 	UpdatedAt time.Time
 }
 
-// Total is the campaign's recipients: its audience when it started sending, or the emails it
-// has written when more (contacts subscribed after the start and reached by the walk).
+// Total is the campaign's recipients: its audience once counted, or the emails it has written
+// when more (contacts subscribed after the start and reached by the walk) or while the
+// audience is still being counted.
 func (c Campaign) Total() int64 {
+	if !c.AudienceCounted {
+		return c.Counters[CountTotal]
+	}
 	return max(c.Audience, c.Counters[CountTotal])
 }
 

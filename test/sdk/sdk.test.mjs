@@ -640,7 +640,7 @@ describe('usesend-js against the local Mailroom server', () => {
         const m = found.find((f) => f.addr === c.email);
         messages.set(c.email, m);
         assert.equal(decodeWords(m.one('Subject')), expectedSubject(c), m.file);
-        assert.ok(m.to.includes(c.email), `To ${m.to} is ${c.email}`);
+        assert.equal(m.to.replace(/^<(.*)>$/, '$1'), c.email, `To ${m.to} is the bare ${c.email}`);
         assert.match(m.one('From'), /<hello@sdk-test\.example\.com>$/);
         assert.match(m.one('Content-Type'), /^text\/html\b/i);
         assert.ok(m.body.includes(expectedGreeting(c)), `body of ${m.file}: ${m.body}`);
