@@ -974,8 +974,12 @@ func (c *Console) mayManageKeys(p auth.Principal) bool { return c.Keys != nil &&
 
 // checkForm refuses a post from another site or without the session's token.
 func (c *Console) checkForm(r *http.Request, si signedIn) error {
-	if !sameOrigin(r) || si.csrf == "" || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(si.csrf)) != 1 {
+	if !sameOrigin(r) {
 		return fault.New(fault.Forbidden, "Cross-site request refused")
+	}
+	if si.csrf == "" || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(si.csrf)) != 1 {
+		// From this site, without this session's token: a page drawn before a sign-in again.
+		return fault.New(fault.Forbidden, "This form is out of date: reload the page and try again")
 	}
 	return nil
 }

@@ -174,7 +174,8 @@ func TestConsole(t *testing.T) {
 	if token == nil || !strings.Contains(page, `id="sim-bounce"`) {
 		t.Fatal("no CSRF token or no event buttons on the page")
 	}
-	if code, _ := postForm(t, c, srv.URL+"/console/emails/"+id+"/simulate", url.Values{"csrf": {"forged"}, "event": {"open"}}, srv.URL); code != 403 {
+	if code, body := postForm(t, c, srv.URL+"/console/emails/"+id+"/simulate", url.Values{"csrf": {"forged"}, "event": {"open"}}, srv.URL); code != 403 ||
+		!strings.Contains(body, "This form is out of date: reload the page and try again") {
 		t.Errorf("an event without the token = %d", code)
 	}
 	if code, body := postForm(t, c, srv.URL+"/console/emails/"+id+"/simulate", url.Values{"csrf": {token[1]}, "event": {"bounce"}, "subtype": {"boing"}}, srv.URL); code != 400 || !strings.Contains(body, "subtype") {
