@@ -550,6 +550,7 @@ func (s *Service) countAudience(ctx context.Context, c store.Campaign) (store.Ca
 		chunk = AudienceChunk
 	}
 	from, counted, last, looked := c.AudienceCursor, int64(0), c.AudienceCursor, 0
+	var suppErr error
 	err := s.walkBookFrom(ctx, c, from, func(page []store.Contact) bool {
 		if len(page) > chunk-looked {
 			page = page[:chunk-looked]
@@ -562,7 +563,7 @@ func (s *Service) countAudience(ctx context.Context, c store.Campaign) (store.Ca
 		}
 		supp, err := s.Store.GetSuppressions(ctx, c.TeamID, addrs)
 		if err != nil {
-			looked = -1
+			suppErr = fmt.Errorf("read the suppressions: %w", err)
 			return false
 		}
 		for _, a := range addrs {
@@ -579,19 +580,38 @@ func (s *Service) countAudience(ctx context.Context, c store.Campaign) (store.Ca
 	if errors.Is(err, store.ErrNotFound) {
 		return s.Store.GetCampaign(ctx, c.TeamID, c.ID)
 	}
-	if err == nil && looked < 0 {
-		err = errors.New("read the suppressions")
+	if err == nil {
+		err = suppErr
 	}
 	if err != nil {
 		return c, fmt.Errorf("count the audience of campaign %s: %w", c.ID, err)
 	}
 	end := looked < chunk // the walk ended before the chunk did: the whole book is counted
+	if !end {
+		// A chunk that ends where the book does: one contact further says so, so that the
+		// total is the audience from this step on, not from the next.
+		more, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, last, 1)
+		if errors.Is(err, store.ErrNotFound) {
+			return s.Store.GetCampaign(ctx, c.TeamID, c.ID)
+		}
+		if err != nil {
+			return c, fmt.Errorf("count the audience of campaign %s: %w", c.ID, err)
+		}
+		end = len(more) == 0
+	}
 	updated, err := s.Store.UpdateCampaign(ctx, c.TeamID, c.ID, func(c *store.Campaign) error {
 		if c.AudienceCounted || c.AudienceCursor != from {
 			return nil // counted by another step meanwhile
 		}
-		c.Audience += counted
+		if from == "" {
+			c.Audience = counted // the first chunk: not on top of a count of earlier code
+		} else {
+			c.Audience += counted
+		}
 		c.AudienceCursor, c.AudienceCounted = last, end
+		if end {
+			c.AudienceCursor = "" // of no more use: the campaign item each step rewrites stays small
+		}
 		c.UpdatedAt = s.Now().UTC() // the campaign moves: the housekeeping does not restart it
 		return nil
 	})

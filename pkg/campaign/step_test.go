@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -212,6 +213,7 @@ func TestAudience(t *testing.T) {
 	}{
 		{chunk: 0, wantCounted: true, wantTotal: 3},  // the whole book at the first step
 		{chunk: 3, wantCounted: true, wantTotal: 3},  // reader0..2 at the first step, reader3..4 at the second
+		{chunk: 5, wantCounted: true, wantTotal: 3},  // a chunk the size of the book: counted at the first step
 		{chunk: 2, wantCounted: false, wantTotal: 3}, // not done when the last batch went: the emails written
 		{chunk: 1, wantCounted: false, wantTotal: 3},
 		{chunk: 100, wantCounted: true, wantTotal: 3}, // a chunk past the book
@@ -223,7 +225,7 @@ func TestAudience(t *testing.T) {
 			t.Fatalf("chunk %d: step 0 = %d %v %v", c.chunk, next, more, err)
 		}
 		first, _ := st.GetCampaign(ctx, 1, "cpbench")
-		if c.chunk == 0 && (first.Total() != 3 || !first.AudienceCounted) {
+		if (c.chunk == 0 || c.chunk >= 5) && (first.Total() != 3 || !first.AudienceCounted) {
 			t.Errorf("after the first batch of 2: total %d (counted %v), want the audience, 3", first.Total(), first.AudienceCounted)
 		}
 		if _, _, err := s.Step(ctx, 1, "cpbench", 1); err != nil {
@@ -315,5 +317,48 @@ func TestAudienceConcurrentFirstSteps(t *testing.T) {
 	got, _ := st.GetCampaign(ctx, 1, "cpbench")
 	if got.BatchesDone != 1 || got.Counters[store.CountTotal] != 2 {
 		t.Errorf("%d steps done, %d written; want 1 and 2", got.BatchesDone, got.Counters[store.CountTotal])
+	}
+}
+
+// TestAudienceOfEarlierCode: a campaign whose first step ran under code that recorded an
+// audience without a cursor (suppressed contacts included) is counted again from the start,
+// not on top of it.
+func TestAudienceOfEarlierCode(t *testing.T) {
+	ctx := context.Background()
+	s, st := stepFixture(t, 2)
+	if _, err := st.UpdateCampaign(ctx, 1, "cpbench", func(c *store.Campaign) error {
+		c.Status, c.Audience = store.CampaignRunning, 4
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Step(ctx, 1, "cpbench", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetCampaign(ctx, 1, "cpbench"); !got.AudienceCounted || got.Audience != 3 {
+		t.Errorf("audience %d (counted %v), want 3", got.Audience, got.AudienceCounted)
+	}
+}
+
+// failingSuppressions fails the suppression lookup, as a throttled table does.
+type failingSuppressions struct{ Store }
+
+var errThrottled = errors.New("throttled")
+
+func (failingSuppressions) GetSuppressions(context.Context, int64, []string) (map[string]store.Suppression, error) {
+	return nil, errThrottled
+}
+
+// TestAudienceCountFailsWithItsCause: a step whose count cannot read the suppressions fails
+// with the store's error (the step is retried), and writes nothing.
+func TestAudienceCountFailsWithItsCause(t *testing.T) {
+	ctx := context.Background()
+	s, st := stepFixture(t, 2)
+	s.Store = failingSuppressions{st}
+	if _, _, err := s.Step(ctx, 1, "cpbench", 0); !errors.Is(err, errThrottled) {
+		t.Errorf("step = %v, want the store's error", err)
+	}
+	if got, _ := st.GetCampaign(ctx, 1, "cpbench"); got.BatchesDone != 0 || got.Counters[store.CountTotal] != 0 {
+		t.Errorf("a failed count wrote a batch: %+v", got)
 	}
 }

@@ -341,8 +341,8 @@ type Campaign struct {
 	PausedReason string
 	// Audience is the number of the book's subscribed, unsuppressed contacts when the campaign
 	// started sending, counted by its steps from AudienceCursor (the Email of the last contact
-	// counted) until AudienceCounted; 0 and false before, and for a campaign started before
-	// it was recorded.
+	// counted; "" again once counted) until AudienceCounted; 0 and false before, and for a
+	// campaign started before it was recorded.
 	Audience        int64
 	AudienceCursor  string
 	AudienceCounted bool
