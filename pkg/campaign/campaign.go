@@ -274,7 +274,7 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 // checkAudience refuses a campaign whose book has no subscribed contact.
 func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {
 	found := false
-	err := s.walkBook(ctx, c, func(page []store.Contact) bool {
+	err := s.walkBook(ctx, c, "", func(page []store.Contact) bool {
 		found = slices.ContainsFunc(page, func(ct store.Contact) bool { return ct.Subscribed })
 		return !found
 	})
@@ -287,14 +287,9 @@ func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {
 	return nil
 }
 
-// walkBook hands the campaign's book's contacts to fn a page at a time, in email order, while
-// fn returns true.
-func (s *Service) walkBook(ctx context.Context, c store.Campaign, fn func([]store.Contact) bool) error {
-	return s.walkBookFrom(ctx, c, "", fn)
-}
-
-// walkBookFrom is walkBook from the contact after cursor.
-func (s *Service) walkBookFrom(ctx context.Context, c store.Campaign, cursor string, fn func([]store.Contact) bool) error {
+// walkBook hands the campaign's book's contacts after cursor ("": from the first) to fn a page
+// at a time, in email order, while fn returns true.
+func (s *Service) walkBook(ctx context.Context, c store.Campaign, cursor string, fn func([]store.Contact) bool) error {
 	for {
 		page, err := s.Store.ContactsAfter(ctx, c.TeamID, c.ContactBookID, cursor, pageSize)
 		if err != nil {
@@ -551,26 +546,16 @@ func (s *Service) countAudience(ctx context.Context, c store.Campaign) (store.Ca
 	}
 	from, counted, last, looked := c.AudienceCursor, int64(0), c.AudienceCursor, 0
 	var suppErr error
-	err := s.walkBookFrom(ctx, c, from, func(page []store.Contact) bool {
+	err := s.walkBook(ctx, c, from, func(page []store.Contact) bool {
 		if len(page) > chunk-looked {
 			page = page[:chunk-looked]
 		}
-		var addrs []string
-		for _, ct := range page {
-			if ct.Subscribed {
-				addrs = append(addrs, ct.Email)
-			}
-		}
-		supp, err := s.Store.GetSuppressions(ctx, c.TeamID, addrs)
+		mailed, err := s.mailable(ctx, c.TeamID, page)
 		if err != nil {
-			suppErr = fmt.Errorf("read the suppressions: %w", err)
+			suppErr = err
 			return false
 		}
-		for _, a := range addrs {
-			if _, ok := supp[a]; !ok {
-				counted++
-			}
-		}
+		counted += int64(len(mailed))
 		looked += len(page)
 		if len(page) > 0 {
 			last = page[len(page)-1].Email
@@ -822,11 +807,7 @@ func maxLook(batchSize int) int { return max(10*batchSize, 100_000) }
 
 // writeContacts writes the emails of the subscribed, non-suppressed contacts of one page.
 func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []store.Contact) (int, error) {
-	addrs := make([]string, 0, len(page))
-	for _, ct := range page {
-		addrs = append(addrs, ct.Email)
-	}
-	supp, err := s.Store.GetSuppressions(ctx, c.TeamID, addrs)
+	mailed, err := s.mailable(ctx, c.TeamID, page)
 	if err != nil {
 		return 0, err
 	}
@@ -841,10 +822,7 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 		return nil
 	}
 	written := 0
-	for _, ct := range page {
-		if _, suppressed := supp[ct.Email]; !ct.Subscribed || suppressed {
-			continue
-		}
+	for _, ct := range mailed {
 		e := s.email(c, ct, now)
 		emails = append(emails, e)
 		events = append(events, store.Event{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now})
@@ -856,6 +834,26 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 		}
 	}
 	return written, flush()
+}
+
+// mailable is the contacts of page a campaign mails: subscribed, and not on the team's
+// suppression list. Its audience (countAudience) and its emails (writeContacts) are the same.
+func (s *Service) mailable(ctx context.Context, teamID int64, page []store.Contact) ([]store.Contact, error) {
+	var subscribed []store.Contact
+	var addrs []string
+	for _, ct := range page {
+		if ct.Subscribed {
+			subscribed, addrs = append(subscribed, ct), append(addrs, ct.Email)
+		}
+	}
+	supp, err := s.Store.GetSuppressions(ctx, teamID, addrs)
+	if err != nil {
+		return nil, fmt.Errorf("read the suppressions: %w", err)
+	}
+	return slices.DeleteFunc(subscribed, func(ct store.Contact) bool {
+		_, suppressed := supp[ct.Email]
+		return suppressed
+	}), nil
 }
 
 // email builds the personalised email of one contact.
