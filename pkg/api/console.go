@@ -53,13 +53,6 @@ var consolePages = sync.OnceValue(func() *template.Template {
 		"when":  func(t any) string { return timeOf(t).Format("2006-01-02 15:04:05 UTC") },
 		// bar is the width of a rate (a percentage) on a bar of width w spanning 0–10%.
 		"bar": func(rate float64, w int) int { return int(min(max(rate, 0), 10) * float64(w) / 10) },
-		"add": func(n ...int) int {
-			sum := 0
-			for _, v := range n {
-				sum += v
-			}
-			return sum
-		},
 	}).ParseFS(consoleFiles, "consoleui/*.html"))
 })
 
@@ -435,10 +428,9 @@ type emailsView struct {
 	Statuses            []string
 	Emails              []store.Email
 	Shown, Total        int
-	First               int // the number of the page's first email (Shown emails from it)
-	Prev, Next          string
-	FragmentURL         string
-	LiveURL             string // the live view's stream, for the same filters and page
+	pager
+	FragmentURL string
+	LiveURL     string // the live view's stream, for the same filters and page
 	// Limited: a search or a status filter looked through the newest Scanned emails only.
 	Limited  bool
 	Scanned  int
@@ -463,8 +455,7 @@ func parseFilter(r *http.Request) filter {
 	v := r.URL.Query()
 	f := filter{q: strings.TrimSpace(v.Get("q")), status: v.Get("status"), from: v.Get("from"), to: v.Get("to")}
 	f.domain, _ = strconv.ParseInt(v.Get("domain"), 10, 64)
-	f.page, _ = strconv.Atoi(v.Get("page"))
-	f.page = min(max(f.page, 1), maxConsolePage)
+	f.page = consolePageOf(r)
 	if !slices.Contains(consoleStatuses, f.status) {
 		f.status = ""
 	}
@@ -576,14 +567,8 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 	redactFor(si.p, list)
 	v := emailsView{view: c.viewFor("Emails", si), Q: f.q, Status: f.status, From: f.from,
 		To: f.to, Domain: f.domain, Statuses: consoleStatuses, Emails: list, Total: total,
-		Shown: len(list), First: (f.page-1)*consolePage + 1, FragmentURL: f.url(f.page, true),
-		Limited: limited, Scanned: c.scanned(), BadDates: f.badDates}
-	if f.page > 1 { // past the last page: back to the last one
-		v.Prev = f.url(min(f.page-1, max(1, (total+consolePage-1)/consolePage)), false)
-	}
-	if f.page*consolePage < total {
-		v.Next = f.url(f.page+1, false)
-	}
+		Shown: len(list), FragmentURL: f.url(f.page, true), Limited: limited, Scanned: c.scanned(), BadDates: f.badDates,
+		pager: newPager(f.page, len(list), total, consolePage, func(page int) string { return f.url(page, false) })}
 	if listDomainsRoute.permits(si.p) == nil { // the filter's names
 		if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID); err != nil {
 			return err
@@ -885,10 +870,8 @@ var simulatedBounces = map[string][2]string{
 // bouncedRecipient is the recipient of a simulated bounce, with the status and diagnostic a
 // receiving server gives for it: 5.x.x for a permanent bounce, 4.x.x for a transient one.
 func bouncedRecipient(rcpt, typ, sub string) sesevent.BouncedRecipient {
-	status, code := "5.1.1", "550"
+	status, code := "5.1.1", "550" // a permanent bounce (SES's own suppression list's too): a bad mailbox
 	switch {
-	case typ == sesevent.BounceTypePermanent && sub == sesevent.BounceSubTypeSuppressed:
-		status = "5.1.1" // SES's own suppression list answers as a bad mailbox
 	case typ == sesevent.BounceTypeTransient && sub == "MailboxFull":
 		status, code = "4.2.2", "452"
 	case typ == sesevent.BounceTypeTransient:
