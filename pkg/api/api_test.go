@@ -1020,6 +1020,21 @@ func TestOddSuppressionCanBeRemoved(t *testing.T) {
 	}
 }
 
+// DELETE /suppressions/{email} answers with the address as the list holds it (as POST does),
+// not the path as written.
+func TestSuppressionDeleteAnswersTheListedAddress(t *testing.T) {
+	e := newEnv(t)
+	e.mustDo("POST", "/api/v1/suppressions", `{"email":"Ann <Ann@Example.org>"}`, nil)
+	var out struct {
+		Email   string
+		Success bool
+	}
+	e.mustDo("DELETE", "/api/v1/suppressions/ANN@EXAMPLE.ORG", "", &out)
+	if out.Email != "ann@example.org" || !out.Success {
+		t.Errorf("DELETE answered %+v, want ann@example.org", out)
+	}
+}
+
 // A wrong element of a list is named by its index.
 func TestListElementNamed(t *testing.T) {
 	e := newEnv(t)
@@ -1054,6 +1069,54 @@ func TestContactBookDefaultEmoji(t *testing.T) {
 	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Own","emoji":"📬"}`, &b)
 	if b.Emoji != "📬" {
 		t.Errorf("emoji %q, want 📬", b.Emoji)
+	}
+}
+
+// Every body, not only a send's or a contact's, refuses a field given twice (at any depth) with
+// a 400 naming it and writes nothing; a list given for a single value names the field, not an
+// element of it; a book's property that is not a string is named by its key.
+func TestEveryBodyNamesItsBadField(t *testing.T) {
+	e := newEnv(t)
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"B"}`, &b)
+	var d struct{ ID int64 }
+	e.mustDo("POST", "/api/v1/domains", `{"name":"given.example.com"}`, &d)
+	book, dom := "/api/v1/contactBooks/"+b.ID, fmt.Sprintf("/api/v1/domains/%d", d.ID)
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/api/v1/domains", `{"name":"d1.example.net","name":"d2.example.net"}`, "name: given more than once"},
+		{"PATCH", dom, `{"openTracking":true,"openTracking":false}`, "openTracking: given more than once"},
+		{"PATCH", dom, `{"open_tracking":true}`, `open_tracking: unknown field; did you mean "openTracking"?`},
+		{"PATCH", dom, `{"openTracking":[true]}`, "openTracking: must be a boolean"},
+		{"POST", "/api/v1/contactBooks", `{"name":"a","name":"b"}`, "name: given more than once"},
+		{"POST", "/api/v1/contactBooks", `{"name":["x"]}`, "name: must be a string"},
+		{"POST", "/api/v1/contactBooks", `{"name":"x","properties":{"plan":1}}`, "properties.plan: must be a string"},
+		{"PATCH", book, `{"name":"a","name":"b"}`, "name: given more than once"},
+		{"POST", "/api/v1/suppressions", `{"email":"s1@example.org","email":"s2@example.org"}`, "email: given more than once"},
+		{"DELETE", book + "/contacts/bulk", `{"contactIds":["a"],"contactIds":["b"]}`, "contactIds: given more than once"},
+		{"POST", book + "/contacts", `{"email":"p@example.org","properties":{"plan":"a","plan":"b"}}`, "properties.plan: given more than once"},
+		{"POST", book + "/contacts", `{"email":"p@example.org","properties":["a"]}`, "properties: must be an object"},
+		{"POST", book + "/contacts/bulk", `[{"email":"q@example.org","properties":{"plan":"a","plan":"b"}}]`, "[0].properties.plan: given more than once"},
+	} {
+		r := e.do(c.method, c.path, c.body)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, c.want) {
+			t.Errorf("%s %s %s = %d %q, want a 400 saying %q", c.method, c.path, c.body, r.status, msg, c.want)
+		}
+	}
+	var domains []struct{ Name string }
+	e.mustDo("GET", "/api/v1/domains", "", &domains)
+	var books []struct{ Name string }
+	e.mustDo("GET", "/api/v1/contactBooks", "", &books)
+	var contacts []struct{ Email string }
+	e.mustDo("GET", book+"/contacts", "", &contacts)
+	var sups struct{ Data []struct{ Email string } }
+	e.mustDo("GET", "/api/v1/suppressions", "", &sups)
+	for _, d := range domains {
+		if strings.HasSuffix(d.Name, ".example.net") {
+			t.Errorf("domain %s written", d.Name)
+		}
+	}
+	if len(books) != 1 || books[0].Name != "B" || len(contacts) != 0 || len(sups.Data) != 0 {
+		t.Errorf("written: books %v, contacts %v, suppressions %v; want only book B", books, contacts, sups.Data)
 	}
 }
 

@@ -87,14 +87,14 @@ func bookFields(w http.ResponseWriter, r *http.Request) (contact.BookFields, err
 		return contact.BookFields{}, err
 	}
 	var in struct {
-		Name               *string           `json:"name"`
-		Emoji              *string           `json:"emoji"`
-		Properties         map[string]string `json:"properties"`
-		Variables          []string          `json:"variables"`
-		DoubleOptInEnabled *bool             `json:"doubleOptInEnabled"`
-		DoubleOptInFrom    *string           `json:"doubleOptInFrom"`
-		DoubleOptInSubject *string           `json:"doubleOptInSubject"`
-		DoubleOptInContent *string           `json:"doubleOptInContent"`
+		Name               *string   `json:"name"`
+		Emoji              *string   `json:"emoji"`
+		Properties         stringMap `json:"properties"`
+		Variables          []string  `json:"variables"`
+		DoubleOptInEnabled *bool     `json:"doubleOptInEnabled"`
+		DoubleOptInFrom    *string   `json:"doubleOptInFrom"`
+		DoubleOptInSubject *string   `json:"doubleOptInSubject"`
+		DoubleOptInContent *string   `json:"doubleOptInContent"`
 	}
 	if err := decodeObject(body, &in); err != nil {
 		return contact.BookFields{}, err
@@ -213,23 +213,10 @@ func contactFields(w http.ResponseWriter, r *http.Request) (contact.Fields, erro
 		return contact.Fields{}, err
 	}
 	var in contactIn
-	if err := decodeObject(body, &in); err != nil {
-		return contact.Fields{}, err
-	}
-	if err := noDuplicates("", body); err != nil {
+	if err := decodeObject(body, &in); err != nil { // a field given twice too
 		return contact.Fields{}, err
 	}
 	return in.fields(), nil
-}
-
-// noDuplicates refuses a JSON object (valid, decoded already) that gives a field twice, which
-// a decoder would settle silently by keeping the last; at prefixes the field's name.
-func noDuplicates(at string, body []byte) error {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return nil // not an object: its decoder has said so
-	}
-	return fault.DuplicateFields(at, body, len(fields))
 }
 
 // upsertContact serves POST .../contacts and PUT .../contacts/{contactId}: both upsert by email.
@@ -384,14 +371,7 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	bad := false
 	for i, raw := range elems {
 		var c contactIn
-		err := decodeObject(raw, &c)
-		if err == nil {
-			if err := noDuplicates(fmt.Sprintf("[%d].", i), raw); err != nil {
-				badAt[i], bad = err, true
-				continue
-			}
-		}
-		if err != nil {
+		if err := decodeObject(raw, &c); err != nil {
 			fe, ok := fault.As(err)
 			if !ok || fe.Kind != fault.Invalid {
 				return err

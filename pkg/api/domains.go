@@ -131,7 +131,7 @@ func (s *Services) updateDomain(w http.ResponseWriter, r *http.Request) error {
 		ClickTracking *bool `json:"clickTracking"`
 		OpenTracking  *bool `json:"openTracking"`
 	}
-	if err := decodeObject(body, &in); err != nil {
+	if err := decodeKnown(body, &in); err != nil { // a misspelt field would change nothing
 		return err
 	}
 	d, err := s.Domains.SetTracking(r.Context(), principal(r).TeamID, id, domain.Tracking{Click: in.ClickTracking, Open: in.OpenTracking})

@@ -146,30 +146,53 @@ func decodeObject(body []byte, v any) error {
 	if err != nil {
 		if errors.As(err, &te) && te.Field != "" {
 			field := te.Field
-			if i, ok := elementAt(body, te.Field, te.Offset); ok {
-				field = fmt.Sprintf("%s[%d]", te.Field, i) // the element, not the whole list
+			if isList(v, te.Field) {
+				if i, ok := elementAt(body, te.Field, te.Offset); ok {
+					field = fmt.Sprintf("%s[%d]", te.Field, i) // the element, not the whole list
+				}
 			}
 			return fault.Field(field, "must be %s", jsonType(te.Type))
 		}
 		return fault.Field("body", "must be a JSON object")
 	}
-	return nil
+	// A field given twice, at any depth, is refused: a decoder keeps the last silently.
+	return fault.DuplicateKeys("", body)
+}
+
+// isList reports whether the top-level field of the struct v points to is a list: only then
+// does a type error inside it name an element ("to[1]"); a list given for a single value is
+// the field's own error ("name: must be a string", not "name[0]").
+func isList(v any, field string) bool {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name == field {
+			ft := t.Field(i).Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			return ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array
+		}
+	}
+	return false
 }
 
 // decodeKnown is decodeObject for the bodies that decide what is sent and when (campaign create
 // and schedule, template create and update, reschedule): a field v does not have is a 400
-// naming it (with the field it misspells), not silently dropped, and so is one given twice.
+// naming it (with the field it misspells), not silently dropped.
 func decodeKnown(body []byte, v any) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err == nil {
 		if err := fault.UnknownFields("", fault.SetKeys(fields), jsonFields(v)); err != nil {
 			return err
 		}
-		if err := fault.DuplicateFields("", body, len(fields)); err != nil {
-			return err
-		}
 	}
-	return decodeObject(body, v)
+	return decodeObject(body, v) // and a field given twice
 }
 
 // jsonFields lists the JSON names of the fields of the struct v points to.

@@ -448,7 +448,7 @@ type Tracking struct {
 // domain's flags (see deliver.Worker.ConfigurationSet), so the switch applies to the next send.
 func (s *Service) SetTracking(ctx context.Context, teamID, id int64, t Tracking) (store.Domain, error) {
 	if t.Click == nil && t.Open == nil {
-		return store.Domain{}, fault.Field("", "give clickTracking and/or openTracking")
+		return store.Domain{}, fault.Field("body", "give clickTracking and/or openTracking (true or false)")
 	}
 	return s.update(ctx, teamID, id, func(d *store.Domain) error {
 		if t.Click != nil {

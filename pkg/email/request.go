@@ -264,6 +264,18 @@ func (d *decoder) fail(field, format string, args ...any) {
 	}
 }
 
+// duplicate fails field, an object decoded into n distinct keys from raw, when raw names a key
+// twice (a decoder keeps the last silently).
+func (d *decoder) duplicate(field string, raw json.RawMessage, n int) bool {
+	if err := fault.DuplicateFields(d.at+field+".", raw, n); err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return true
+	}
+	return false
+}
+
 // raw returns the field's JSON, or nil when absent or null.
 func (d *decoder) raw(field string) json.RawMessage {
 	v, ok := d.fields[field]
@@ -411,6 +423,9 @@ func (d *decoder) variables() map[string]string {
 		d.fail("variables", "must be an object")
 		return nil
 	}
+	if d.duplicate("variables", v, len(m)) {
+		return nil
+	}
 	if len(m) > MaxVariables {
 		d.fail("variables", "at most %d variables", MaxVariables)
 		return nil
@@ -426,6 +441,12 @@ func (d *decoder) variables() map[string]string {
 	out := make(map[string]string, len(m))
 	for k, raw := range m {
 		var s string
+		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			// Not "": a template would render the variable as nothing where leaving it out
+			// is a 400 naming it.
+			d.fail("variables."+k, "must be a string, number or boolean")
+			return nil
+		}
 		if err := json.Unmarshal(raw, &s); err == nil {
 			out[k] = s
 			continue
@@ -451,6 +472,9 @@ func (d *decoder) headers() []store.Header {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(v, &m); err != nil {
 		d.fail("headers", "must be an object of strings")
+		return nil
+	}
+	if d.duplicate("headers", v, len(m)) {
 		return nil
 	}
 	out := make([]store.Header, 0, len(m))
@@ -594,8 +618,15 @@ func (d *decoder) time(field string) *time.Time {
 
 // ParseTime reads an email's scheduledAt: RFC 3339, or the same without its seconds
 // (2026-01-02T15:04Z, which JavaScript's Date reads too), in UTC. A time without a zone is
-// refused: a client would mean its own, which the server cannot know.
+// refused: a client would mean its own, which the server cannot know. RFC 3339 lets "T" and
+// "Z" be written in lower case (2026-01-02t15:04:05z); Go's layouts do not.
 func ParseTime(s string) (time.Time, error) {
+	if len(s) > 10 && s[10] == 't' {
+		s = s[:10] + "T" + s[11:]
+	}
+	if strings.HasSuffix(s, "z") {
+		s = s[:len(s)-1] + "Z"
+	}
 	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t.UTC(), nil

@@ -28,27 +28,62 @@ func DuplicateFields(at string, body []byte, fields int) error {
 	if topLevelKeys(body) == fields {
 		return nil // the usual case, without decoding the body again
 	}
+	return DuplicateKeys(at, body)
+}
+
+// DuplicateKeys is DuplicateFields at every depth of body (valid JSON): the first key given
+// twice in any object of it, named by its path ("properties.plan", "contacts[2].email"), nil
+// when none is. Used for the bodies that are not on the send path, whose nested objects
+// (a contact's properties) would lose a value as silently as the top level.
+func DuplicateKeys(at string, body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil
+	path, err := duplicateIn(dec, strings.TrimSuffix(at, "."))
+	if err != nil || path == "" {
+		return nil // not valid JSON: its decoder has said so
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		k, _ := t.(string)
-		if seen[k] {
-			return &Error{Kind: Invalid, Message: at + k + ": given more than once"}
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
-		}
+	return &Error{Kind: Invalid, Message: path + ": given more than once"}
+}
+
+// duplicateIn reads one value from dec and returns the path of the first key given twice in
+// it (under at), or "".
+func duplicateIn(dec *json.Decoder, at string) (string, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return "", err
 	}
-	return nil
+	switch t {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", err
+			}
+			k, _ := kt.(string)
+			name := k
+			if at != "" {
+				name = at + "." + k
+			}
+			if seen[k] {
+				return name, nil
+			}
+			seen[k] = true
+			if p, err := duplicateIn(dec, name); p != "" || err != nil {
+				return p, err
+			}
+		}
+		_, err = dec.Token() // }
+		return "", err
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if p, err := duplicateIn(dec, fmt.Sprintf("%s[%d]", at, i)); p != "" || err != nil {
+				return p, err
+			}
+		}
+		_, err = dec.Token() // ]
+		return "", err
+	}
+	return "", nil
 }
 
 // topLevelKeys counts the keys of the JSON object b (valid JSON), without allocating: the

@@ -34,3 +34,24 @@ func TestTopLevelKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeys: a key given twice is found at any depth, in objects inside objects and
+// arrays, and named by its path under at; the same key in two different objects is not one.
+func TestDuplicateKeys(t *testing.T) {
+	for _, c := range []struct{ at, body, want string }{
+		{"", `{"a":{"b":1,"c":{"b":2}},"d":[{"b":3},{"b":4}]}`, ""},
+		{"", `{"a":{"b":1,"b":2}}`, "a.b: given more than once"},
+		{"", `[{"x":1},{"x":1,"y":{"z":[{"w":1,"w":2}]}}]`, "[1].y.z[0].w: given more than once"},
+		{"[2].", `{"properties":{"plan":"a","plan":"b"}}`, "[2].properties.plan: given more than once"},
+		{"", `{"a":"{\"b\":1,\"b\":2}"}`, ""}, // inside a string: not a key
+		{"", `"just a string"`, ""},
+	} {
+		got := ""
+		if err := DuplicateKeys(c.at, []byte(c.body)); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%q %s: %q, want %q", c.at, c.body, got, c.want)
+		}
+	}
+}
