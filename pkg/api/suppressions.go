@@ -61,8 +61,8 @@ func (s *Services) createSuppression(w http.ResponseWriter, r *http.Request) err
 
 // deleteSuppression is DELETE /suppressions/{email}.
 func (s *Services) deleteSuppression(w http.ResponseWriter, r *http.Request) error {
-	addr := r.PathValue("email")
-	if err := s.Suppressions.Remove(r.Context(), principal(r).TeamID, addr); err != nil {
+	addr, err := s.Suppressions.Remove(r.Context(), principal(r).TeamID, r.PathValue("email"))
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"email": addr, "success": true})

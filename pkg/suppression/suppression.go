@@ -68,8 +68,9 @@ func (s *Service) List(ctx context.Context, teamID int64, reason string, page, l
 	return s.Store.ListSuppressions(ctx, teamID, reason, (page-1)*limit, limit)
 }
 
-// Remove takes an address off the list.
-func (s *Service) Remove(ctx context.Context, teamID int64, addr string) error {
+// Remove takes an address off the list; it returns the address as the list holds it
+// (normalised: lower-cased, without a display name).
+func (s *Service) Remove(ctx context.Context, teamID int64, addr string) (string, error) {
 	norm, err := Normalize("email", addr)
 	if err != nil {
 		// An address stored before a stricter check, or from SES's events (which are not
@@ -77,18 +78,18 @@ func (s *Service) Remove(ctx context.Context, teamID int64, addr string) error {
 		if bare := strings.ToLower(strings.TrimSpace(addr)); bare != "" && len(bare) <= 320 && strings.Contains(bare, "@") {
 			norm = bare
 		} else {
-			return err
+			return "", err
 		}
 	}
 	found, err := s.Store.GetSuppressions(ctx, teamID, []string{norm})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, ok := found[norm]; !ok {
-		return fault.NotFoundf("%s is not suppressed", norm)
+		return "", fault.NotFoundf("%s is not suppressed", norm)
 	}
 	if err := s.Store.DeleteSuppression(ctx, teamID, norm); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+		return "", err
 	}
-	return nil
+	return norm, nil
 }
