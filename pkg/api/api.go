@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,6 +171,21 @@ func (s *Services) handler(routes []Route) http.Handler {
 			methods[r.Path] = append(methods[r.Path], http.MethodHead)
 		}
 	}
+	// A path that ends in a fixed segment (/api/v1/emails/batch) asked for with a method it does not
+	// have would go to the route of that method whose wildcard matches it (GET
+	// /api/v1/emails/{emailId}: "Email not found"; PUT .../contacts/{contactId}: an upsert): it
+	// is a 405 with the methods it has, as any other known path. From the whole route table:
+	// on AWS, API Gateway hands GET /api/v1/emails/batch to the GetEmail function.
+	for path, have := range literalPaths() {
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if !slices.Contains(have, m) {
+				mux.Handle(m+" "+path, s.wrap(Route{Method: "*", Path: "(no route)", Public: true,
+					handler: func(_ *Services, w http.ResponseWriter, r *http.Request) error {
+						return notAllowed(w, r, have)
+					}}))
+			}
+		}
+	}
 	// Whatever no route takes is answered (and logged, with a request id) like a route's error.
 	mux.Handle("/", s.wrap(Route{Method: "*", Path: "(no route)", Public: true,
 		handler: func(_ *Services, w http.ResponseWriter, r *http.Request) error {
@@ -179,6 +195,21 @@ func (s *Services) handler(routes []Route) http.Handler {
 			return fault.NotFoundf("Route %s %s not found", r.Method, r.URL.Path)
 		}}))
 	return CleanPaths(mux)
+}
+
+// literalPaths are the route table's paths that end in a fixed segment, each with its methods
+// (HEAD where it has GET).
+func literalPaths() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range Routes {
+		if !strings.HasSuffix(r.Path, "}") {
+			out[r.Path] = append(out[r.Path], r.Method)
+			if r.Method == http.MethodGet {
+				out[r.Path] = append(out[r.Path], http.MethodHead)
+			}
+		}
+	}
+	return out
 }
 
 // CleanPaths serves a request for an API path with empty, "." or ".." segments
@@ -250,6 +281,9 @@ func (rt Route) permits(p auth.Principal) error {
 		return fault.New(fault.Forbidden, "This API key may only send and read emails")
 	}
 	if rt.TeamWide && p.DomainID != 0 {
+		if rt.Method == http.MethodGet {
+			return fault.New(fault.Forbidden, "This API key is restricted to one domain: it may not read what the whole team shares")
+		}
 		return fault.New(fault.Forbidden, "This API key is restricted to one domain: it may not change what the whole team shares")
 	}
 	return nil
@@ -404,6 +438,9 @@ func notAllowed(w http.ResponseWriter, r *http.Request, allow []string) error {
 // else is a 500 with a fixed text.
 func writeError(w http.ResponseWriter, err error) {
 	status, code, msg := errorOf(err)
+	if fe, ok := fault.As(err); ok && fe.RetryAfter > 0 && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(fe.RetryAfter.Seconds())), 10))
+	}
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,42 @@ func TestWhatNoRouteTakes(t *testing.T) {
 	r = e.raw("GET", "/api/v1/nope", "")
 	if code, _ := r.errorOf(t); r.status != 404 || code != "NOT_FOUND" || r.header.Get("X-Request-Id") == "" {
 		t.Errorf("GET /api/v1/nope = %d %s, X-Request-Id %q", r.status, r.body, r.header.Get("X-Request-Id"))
+	}
+}
+
+// TestFixedPathsAreNotIDs: a path without wildcards asked for with a method it does not have is
+// a 405, not the route of that method whose wildcard would take its last segment for an id
+// (GET /emails/batch is no email; PUT .../contacts/bulk upserts no contact), locally and in
+// the Lambda function API Gateway hands it to.
+func TestFixedPathsAreNotIDs(t *testing.T) {
+	e := newEnv(t)
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"B"}`, &b)
+	bulk := "/api/v1/contactBooks/" + b.ID + "/contacts/bulk"
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/api/v1/emails/batch", "POST"},
+		{"PATCH", "/api/v1/emails/batch", "POST"},
+		{"GET", bulk, "POST, DELETE"},
+		{"PUT", bulk, "POST, DELETE"},
+		{"PATCH", bulk, "POST, DELETE"},
+	} {
+		r := e.raw(c.method, c.path, `{"email":"z@example.org"}`)
+		if code, _ := r.errorOf(t); r.status != 405 || code != "METHOD_NOT_ALLOWED" || r.header.Get("Allow") != c.allow {
+			t.Errorf("%s %s = %d %s, Allow %q; want 405, Allow %q", c.method, c.path, r.status, r.body, r.header.Get("Allow"), c.allow)
+		}
+	}
+	var contacts []struct{ Email string }
+	e.mustDo("GET", "/api/v1/contactBooks/"+b.ID+"/contacts", "", &contacts)
+	if len(contacts) != 0 {
+		t.Errorf("contacts %v written by a PUT to .../contacts/bulk", contacts)
+	}
+	// The GetEmail function alone (as on AWS) answers GET /api/v1/emails/batch the same way.
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/api/v1/emails/batch", nil)
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	e.app.Services.FunctionHandler("GetEmail").ServeHTTP(rec, req)
+	if rec.Code != 405 || rec.Header().Get("Allow") != "POST" {
+		t.Errorf("GetEmail function: GET /api/v1/emails/batch = %d %s, want 405", rec.Code, rec.Body)
 	}
 }
 
