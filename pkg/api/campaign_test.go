@@ -155,6 +155,11 @@ func TestCampaignEndToEnd(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `<form method="post">`) {
 		t.Errorf("GET link = %d %s", resp.StatusCode, body)
 	}
+	// Not to be framed by another site, and its token not handed on as a referrer.
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") ||
+		resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+		t.Errorf("the link's page headers: %v", resp.Header)
+	}
 	if c := e.campaign(c.ID); c.Unsubscribed != 0 {
 		t.Error("a GET unsubscribed someone")
 	}

@@ -309,8 +309,14 @@ type page struct {
 // type (templates call methods by name), which doubles each Lambda function's size and the
 // time it takes to start.
 func writePage(w http.ResponseWriter, status int, p page) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// Not framed by another site (its button would be clicked through a decoy), nothing loaded,
+	// and the token in the URL not handed on as a referrer.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
 	title, text := html.EscapeString(p.Title), html.EscapeString(p.Text)
 	form := ""
