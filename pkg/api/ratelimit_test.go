@@ -112,6 +112,14 @@ func TestDailyQuota(t *testing.T) {
 		!strings.Contains(string(r.body), tomorrow) {
 		t.Fatalf("a batch past the quota: %d %s", r.status, r.body)
 	}
+	if !strings.Contains(string(r.body), "2 accepted today, so 2 more would exceed it") {
+		t.Errorf("a batch past the quota says %s, want how many it would add", r.body)
+	}
+	// Retry-After: the seconds to the quota's reset at midnight UTC.
+	untilReset := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)).Seconds()
+	if s, err := strconv.ParseFloat(r.header.Get("Retry-After"), 64); err != nil || s < untilReset-5 || s > untilReset+5 {
+		t.Errorf("Retry-After %q, want about %.0f", r.header.Get("Retry-After"), untilReset)
+	}
 	var page struct{ Count int }
 	e.request(key, "GET", "/api/v1/emails", nil).json(t, &page)
 	if page.Count != 2 {
@@ -120,7 +128,7 @@ func TestDailyQuota(t *testing.T) {
 	if r := send("/api/v1/emails", one); r.status != 200 {
 		t.Fatalf("the third email: %d %s", r.status, r.body)
 	}
-	if r := send("/api/v1/emails", one); r.status != 429 {
+	if r := send("/api/v1/emails", one); r.status != 429 || !strings.Contains(string(r.body), "quota of 3 emails reached (3 accepted today)") {
 		t.Fatalf("the fourth email: %d %s", r.status, r.body)
 	}
 }

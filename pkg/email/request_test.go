@@ -269,6 +269,9 @@ func TestDecodeRequestShapes(t *testing.T) {
 		`{` + base + `,"to":"a@x.io","to":"b@x.io"}`:                              "to: given more than once",
 		`{"to":"a@x.io","from":"me@example.com","subject":"a\u0000b","text":"t"}`: "subject: must not contain control characters",
 		`null`: "body: must be an object",
+		`{` + base + `,"to":"a@x.io","headers":{"X-A":"1","X-A":"2"}}`:     "headers.X-A: given more than once",
+		`{` + base + `,"to":"a@x.io","variables":{"name":"a","name":"b"}}`: "variables.name: given more than once",
+		`{` + base + `,"to":"a@x.io","variables":{"name":null}}`:           "variables.name: must be a string, number or boolean",
 	} {
 		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
@@ -293,6 +296,7 @@ func TestScheduledAtForms(t *testing.T) {
 		`"2030-01-02T03:04Z"`:       "2030-01-02T03:04:00Z",
 		`"2030-01-02T05:04+02:00"`:  "2030-01-02T03:04:00Z",
 		`"2030-01-02T03:04:05.25Z"`: "2030-01-02T03:04:05.25Z",
+		`"2030-01-02t03:04:05z"`:    "2030-01-02T03:04:05Z", // RFC 3339 §5.6: either case
 	} {
 		r, err := DecodeRequest([]byte(base + in + `}`))
 		if err != nil || r.ScheduledAt == nil || r.ScheduledAt.Format(time.RFC3339Nano) != want {

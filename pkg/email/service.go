@@ -196,8 +196,17 @@ func (s *Service) checkDailyQuota(ctx context.Context, p auth.Principal, n int, 
 		return fmt.Errorf("daily quota: %w", err)
 	}
 	if int64(today)+int64(n) > p.DailyEmailLimit {
-		return fault.New(fault.RateLimited, "Daily sending quota of %d emails reached (%d sent today); it resets at %s",
-			p.DailyEmailLimit, today, midnight.Add(24*time.Hour).Format(time.RFC3339))
+		reset := midnight.Add(24 * time.Hour)
+		var err *fault.Error
+		if int64(today) >= p.DailyEmailLimit {
+			err = fault.New(fault.RateLimited, "Daily sending quota of %d emails reached (%d accepted today); it resets at %s",
+				p.DailyEmailLimit, today, reset.Format(time.RFC3339))
+		} else {
+			err = fault.New(fault.RateLimited, "Daily sending quota of %d emails: %d accepted today, so %d more would exceed it; it resets at %s",
+				p.DailyEmailLimit, today, n, reset.Format(time.RFC3339))
+		}
+		err.RetryAfter = reset.Sub(now)
+		return err
 	}
 	return nil
 }

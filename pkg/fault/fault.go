@@ -6,6 +6,7 @@ package fault
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind says what went wrong, from the caller's point of view.
@@ -25,6 +26,9 @@ const (
 type Error struct {
 	Kind    Kind
 	Message string
+	// RetryAfter is how long to wait before trying again (a RateLimited error's Retry-After
+	// header, in whole seconds); 0 says nothing.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
