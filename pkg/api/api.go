@@ -316,7 +316,9 @@ func (s *Services) wrap(rt Route) http.Handler {
 			if rt.Public {
 				return rt.handler(s, rec, r)
 			}
-			p, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+			// Two Authorization headers are read as API Gateway passes them on, joined with a
+			// comma (no valid key then), not as the first alone.
+			p, err := s.Auth.Authenticate(r.Context(), strings.Join(r.Header.Values("Authorization"), ","))
 			if err != nil {
 				return err
 			}
@@ -454,6 +456,10 @@ func errorOf(err error) (status int, code, msg string) {
 		}
 	} else if errors.As(err, &tooBig) {
 		status, code, msg = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "Request body too large"
+	} else if errors.Is(err, store.ErrTooLarge) {
+		// On AWS: a record past DynamoDB's 400 KB once its bodies are compressed.
+		status, code, msg = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+			"body: too large to store: a record holds at most 400 KB once its html and text are compressed"
 	}
 	return status, code, msg
 }

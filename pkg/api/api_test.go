@@ -1120,6 +1120,67 @@ func TestEveryBodyNamesItsBadField(t *testing.T) {
 	}
 }
 
+// TestListsFitALambdaAnswer: the unpaged lists leave out (null, flagged) the bodies past the
+// list's bounds, as GET /emails does, so their answer fits Lambda's 6 MB; the whole record is
+// at its own route. A contacts page is measured as an invocation carries it (escaped or
+// base64), so one that would not fit is a 400 naming limit here as on AWS.
+func TestListsFitALambdaAnswer(t *testing.T) {
+	e := newEnv(t)
+	big := strings.Repeat("<p>Our monthly news, and a link to read more.</p>", 2000) // 98 KB
+	var tpl struct{ ID string }
+	e.mustDo("POST", "/api/v1/templates", mustJSON(map[string]string{"name": "big", "subject": "s", "html": big, "text": "short"}), &tpl)
+	var list struct {
+		Data []struct {
+			ID          string  `json:"id"`
+			HTML        *string `json:"html"`
+			Text        *string `json:"text"`
+			HTMLOmitted bool    `json:"htmlOmitted"`
+			TextOmitted bool    `json:"textOmitted"`
+		} `json:"data"`
+	}
+	e.mustDo("GET", "/api/v1/templates", "", &list)
+	if len(list.Data) != 1 || list.Data[0].HTML != nil || !list.Data[0].HTMLOmitted || list.Data[0].Text == nil ||
+		*list.Data[0].Text != "short" || list.Data[0].TextOmitted {
+		t.Errorf("listed template: %+v, want html null and flagged, text kept", list.Data)
+	}
+	var whole struct{ HTML string }
+	e.mustDo("GET", "/api/v1/templates/"+tpl.ID, "", &whole)
+	if whole.HTML != big {
+		t.Errorf("GET /templates/{id}: html of %d bytes, want the whole %d", len(whole.HTML), len(big))
+	}
+
+	e.mustDo("POST", "/api/v1/contactBooks", mustJSON(map[string]any{"name": "optin", "doubleOptInEnabled": true,
+		"doubleOptInFrom": "news@example.com", "doubleOptInSubject": "Confirm",
+		"doubleOptInContent": big + `<a href="{{doubleOptInUrl}}">Confirm</a>`}), nil)
+	var books []struct {
+		DoubleOptInContent        *string `json:"doubleOptInContent"`
+		DoubleOptInContentOmitted bool    `json:"doubleOptInContentOmitted"`
+	}
+	e.mustDo("GET", "/api/v1/contactBooks", "", &books)
+	if len(books) != 1 || books[0].DoubleOptInContent != nil || !books[0].DoubleOptInContentOmitted {
+		t.Errorf("listed book: %+v, want its content null and flagged", books)
+	}
+
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"quoted"}`, &b)
+	props := map[string]string{}
+	for i := range 50 { // values of escaped JSON: a quote costs two bytes as a JSON string
+		props[fmt.Sprintf("p%02d", i)] = strings.Repeat(`{"a":"b"}`, 222)
+	}
+	var contacts []map[string]any
+	for i := range 34 {
+		contacts = append(contacts, map[string]any{"email": fmt.Sprintf("q%02d@example.org", i), "properties": props})
+	}
+	e.mustDo("POST", "/api/v1/contactBooks/"+b.ID+"/contacts/bulk", mustJSON(contacts), nil)
+	r := e.do("GET", "/api/v1/contactBooks/"+b.ID+"/contacts?limit=34", "")
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "limit: these 34 contacts come to") {
+		t.Errorf("34 contacts of 2 KB properties of quotes = %d %q, want a 400 naming limit", r.status, msg)
+	}
+	if r := e.do("GET", "/api/v1/contactBooks/"+b.ID+"/contacts?limit=20", ""); r.status != 200 {
+		t.Errorf("20 of them = %d, want 200", r.status)
+	}
+}
+
 // A contact body giving a field twice is a 400 naming it, whole or in a bulk import, as a send's
 // is: a decoder would keep the last silently.
 func TestContactFieldGivenTwice(t *testing.T) {
@@ -1140,4 +1201,13 @@ func TestContactFieldGivenTwice(t *testing.T) {
 	if len(list) != 0 {
 		t.Errorf("%d contacts written, want none", len(list))
 	}
+}
+
+// mustJSON is v as a JSON body.
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

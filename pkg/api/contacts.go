@@ -12,6 +12,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -29,9 +30,12 @@ type bookView struct {
 	DoubleOptInFrom    *string           `json:"doubleOptInFrom"`
 	DoubleOptInSubject *string           `json:"doubleOptInSubject"`
 	DoubleOptInContent *string           `json:"doubleOptInContent"`
-	CreatedAt          string            `json:"createdAt"`
-	UpdatedAt          string            `json:"updatedAt"`
-	Count              struct {
+	// DoubleOptInContentOmitted: GET /contactBooks left the content out (null) past the list's
+	// bounds, as GET /emails does a body; the whole book is at GET /contactBooks/{id}.
+	DoubleOptInContentOmitted bool   `json:"doubleOptInContentOmitted,omitempty"`
+	CreatedAt                 string `json:"createdAt"`
+	UpdatedAt                 string `json:"updatedAt"`
+	Count                     struct {
 		Contacts int64 `json:"contacts"`
 	} `json:"_count"`
 }
@@ -110,6 +114,10 @@ func (s *Services) listContactBooks(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	out := views(books, newBookView)
+	budget := newListBudget()
+	for i := range out {
+		out[i].DoubleOptInContent, out[i].DoubleOptInContentOmitted = budget.keep(out[i].DoubleOptInContent)
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -275,18 +283,16 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(out) > maxContactsPage {
-		return fault.Field("limit", "these %d contacts come to %d MB, more than an answer may carry (%d MB, Lambda's limit on AWS): ask for fewer at a time",
-			len(list), (len(out)+(1<<20)-1)>>20, maxContactsPage>>20)
+	// A Lambda function's answer is at most 6 MB as its invocation carries it (escaped or
+	// base64): 5,000 ordinary contacts take about 1.5 MB; a page of contacts with many long
+	// properties must be asked for in smaller pieces, here as on AWS.
+	if n := jsonout.InvocationLen(string(out)); n > jsonout.MaxInvocationBody {
+		return fault.Field("limit", "these %d contacts come to %.1f MB as an answer carries them, more than it may (%.1f MB, Lambda's limit on AWS): ask for fewer at a time",
+			len(list), float64(n)/(1<<20), float64(jsonout.MaxInvocationBody)/(1<<20))
 	}
 	writeRaw(w, http.StatusOK, out)
 	return nil
 }
-
-// maxContactsPage bounds a contact list's answer: with API Gateway's envelope around it, a
-// Lambda function's answer is at most 6 MB. 5,000 ordinary contacts take about 1.5 MB; a page of
-// contacts with many long properties must be asked for in smaller pieces.
-const maxContactsPage = 5 << 20
 
 func (s *Services) getContact(w http.ResponseWriter, r *http.Request) error {
 	book, err := bookID(r)

@@ -83,6 +83,19 @@ func TestFixedPathsAreNotIDs(t *testing.T) {
 	}
 }
 
+// TestTwoAuthorizationHeaders: two Authorization headers are refused as API Gateway's
+// joining them makes them refused on AWS, not read as the first alone.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	e := newEnv(t)
+	r := e.raw("GET", "/api/v1/domains", "", "Authorization", "Bearer "+e.key) // raw sets one already
+	if code, _ := r.errorOf(t); r.status != 403 || code != "FORBIDDEN" {
+		t.Errorf("two Authorization headers = %d %s, want 403", r.status, r.body)
+	}
+	if r := e.raw("GET", "/api/v1/domains", ""); r.status != 200 {
+		t.Errorf("one = %d %s", r.status, r.body)
+	}
+}
+
 // TestUncleanPathsAreServed: a base URL that ends in "/" makes "//api/v1/...": it is served,
 // not redirected (a redirect is no JSON, and a POST's client may not follow it).
 func TestUncleanPathsAreServed(t *testing.T) {

@@ -179,7 +179,7 @@ func (g *generator) operations() map[string]operation {
 		"DeleteDomain": {out: domainDeleted{}},
 
 		"CreateTemplate": {in: templateRequest{}, out: templateView{}, desc: "html or text is required."},
-		"ListTemplates":  {out: listOf[templateView]{}},
+		"ListTemplates":  {out: listOf[templateItem]{}},
 		"GetTemplate":    {out: templateView{}},
 		"UpdateTemplate": {in: templateChange{}, out: templateView{}, desc: "Changes the fields given."},
 		"DeleteTemplate": {out: idDeleted{}},

@@ -45,7 +45,7 @@ func (s *Services) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := views(list, newTemplateView)
+	out := boundedTemplates(list)
 	writeJSON(w, http.StatusOK, map[string]any{"data": out, "count": len(out)})
 	return nil
 }

@@ -71,28 +71,36 @@ const (
 	maxDetailBytes = 4 << 20
 )
 
+// listBudget leaves out of a list the bodies over the bounds above: one over maxListedBody, and
+// every one past maxListedPage in all.
+type listBudget struct{ left int }
+
+func newListBudget() *listBudget { return &listBudget{left: maxListedPage} }
+
+// keep returns p, or nil and true when it is left out.
+func (b *listBudget) keep(p *string) (*string, bool) {
+	if p == nil {
+		return nil, false
+	}
+	if len(*p)+2 > min(maxListedBody, b.left) { // encoded it is at least that: no need to count
+		return nil, true
+	}
+	n := jsonout.QuotedLen(*p, false)
+	if n > maxListedBody || n > b.left {
+		return nil, true
+	}
+	b.left -= n
+	return p, false
+}
+
 // boundedItems makes the list items of emails, leaving out bodies over the bounds.
 func boundedItems(emails []store.Email) []emailItem {
 	out := make([]emailItem, len(emails))
-	budget := maxListedPage
-	keep := func(p *string) (*string, bool) {
-		if p == nil {
-			return nil, false
-		}
-		if len(*p)+2 > min(maxListedBody, budget) { // encoded it is at least that: no need to count
-			return nil, true
-		}
-		n := jsonout.QuotedLen(*p, false)
-		if n > maxListedBody || n > budget {
-			return nil, true
-		}
-		budget -= n
-		return p, false
-	}
+	budget := newListBudget()
 	for i, e := range emails {
 		it := newEmailItem(e)
-		it.HTML, it.HTMLOmitted = keep(it.HTML)
-		it.Text, it.TextOmitted = keep(it.Text)
+		it.HTML, it.HTMLOmitted = budget.keep(it.HTML)
+		it.Text, it.TextOmitted = budget.keep(it.Text)
 		if e.ContentOmitted {
 			it.HTML, it.Text, it.HTMLOmitted, it.TextOmitted = nil, nil, true, true
 		}
@@ -216,4 +224,32 @@ type templateView struct {
 func newTemplateView(t store.Template) templateView {
 	return templateView{ID: t.ID, Name: t.Name, Subject: t.Subject, HTML: t.HTML, Text: t.Text,
 		CreatedAt: ts(t.CreatedAt), UpdatedAt: ts(t.UpdatedAt)}
+}
+
+// templateItem is a template in GET /templates: its html or text is null, flagged, past the
+// list's bounds (as an email's in GET /emails); the whole template is at GET /templates/{id}.
+type templateItem struct {
+	ID          string  `json:"id"`
+	Name        string  `json:"name"`
+	Subject     string  `json:"subject"`
+	HTML        *string `json:"html"`
+	Text        *string `json:"text"`
+	CreatedAt   string  `json:"createdAt"`
+	UpdatedAt   string  `json:"updatedAt"`
+	HTMLOmitted bool    `json:"htmlOmitted,omitempty"`
+	TextOmitted bool    `json:"textOmitted,omitempty"`
+}
+
+// boundedTemplates makes the list items of templates, leaving out bodies over the bounds.
+func boundedTemplates(list []store.Template) []templateItem {
+	out := make([]templateItem, len(list))
+	budget := newListBudget()
+	for i, t := range list {
+		it := templateItem{ID: t.ID, Name: t.Name, Subject: t.Subject, HTML: &t.HTML, Text: &t.Text,
+			CreatedAt: ts(t.CreatedAt), UpdatedAt: ts(t.UpdatedAt)}
+		it.HTML, it.HTMLOmitted = budget.keep(it.HTML)
+		it.Text, it.TextOmitted = budget.keep(it.Text)
+		out[i] = it
+	}
+	return out
 }

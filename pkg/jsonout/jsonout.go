@@ -7,6 +7,7 @@ package jsonout
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"time"
 	"unicode/utf8"
@@ -28,6 +29,18 @@ func Marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// MaxInvocationBody is what an API answer's body may take in a Lambda function's invocation
+// response: Lambda's 6 MB (6,291,456 bytes) less room for the status, the headers and the
+// envelope around them.
+const MaxInvocationBody = 6<<20 - 64<<10
+
+// InvocationLen is the length of body in a Lambda function's invocation response: the shorter
+// of its two forms there, a JSON string (aws-lambda-go writes it without HTML escaping) and
+// base64 (lambdafn.HTTP sends whichever is shorter).
+func InvocationLen(body string) int {
+	return min(QuotedLen(body, false), base64.StdEncoding.EncodedLen(len(body)))
 }
 
 // QuotedLen is the length of s as a JSON string, quotes included: as Marshal writes it, or with

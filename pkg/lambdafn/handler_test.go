@@ -1,6 +1,7 @@
 package lambdafn_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -114,9 +115,22 @@ func TestHTTP(t *testing.T) {
 		body.Error.Code != "BAD_REQUEST" || resp.Headers["X-Request-Id"] != "mine" {
 		t.Errorf("response = %d %v %s, want the API's 400 envelope with the request id", resp.StatusCode, resp.Headers, resp.Body)
 	}
+	// A path with a malformed %-escape is the caller's error too: a 400, not a failed
+	// conversion.
+	req.IsBase64Encoded, req.Body, req.RawPath = false, "", "/a%zz"
+	resp, err = h(context.Background(), req)
+	if err != nil || resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(resp.Body), &body) != nil ||
+		body.Error.Code != "BAD_REQUEST" || resp.Headers["X-Request-Id"] != "mine" {
+		t.Errorf("/a%%zz: response = %d %s, %v; want the API's 400 envelope", resp.StatusCode, resp.Body, err)
+	}
+	// sam local start-api sends no domainName: the request's host is the Host asked for.
+	req.RawPath, req.Headers["host"] = "/api/v1/emails", "127.0.0.1:3000"
+	if _, err := h(context.Background(), req); err != nil || got.Host != "127.0.0.1:3000" {
+		t.Errorf("without a domainName: host %q, %v; want the Host header's", got.Host, err)
+	}
 	// An event the adapter cannot convert otherwise is a JSON 500, not a Go error (a 502 at
 	// API Gateway).
-	req.IsBase64Encoded, req.Body, req.RawPath = false, "", "/a%zz"
+	req.RequestContext.DomainName = "bad host"
 	resp, err = h(context.Background(), req)
 	if err != nil {
 		t.Fatalf("got a Go error: %v", err)
@@ -362,15 +376,17 @@ func TestAWSConfig(t *testing.T) {
 }
 
 // TestHTTPLargeBodies: a large body goes base64-encoded when that is shorter in the
-// invocation's response than as an escaped JSON string (an html of < costs six bytes a
-// character there), and as it is otherwise; decoded, it is the handler's bytes either way.
+// invocation's response than as a JSON string as the runtime writes it (without HTML
+// escaping: < costs one byte, a quote or a backslash two), and as it is otherwise; decoded, it
+// is the handler's bytes either way.
 func TestHTTPLargeBodies(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		body   string
 		base64 bool
 	}{
-		{"html marks", `{"html":"` + strings.Repeat("<p>&</p>", 64<<10) + `"}`, true},
+		{"html marks", `{"html":"` + strings.Repeat("<p>&</p>", 64<<10) + `"}`, false},
+		{"escaped quotes", `{"properties":{"json":"` + strings.Repeat(`{"a":"b"}`, 48<<10) + `"}}`, true},
 		{"plain text", `{"text":"` + strings.Repeat("hello world ", 48<<10) + `"}`, false},
 		{"small marks", `{"html":"<p>&amp;</p>"}`, false},
 	} {
@@ -398,7 +414,11 @@ func TestHTTPLargeBodies(t *testing.T) {
 		if resp.IsBase64Encoded != tc.base64 || got != tc.body {
 			t.Errorf("%s: base64 %v (want %v), body intact %v", tc.name, resp.IsBase64Encoded, tc.base64, got == tc.body)
 		}
-		envelope, _ := json.Marshal(resp)
+		var buf bytes.Buffer // as aws-lambda-go writes the invocation's response
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(resp)
+		envelope := buf.Bytes()
 		if limit := base64.StdEncoding.EncodedLen(len(tc.body)) + 1024; len(envelope) > limit {
 			t.Errorf("%s: the invocation's response is %d bytes for a body of %d, want at most %d",
 				tc.name, len(envelope), len(tc.body), limit)

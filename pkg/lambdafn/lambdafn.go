@@ -13,6 +13,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -412,15 +413,27 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		if id := headers["X-Request-Id"]; len(id) > 128 { // as the API's handler takes one
 			headers["X-Request-Id"] = req.RequestContext.RequestID
 		}
+		// What the request itself gets wrong is a 400 with the request's id, not a failed
+		// conversion (a 500, logged as the server's error).
+		badRequest := func(msg string) (events.APIGatewayV2HTTPResponse, error) {
+			return events.APIGatewayV2HTTPResponse{
+				StatusCode: http.StatusBadRequest,
+				Headers:    map[string]string{"Content-Type": "application/json", "X-Request-Id": headers["X-Request-Id"]},
+				Body:       `{"error":{"code":"BAD_REQUEST","message":"` + msg + `"}}`,
+			}, nil
+		}
 		if req.IsBase64Encoded {
 			if _, err := base64.StdEncoding.DecodeString(req.Body); err != nil {
-				// The body itself is bad, not the server: a 400, with the request's id.
-				return events.APIGatewayV2HTTPResponse{
-					StatusCode: http.StatusBadRequest,
-					Headers:    map[string]string{"Content-Type": "application/json", "X-Request-Id": headers["X-Request-Id"]},
-					Body:       `{"error":{"code":"BAD_REQUEST","message":"body: not valid base64 (isBase64Encoded)"}}`,
-				}, nil
+				return badRequest("body: not valid base64 (isBase64Encoded)")
 			}
+		}
+		if _, err := url.PathUnescape(req.RawPath); err != nil {
+			return badRequest("path: malformed %-escape")
+		}
+		if req.RequestContext.DomainName == "" && hostName(headers["Host"]) {
+			// sam local start-api sends no domainName: the links the API writes (a double
+			// opt-in's confirmation) take the Host the client asked for, as the local server's.
+			req.RequestContext.DomainName = headers["Host"]
 		}
 		resp, err := adapter.ProxyWithContext(ctx, req)
 		if err != nil {
@@ -435,19 +448,36 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 	}
 }
 
+// hostName reports whether h is a host[:port] fit for a URL's authority: letters, digits, dots,
+// hyphens, and the brackets and colons of an IPv6 address or a port.
+func hostName(h string) bool {
+	if h == "" || len(h) > 261 {
+		return false
+	}
+	for _, c := range h {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune(".-:[]", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // compactFrom is the body size from which compact compares the two encodings: below it, a
 // response is far under Lambda's 6 MB either way and stays readable in the function's logs.
 const compactFrom = 256 << 10
 
 // compact sends a large body base64-encoded when that is the shorter form of it in the
-// invocation's response: the runtime writes the body as a JSON string, with HTML escaping, so
-// an email's html costs up to six bytes a character (< as \u003c) there and base64 four for
-// three. API Gateway decodes it for the client, who sees the same bytes.
+// invocation's response: the runtime writes the body as a JSON string (without HTML escaping:
+// aws-lambda-go's default), where a quote or a newline costs two bytes and a control character
+// six, and base64 four for three. API Gateway decodes it for the client, who sees the same
+// bytes.
 func compact(resp events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPResponse {
 	if resp.IsBase64Encoded || len(resp.Body) < compactFrom {
 		return resp
 	}
-	if jsonout.QuotedLen(resp.Body, true) <= base64.StdEncoding.EncodedLen(len(resp.Body)) {
+	if jsonout.QuotedLen(resp.Body, false) <= base64.StdEncoding.EncodedLen(len(resp.Body)) {
 		return resp
 	}
 	resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(resp.Body)), true

@@ -19,6 +19,9 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict: a uniqueness rule would be broken (domain name, API key id).
 	ErrConflict = errors.New("store: conflict")
+	// ErrTooLarge: the record is larger than the store can hold in one piece (a DynamoDB item
+	// is at most 400 KB: a template's or a campaign's bodies that do not compress enough).
+	ErrTooLarge = errors.New("store: record too large")
 	// ErrDuplicateEvent: UpdateEmail was given an event whose ID the email already has; nothing
 	// was written. Event ingestion treats it as "already recorded".
 	ErrDuplicateEvent = errors.New("store: duplicate event")

@@ -284,6 +284,53 @@ func TestListEmailsAcrossDays(t *testing.T) {
 
 // TestLargeContentChunks round-trips a content bigger than an item through every read path but
 // the list, which leaves it out.
+// TestLargeTemplates: a template may take 512 KB of html and of text, more than an item holds:
+// they are kept gzip'd and read back whole (Get, List, Update). Bodies that do not compress
+// under the item's 400 KB are ErrTooLarge (a 413), not DynamoDB's ValidationException (a 500),
+// for a template and a campaign alike.
+func TestLargeTemplates(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	html := strings.Repeat("<p>Our monthly news, with the team's updates and a link to read more.</p>\n", 7000)[:500<<10]
+	text := strings.Repeat("Our monthly news, in plain text for the readers who want it so.\n", 8000)[:500<<10]
+	tpl := store.Template{ID: "tpl-big", TeamID: 4, Name: "big", Subject: "s", HTML: html, Text: text, CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateTemplate(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetTemplate(ctx, 4, "tpl-big")
+	if err != nil || got.HTML != html || got.Text != text {
+		t.Fatalf("read back: %v, html %d bytes, text %d bytes; want %d and %d", err, len(got.HTML), len(got.Text), len(html), len(text))
+	}
+	if _, err := s.UpdateTemplate(ctx, 4, "tpl-big", func(t *store.Template) error { t.Name = "bigger"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListTemplates(ctx, 4)
+	if err != nil || len(list) != 1 || list[0].Name != "bigger" || list[0].HTML != html || list[0].Text != text {
+		t.Fatalf("listed: %v, %d templates", err, len(list))
+	}
+
+	random := func() string { // 500 KB of base64 that gzip takes back to about 375 KB
+		noise := make([]byte, 375<<10)
+		_, _ = rand.Read(noise)
+		return base64.StdEncoding.EncodeToString(noise)
+	}
+	r1, r2 := random(), random()
+	if err := s.CreateTemplate(ctx, store.Template{ID: "tpl-noise", TeamID: 4, Name: "noise", HTML: r1, Text: r2, CreatedAt: now}); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("a template of two incompressible 500 KB bodies: %v, want ErrTooLarge", err)
+	}
+	if _, err := s.UpdateTemplate(ctx, 4, "tpl-big", func(t *store.Template) error { t.HTML, t.Text = r1, r2; return nil }); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("updated to two incompressible 500 KB bodies: %v, want ErrTooLarge", err)
+	}
+	if err := s.CreateCampaign(ctx, store.Campaign{ID: "camp-noise", TeamID: 4, Name: "noise", HTML: r1, Content: r2,
+		Status: store.CampaignDraft, CreatedAt: now}); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("a campaign of two incompressible 500 KB bodies: %v, want ErrTooLarge", err)
+	}
+	if got, err := s.GetTemplate(ctx, 4, "tpl-big"); err != nil || got.HTML != html {
+		t.Errorf("after the refused update: %v, html %d bytes; want it unchanged", err, len(got.HTML))
+	}
+}
+
 func TestLargeContentChunks(t *testing.T) {
 	s, c := newStore(t)
 	ctx := t.Context()

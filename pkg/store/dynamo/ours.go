@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // A write whose answer is lost (a 500, a reset connection, a timeout) may still have been
@@ -34,10 +36,17 @@ func stamp(m map[string]types.AttributeValue) {
 	m[attrWrite] = &types.AttributeValueMemberS{Value: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
+// maxItemBytes is DynamoDB's limit on an item's size (names and values): a put past it fails
+// with a ValidationException, answered as ErrTooLarge before it is sent.
+const maxItemBytes = 400 << 10
+
 // putCond is PutItem for a conditional put, stamped (see above): a failed condition whose
 // stored item is in.Item is the success of an earlier try of this call.
 func (st *Store) putCond(ctx context.Context, in *dynamodb.PutItemInput) error {
 	stamp(in.Item)
+	if itemSize(in.Item) > maxItemBytes {
+		return fmt.Errorf("dynamo: %d bytes: %w", itemSize(in.Item), store.ErrTooLarge)
+	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err := st.client.PutItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
