@@ -19,13 +19,14 @@ LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags="-s -w"
 
 all: build
 
-# run builds the server and runs it in place of the recipe's shell, so that Ctrl-C reaches it
-# alone: it finishes what is in flight, prints its last line and exits 0 (`go run` would end
-# with an error instead).
+# run builds the server and runs it in place of the recipe's shell (`go run` would end with an
+# error on Ctrl-C). -foreground gives the server the terminal in a process group of its own:
+# Ctrl-C reaches it alone, it finishes what is in flight and prints its last line, and make
+# ends with its status, 0 (make itself, sent the SIGINT too, would end killed by it).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 run:
 	$(GO) build -ldflags "-X github.com/mailroom/mailroom/pkg/server.version=$(VERSION)" -o bin/mailroom ./cmd/mailroom
-	exec bin/mailroom
+	exec bin/mailroom -foreground
 
 # test is everything CI checks: vet, gofmt, the race-enabled Go tests (they start their own
 # moto_server; the console's browser test needs chromium, which .ci/install-browser installs

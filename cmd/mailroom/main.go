@@ -19,30 +19,41 @@ import (
 	"github.com/mailroom/mailroom/pkg/server"
 )
 
-func main() {
+func main() { os.Exit(mainCode()) }
+
+// mainCode is main with its exit status returned, so that its deferred calls (the terminal
+// given back) run before the process ends.
+func mainCode() int {
+	foreground := false
 	for _, arg := range os.Args[1:] {
 		switch arg {
+		case "-foreground", "--foreground":
+			foreground = true
 		case "-h", "-help", "--help":
 			usage(os.Stdout)
-			return
+			return 0
 		case "-version", "--version":
 			fmt.Println("mailroom", server.Version())
-			return
+			return 0
 		default:
 			fmt.Fprintf(os.Stderr, "mailroom: unknown argument %q\n\n", arg)
 			usage(os.Stderr)
-			os.Exit(2)
+			return 2
 		}
+	}
+	if foreground {
+		defer takeTerminal()()
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mailroom:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // usage prints what the command does and the variables it reads.
 func usage(w io.Writer) {
-	fmt.Fprintf(w, `Usage: mailroom [-h | --version]
+	fmt.Fprintf(w, `Usage: mailroom [-h | --version | -foreground]
 
 Mailroom %s: the useSend-compatible email API on one machine. Every route, an
 embedded database and an outbox of .eml files (or DynamoDB and SES with BACKEND=aws),
@@ -62,6 +73,8 @@ configured by environment variables:
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nCtrl-C stops it after the requests and sends in flight; queued emails are sent after the next start.")
+	fmt.Fprintln(w, "-foreground takes the terminal for a process group of its own, so that Ctrl-C reaches the")
+	fmt.Fprintln(w, "server alone and whatever started it (make run) ends with the server's status, 0.")
 }
 
 func run() error {
