@@ -31,7 +31,12 @@ func TestMakeRunCtrlC(t *testing.T) {
 	}
 	master, slave := openPTY(t)
 	cmd := exec.Command(makeBin, "-s", "-C", root, "run")
-	cmd.Env = append(os.Environ(), "PORT=0", "HOST=127.0.0.1", "DATA_DIR="+t.TempDir(), "LOG_LEVEL=warn")
+	for _, kv := range os.Environ() { // as from a user's shell, not from make test's make
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") && !strings.HasPrefix(kv, "MFLAGS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PORT=0", "HOST=127.0.0.1", "DATA_DIR="+t.TempDir(), "LOG_LEVEL=warn")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -23,67 +24,123 @@ func SetKeys(fields map[string]json.RawMessage) []string {
 // DuplicateFields is the error for a JSON object (body, already known to be valid and an
 // object, decoded into fields distinct keys) that names a field twice, nil when none is: a
 // decoder keeps the last silently, so {"to":"a","to":"b"} would send to b alone, something
-// else than was meant. at prefixes the name ("[2].").
+// else than was meant. at prefixes the name ("[2]."). Nested objects are checked too (a send's
+// attachments); fields is no longer needed and kept for its callers.
 func DuplicateFields(at string, body []byte, fields int) error {
-	if topLevelKeys(body) == fields {
-		return nil // the usual case, without decoding the body again
-	}
 	return DuplicateKeys(at, body)
 }
 
-// DuplicateKeys is DuplicateFields at every depth of body (valid JSON): the first key given
-// twice in any object of it, named by its path ("properties.plan", "contacts[2].email"), nil
-// when none is. Used for the bodies that are not on the send path, whose nested objects
-// (a contact's properties) would lose a value as silently as the top level.
+// DuplicateKeys is the first key given twice in any object of body (valid JSON), named by its
+// path ("properties.plan", "[2].email") under at, nil when there is none: a decoder keeps
+// the last value silently. It reads body once, byte by byte, and allocates for containers and
+// keys only, never for values (a send's 40 MB of attachments, a bulk import's 8 MB).
 func DuplicateKeys(at string, body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	path, err := duplicateIn(dec, strings.TrimSuffix(at, "."))
-	if err != nil || path == "" {
-		return nil // not valid JSON: its decoder has said so
-	}
-	return &Error{Kind: Invalid, Message: path + ": given more than once"}
+	return duplicateKeys(at, body, false)
 }
 
-// duplicateIn reads one value from dec and returns the path of the first key given twice in
-// it (under at), or "".
-func duplicateIn(dec *json.Decoder, at string) (string, error) {
-	t, err := dec.Token()
-	if err != nil {
-		return "", err
-	}
-	switch t {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return "", err
-			}
-			k, _ := kt.(string)
-			name := k
-			if at != "" {
-				name = at + "." + k
-			}
-			if seen[k] {
-				return name, nil
-			}
-			seen[k] = true
-			if p, err := duplicateIn(dec, name); p != "" || err != nil {
-				return p, err
-			}
+// DuplicateFieldsFold is DuplicateKeys where the keys of the top-level object are compared
+// without regard to case, as encoding/json matches them to a struct's fields ({"email":…,
+// "Email":…} fills one field); nested objects (maps such as a contact's properties) are
+// compared exactly.
+func DuplicateFieldsFold(at string, body []byte) error {
+	return duplicateKeys(at, body, true)
+}
+
+// keyFrame is an object or an array being read by duplicateKeys.
+type keyFrame struct {
+	object    bool
+	path      string   // its own path (at for the body itself)
+	keys      [][]byte // an object's keys so far
+	wantKey   bool     // an object's next string is a key
+	lastKey   []byte
+	index     int // an array's element being read
+	foldCases bool
+}
+
+func duplicateKeys(at string, body []byte, foldTop bool) error {
+	at = strings.TrimSuffix(at, ".")
+	var stack []*keyFrame
+	child := func() string { // the path of a value starting now
+		if len(stack) == 0 {
+			return at
 		}
-		_, err = dec.Token() // }
-		return "", err
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if p, err := duplicateIn(dec, fmt.Sprintf("%s[%d]", at, i)); p != "" || err != nil {
-				return p, err
-			}
+		top := stack[len(stack)-1]
+		if top.object {
+			return joinPath(top.path, string(top.lastKey))
 		}
-		_, err = dec.Token() // ]
-		return "", err
+		return top.path + "[" + strconv.Itoa(top.index) + "]"
 	}
-	return "", nil
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '{', '[':
+			f := &keyFrame{object: c == '{', path: child(), wantKey: c == '{', foldCases: foldTop && len(stack) == 0}
+			stack = append(stack, f)
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			if n := len(stack); n > 0 {
+				if top := stack[n-1]; top.object {
+					top.wantKey = true
+				} else {
+					top.index++
+				}
+			}
+		case '"':
+			end := stringEnd(body, i)
+			if end < 0 {
+				return nil // not valid JSON: its decoder says so
+			}
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+				top := stack[n-1]
+				key := body[i+1 : end]
+				if bytes.IndexByte(key, '\\') >= 0 {
+					var k string
+					if json.Unmarshal(body[i:end+1], &k) != nil {
+						return nil
+					}
+					key = []byte(k)
+				}
+				for _, seen := range top.keys {
+					if bytes.Equal(seen, key) || top.foldCases && bytes.EqualFold(seen, key) {
+						return &Error{Kind: Invalid, Message: joinPath(top.path, string(key)) + ": given more than once"}
+					}
+				}
+				top.keys = append(top.keys, key)
+				top.lastKey, top.wantKey = key, false
+			}
+			i = end
+		}
+	}
+	return nil
+}
+
+// stringEnd is the index of the quote that ends the JSON string starting at b[start], -1 when
+// there is none.
+func stringEnd(b []byte, start int) int {
+	for j := start + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		escapes := 0
+		for p := q - 1; p > start && b[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return q
+		}
+		j = q + 1
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // topLevelKeys counts the keys of the JSON object b (valid JSON), without allocating: the
