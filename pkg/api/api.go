@@ -396,8 +396,9 @@ func (s *Services) rateLimit(ctx context.Context, w http.ResponseWriter, p auth.
 		return nil
 	}
 	wait := max(int64(math.Ceil(reset.Sub(now).Seconds())), 1)
-	h.Set("Retry-After", strconv.FormatInt(wait, 10))
-	return fault.New(fault.RateLimited, "Rate limit exceeded. Try again in %d seconds.", wait)
+	limited := fault.New(fault.RateLimited, "Rate limit exceeded. Try again in %d seconds.", wait)
+	limited.RetryAfter = time.Duration(wait) * time.Second // writeError's Retry-After
+	return limited
 }
 
 func newRequestID() string {
@@ -459,7 +460,7 @@ func errorOf(err error) (status int, code, msg string) {
 	} else if errors.Is(err, store.ErrTooLarge) {
 		// On AWS: a record past DynamoDB's 400 KB once its bodies are compressed.
 		status, code, msg = http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
-			"body: too large to store: a record holds at most 400 KB once its html and text are compressed"
+			"body: too large to store: a record holds at most 400 KB (a template's or a campaign's html and text count compressed)"
 	}
 	return status, code, msg
 }

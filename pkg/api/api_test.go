@@ -1096,6 +1096,11 @@ func TestEveryBodyNamesItsBadField(t *testing.T) {
 		{"POST", book + "/contacts", `{"email":"p@example.org","properties":{"plan":"a","plan":"b"}}`, "properties.plan: given more than once"},
 		{"POST", book + "/contacts", `{"email":"p@example.org","properties":["a"]}`, "properties: must be an object"},
 		{"POST", book + "/contacts/bulk", `[{"email":"q@example.org","properties":{"plan":"a","plan":"b"}}]`, "[0].properties.plan: given more than once"},
+		// encoding/json fills a struct's field from a key in any case: "Email" is email again.
+		{"POST", book + "/contacts", `{"email":"p@example.org","Email":"q@example.org"}`, "Email: given more than once"},
+		{"POST", "/api/v1/suppressions", `{"email":"s1@example.org","EMAIL":"s2@example.org"}`, "EMAIL: given more than once"},
+		// A float for an integer is decoded again with integers: the repeat is still seen.
+		{"POST", "/api/v1/campaigns", `{"name":"a","name":"b","from":"news@example.com","subject":"s","contactBookId":"` + b.ID + `","html":"<p>x</p>","batchSize":500.0}`, "name: given more than once"},
 	} {
 		r := e.do(c.method, c.path, c.body)
 		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, c.want) {

@@ -49,8 +49,11 @@ func TestRateLimitWindow(t *testing.T) {
 		if h := w.Header(); h.Get("X-RateLimit-Limit") != "2" || h.Get("X-RateLimit-Reset") != "1795514401" {
 			t.Errorf("request %d headers %v", i+1, h)
 		}
-		if i == 2 && w.Header().Get("Retry-After") != "1" {
-			t.Errorf("Retry-After %q", w.Header().Get("Retry-After"))
+		if i == 2 {
+			writeError(w, err) // Retry-After is written with the error
+			if w.Header().Get("Retry-After") != "1" || w.Code != 429 {
+				t.Errorf("%d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+			}
 		}
 	}
 	now = now.Add(600 * time.Millisecond) // the next second

@@ -135,6 +135,7 @@ func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
+	orig := body // integralNumbers may rewrite body, keeping one of two equal keys
 	err := json.Unmarshal(body, v)
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") && strings.ContainsAny(te.Value, ".eE") {
@@ -155,8 +156,9 @@ func decodeObject(body []byte, v any) error {
 		}
 		return fault.Field("body", "must be a JSON object")
 	}
-	// A field given twice, at any depth, is refused: a decoder keeps the last silently.
-	return fault.DuplicateKeys("", body)
+	// A field given twice, at any depth, is refused: a decoder keeps the last silently (and
+	// matches a struct's fields without regard to case: "Email" fills email too).
+	return fault.DuplicateFieldsFold("", orig)
 }
 
 // isList reports whether the top-level field of the struct v points to is a list: only then

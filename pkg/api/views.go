@@ -229,13 +229,9 @@ func newTemplateView(t store.Template) templateView {
 // templateItem is a template in GET /templates: its html or text is null, flagged, past the
 // list's bounds (as an email's in GET /emails); the whole template is at GET /templates/{id}.
 type templateItem struct {
-	ID          string  `json:"id"`
-	Name        string  `json:"name"`
-	Subject     string  `json:"subject"`
-	HTML        *string `json:"html"`
+	templateView
+	HTML        *string `json:"html"` // in place of templateView's
 	Text        *string `json:"text"`
-	CreatedAt   string  `json:"createdAt"`
-	UpdatedAt   string  `json:"updatedAt"`
 	HTMLOmitted bool    `json:"htmlOmitted,omitempty"`
 	TextOmitted bool    `json:"textOmitted,omitempty"`
 }
@@ -245,10 +241,9 @@ func boundedTemplates(list []store.Template) []templateItem {
 	out := make([]templateItem, len(list))
 	budget := newListBudget()
 	for i, t := range list {
-		it := templateItem{ID: t.ID, Name: t.Name, Subject: t.Subject, HTML: &t.HTML, Text: &t.Text,
-			CreatedAt: ts(t.CreatedAt), UpdatedAt: ts(t.UpdatedAt)}
-		it.HTML, it.HTMLOmitted = budget.keep(it.HTML)
-		it.Text, it.TextOmitted = budget.keep(it.Text)
+		it := templateItem{templateView: newTemplateView(t)}
+		it.HTML, it.HTMLOmitted = budget.keep(&it.templateView.HTML)
+		it.Text, it.TextOmitted = budget.keep(&it.templateView.Text)
 		out[i] = it
 	}
 	return out

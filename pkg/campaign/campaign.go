@@ -23,6 +23,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/metric"
+	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/template"
@@ -86,7 +87,7 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 	if s.Dates != nil {
 		t, err = s.Dates(v, now)
 	} else {
-		t, err = time.Parse(time.RFC3339, strings.TrimSpace(v))
+		t, err = time.Parse(time.RFC3339, naturaldate.UpperTZ(strings.TrimSpace(v)))
 	}
 	if err == nil {
 		if t.Before(now.Add(-MaxPast)) {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/template"
 )
@@ -155,7 +156,8 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	if fields == nil { // null
 		return Request{}, fault.Field(cmp.Or(strings.TrimSuffix(at, "."), "body"), "must be an object")
 	}
-	if err := fault.DuplicateFields(at, body, len(fields)); err != nil {
+	// A key given twice anywhere in it (a header, a variable, an attachment's filename).
+	if err := fault.DuplicateKeys(at, body); err != nil {
 		return Request{}, err
 	}
 	// A field that is not one of the send's is refused, not dropped: a misspelt "reply_to"
@@ -262,18 +264,6 @@ func (d *decoder) fail(field, format string, args ...any) {
 	if d.err == nil {
 		d.err = fault.Field(d.at+field, format, args...)
 	}
-}
-
-// duplicate fails field, an object decoded into n distinct keys from raw, when raw names a key
-// twice (a decoder keeps the last silently).
-func (d *decoder) duplicate(field string, raw json.RawMessage, n int) bool {
-	if err := fault.DuplicateFields(d.at+field+".", raw, n); err != nil {
-		if d.err == nil {
-			d.err = err
-		}
-		return true
-	}
-	return false
 }
 
 // raw returns the field's JSON, or nil when absent or null.
@@ -423,9 +413,6 @@ func (d *decoder) variables() map[string]string {
 		d.fail("variables", "must be an object")
 		return nil
 	}
-	if d.duplicate("variables", v, len(m)) {
-		return nil
-	}
 	if len(m) > MaxVariables {
 		d.fail("variables", "at most %d variables", MaxVariables)
 		return nil
@@ -472,9 +459,6 @@ func (d *decoder) headers() []store.Header {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(v, &m); err != nil {
 		d.fail("headers", "must be an object of strings")
-		return nil
-	}
-	if d.duplicate("headers", v, len(m)) {
 		return nil
 	}
 	out := make([]store.Header, 0, len(m))
@@ -621,12 +605,7 @@ func (d *decoder) time(field string) *time.Time {
 // refused: a client would mean its own, which the server cannot know. RFC 3339 lets "T" and
 // "Z" be written in lower case (2026-01-02t15:04:05z); Go's layouts do not.
 func ParseTime(s string) (time.Time, error) {
-	if len(s) > 10 && s[10] == 't' {
-		s = s[:10] + "T" + s[11:]
-	}
-	if strings.HasSuffix(s, "z") {
-		s = s[:len(s)-1] + "Z"
-	}
+	s = naturaldate.UpperTZ(s)
 	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t.UTC(), nil

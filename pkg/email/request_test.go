@@ -269,9 +269,10 @@ func TestDecodeRequestShapes(t *testing.T) {
 		`{` + base + `,"to":"a@x.io","to":"b@x.io"}`:                              "to: given more than once",
 		`{"to":"a@x.io","from":"me@example.com","subject":"a\u0000b","text":"t"}`: "subject: must not contain control characters",
 		`null`: "body: must be an object",
-		`{` + base + `,"to":"a@x.io","headers":{"X-A":"1","X-A":"2"}}`:     "headers.X-A: given more than once",
-		`{` + base + `,"to":"a@x.io","variables":{"name":"a","name":"b"}}`: "variables.name: given more than once",
-		`{` + base + `,"to":"a@x.io","variables":{"name":null}}`:           "variables.name: must be a string, number or boolean",
+		`{` + base + `,"to":"a@x.io","headers":{"X-A":"1","X-A":"2"}}`:                                          "headers.X-A: given more than once",
+		`{` + base + `,"to":"a@x.io","variables":{"name":"a","name":"b"}}`:                                      "variables.name: given more than once",
+		`{` + base + `,"to":"a@x.io","variables":{"name":null}}`:                                                "variables.name: must be a string, number or boolean",
+		`{` + base + `,"to":"a@x.io","attachments":[{"filename":"a.txt","filename":"b.txt","content":"aGk="}]}`: "attachments[0].filename: given more than once",
 	} {
 		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", body, err, want)

@@ -21,15 +21,6 @@ func SetKeys(fields map[string]json.RawMessage) []string {
 	return keys
 }
 
-// DuplicateFields is the error for a JSON object (body, already known to be valid and an
-// object, decoded into fields distinct keys) that names a field twice, nil when none is: a
-// decoder keeps the last silently, so {"to":"a","to":"b"} would send to b alone, something
-// else than was meant. at prefixes the name ("[2]."). Nested objects are checked too (a send's
-// attachments); fields is no longer needed and kept for its callers.
-func DuplicateFields(at string, body []byte, fields int) error {
-	return DuplicateKeys(at, body)
-}
-
 // DuplicateKeys is the first key given twice in any object of body (valid JSON), named by its
 // path ("properties.plan", "[2].email") under at, nil when there is none: a decoder keeps
 // the last value silently. It reads body once, byte by byte, and allocates for containers and
@@ -141,34 +132,6 @@ func joinPath(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// topLevelKeys counts the keys of the JSON object b (valid JSON), without allocating: the
-// colons outside strings at depth 1.
-func topLevelKeys(b []byte) int {
-	n, depth, inString, escaped := 0, 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-		case c == ':' && depth == 1:
-			n++
-		}
-	}
-	return n
 }
 
 // UnknownFields is the error for the keys of a JSON object that are none of known (nil when

@@ -128,6 +128,17 @@ func TestHTTP(t *testing.T) {
 	if _, err := h(context.Background(), req); err != nil || got.Host != "127.0.0.1:3000" {
 		t.Errorf("without a domainName: host %q, %v; want the Host header's", got.Host, err)
 	}
+	// A Host that makes no URL is left alone (the adapter's https:// with no host then).
+	for _, bad := range []string{"host:abc", "a:b:c", "x/y", "a b", "h:", "h:99999"} {
+		req.Headers["host"] = bad
+		if resp, err := h(context.Background(), req); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Errorf("Host %q: %d %v, want the request served", bad, resp.StatusCode, err)
+		}
+	}
+	req.Headers["host"] = "[::1]:3000"
+	if _, err := h(context.Background(), req); err != nil || got.Host != "[::1]:3000" {
+		t.Errorf("Host [::1]:3000: host %q, %v", got.Host, err)
+	}
 	// An event the adapter cannot convert otherwise is a JSON 500, not a Go error (a 502 at
 	// API Gateway).
 	req.RequestContext.DomainName = "bad host"

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -415,12 +416,15 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		}
 		// What the request itself gets wrong is a 400 with the request's id, not a failed
 		// conversion (a 500, logged as the server's error).
-		badRequest := func(msg string) (events.APIGatewayV2HTTPResponse, error) {
+		answer := func(status int, code, msg string) (events.APIGatewayV2HTTPResponse, error) {
 			return events.APIGatewayV2HTTPResponse{
-				StatusCode: http.StatusBadRequest,
+				StatusCode: status,
 				Headers:    map[string]string{"Content-Type": "application/json", "X-Request-Id": headers["X-Request-Id"]},
-				Body:       `{"error":{"code":"BAD_REQUEST","message":"` + msg + `"}}`,
+				Body:       `{"error":{"code":"` + code + `","message":"` + msg + `"}}`,
 			}, nil
+		}
+		badRequest := func(msg string) (events.APIGatewayV2HTTPResponse, error) {
+			return answer(http.StatusBadRequest, "BAD_REQUEST", msg)
 		}
 		if req.IsBase64Encoded {
 			if _, err := base64.StdEncoding.DecodeString(req.Body); err != nil {
@@ -438,28 +442,28 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		resp, err := adapter.ProxyWithContext(ctx, req)
 		if err != nil {
 			slog.ErrorContext(ctx, "request not converted", "requestId", headers["X-Request-Id"], "route", req.RouteKey, "err", err.Error())
-			return events.APIGatewayV2HTTPResponse{
-				StatusCode: http.StatusInternalServerError,
-				Headers:    map[string]string{"Content-Type": "application/json", "X-Request-Id": headers["X-Request-Id"]},
-				Body:       `{"error":{"code":"INTERNAL_SERVER_ERROR","message":"Internal server error"}}`,
-			}, nil
+			return answer(http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
 		}
 		return compact(resp), nil
 	}
 }
 
-// hostName reports whether h is a host[:port] fit for a URL's authority: letters, digits, dots,
-// hyphens, and the brackets and colons of an IPv6 address or a port.
+// hostName reports whether h is a host[:port] that makes a URL's authority as it is: a name or
+// an address, and a port of digits if any.
 func hostName(h string) bool {
-	if h == "" || len(h) > 261 {
+	if h == "" || len(h) > 261 || strings.ContainsAny(h, "/?#@\\ ") {
 		return false
 	}
-	for _, c := range h {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune(".-:[]", c):
-		default:
+	u, err := url.Parse("https://" + h)
+	if err != nil || u.Host != h || u.Hostname() == "" {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return false
 		}
+	} else if strings.HasSuffix(h, ":") {
+		return false
 	}
 	return true
 }

@@ -152,6 +152,18 @@ var months = map[string]time.Month{
 	"nov": time.November, "dec": time.December,
 }
 
+// UpperTZ writes an RFC 3339 date-time's "t" and "z" in upper case: RFC 3339 (§5.6) lets
+// them be either, and Go's layouts read upper case only.
+func UpperTZ(s string) string {
+	if len(s) > 10 && s[10] == 't' {
+		s = s[:10] + "T" + s[11:]
+	}
+	if strings.HasSuffix(s, "z") {
+		s = s[:len(s)-1] + "Z"
+	}
+	return s
+}
+
 // Absolute reads a date written out in full (the package's first list), in UTC. It does not
 // look at the clock: the date may be past.
 func Absolute(s string) (time.Time, bool) {
@@ -160,7 +172,7 @@ func Absolute(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	for _, layout := range layouts {
-		t, err := time.Parse(layout, s)
+		t, err := time.Parse(layout, UpperTZ(s))
 		if err != nil {
 			continue
 		}

@@ -18,6 +18,7 @@ func TestParse(t *testing.T) {
 	}{
 		{"2026-05-01T09:00:00Z", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
 		{"2026-05-01T11:00:00+02:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"2026-05-01t09:00:00z", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}, // RFC 3339 §5.6: either case
 		{"now", now},
 		{"tomorrow 9am", at(5, 9, 0)},
 		{"Tomorrow at 9:30 PM", at(5, 21, 30)},

@@ -32,24 +32,51 @@ type campaignItem struct {
 
 const attrCounters = "Counters"
 
-// compressAbove is the length from which a campaign's HTML or Content is stored gzip'd.
+// compressAbove is the length from which a campaign's HTML or Content, or a template's HTML or
+// Text, is stored gzip'd.
 const compressAbove = 256
+
+// gzField is a text attribute and the attribute that holds it gzip'd when it is long.
+type gzField struct {
+	text *string
+	gz   *[]byte
+}
+
+// gzipLong moves each text longer than compressAbove, gzip'd, into its gzip'd attribute.
+func gzipLong(fields ...gzField) error {
+	for _, f := range fields {
+		if len(*f.text) <= compressAbove {
+			continue
+		}
+		b, err := gzipBytes([]byte(*f.text))
+		if err != nil {
+			return err
+		}
+		*f.text, *f.gz = "", b
+	}
+	return nil
+}
+
+// gunzipLong moves back what gzipLong moved.
+func gunzipLong(fields ...gzField) error {
+	for _, f := range fields {
+		if *f.gz == nil {
+			continue
+		}
+		b, err := gunzipBytes(*f.gz)
+		if err != nil {
+			return err
+		}
+		*f.text, *f.gz = string(b), nil
+	}
+	return nil
+}
 
 func campaignAttrs(c store.Campaign, version int64) (map[string]types.AttributeValue, error) {
 	it := campaignItem{keys: campaignKey(c.TeamID, c.ID).keys(), Campaign: c, Version: version}
 	it.GSI1PK, it.GSI1SK = campaignIndexKey(c.TeamID), emailSort(c.CreatedAt, c.ID)
-	var err error
-	if len(c.HTML) > compressAbove {
-		if it.HTMLGz, err = gzipBytes([]byte(c.HTML)); err != nil {
-			return nil, err
-		}
-		it.HTML = ""
-	}
-	if len(c.Content) > compressAbove {
-		if it.ContentGz, err = gzipBytes([]byte(c.Content)); err != nil {
-			return nil, err
-		}
-		it.Content = ""
+	if err := gzipLong(gzField{&it.HTML, &it.HTMLGz}, gzField{&it.Content, &it.ContentGz}); err != nil {
+		return nil, err
 	}
 	m, err := marshal(it)
 	if err != nil {
@@ -65,19 +92,8 @@ func decodeCampaign(m map[string]types.AttributeValue) (campaignItem, error) {
 	if err := unmarshal(m, &it); err != nil {
 		return it, err
 	}
-	if it.HTMLGz != nil {
-		b, err := gunzipBytes(it.HTMLGz)
-		if err != nil {
-			return it, fmt.Errorf("dynamo: campaign %s html: %w", it.ID, err)
-		}
-		it.HTML, it.HTMLGz = string(b), nil
-	}
-	if it.ContentGz != nil {
-		b, err := gunzipBytes(it.ContentGz)
-		if err != nil {
-			return it, fmt.Errorf("dynamo: campaign %s content: %w", it.ID, err)
-		}
-		it.Content, it.ContentGz = string(b), nil
+	if err := gunzipLong(gzField{&it.HTML, &it.HTMLGz}, gzField{&it.Content, &it.ContentGz}); err != nil {
+		return it, fmt.Errorf("dynamo: campaign %s: %w", it.ID, err)
 	}
 	return it, nil
 }

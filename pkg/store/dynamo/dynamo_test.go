@@ -282,12 +282,12 @@ func TestListEmailsAcrossDays(t *testing.T) {
 	}
 }
 
-// TestLargeContentChunks round-trips a content bigger than an item through every read path but
-// the list, which leaves it out.
 // TestLargeTemplates: a template may take 512 KB of html and of text, more than an item holds:
-// they are kept gzip'd and read back whole (Get, List, Update). Bodies that do not compress
-// under the item's 400 KB are ErrTooLarge (a 413), not DynamoDB's ValidationException (a 500),
-// for a template and a campaign alike.
+// they are kept gzip'd and read back whole (Get, List, Update; 500 KB of each here). Bodies
+// that do not compress under the item's 400 KB are ErrTooLarge (a 413), not DynamoDB's
+// ValidationException (a 500), for a template and a campaign alike; one just under it is
+// stored. A template item written before, with its bodies as they are, is read, listed and
+// updated (and then stored gzip'd).
 func TestLargeTemplates(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := t.Context()
@@ -329,8 +329,48 @@ func TestLargeTemplates(t *testing.T) {
 	if got, err := s.GetTemplate(ctx, 4, "tpl-big"); err != nil || got.HTML != html {
 		t.Errorf("after the refused update: %v, html %d bytes; want it unchanged", err, len(got.HTML))
 	}
+	// Just under the item's limit: one incompressible body of about 375 KB and a small one.
+	if err := s.CreateTemplate(ctx, store.Template{ID: "tpl-near", TeamID: 4, Name: "near", HTML: r1, Text: "t",
+		CreatedAt: now}); err != nil {
+		t.Errorf("a template of 375 KB once compressed: %v, want it stored", err)
+	} else if got, err := s.GetTemplate(ctx, 4, "tpl-near"); err != nil || got.HTML != r1 {
+		t.Errorf("read back: %v, html %d bytes", err, len(got.HTML))
+	}
+
+	// An item of the layout before: html and text as attributes as they are.
+	client, _ := newClient(t)
+	old := strings.Repeat("<p>from before</p>", 1500)
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "TEAM#5"}, "SK": &types.AttributeValueMemberS{Value: "TEMPLATE#tpl-old"},
+		"ID": &types.AttributeValueMemberS{Value: "tpl-old"}, "TeamID": &types.AttributeValueMemberN{Value: "5"},
+		"Name": &types.AttributeValueMemberS{Value: "old"}, "Subject": &types.AttributeValueMemberS{Value: "s"},
+		"HTML": &types.AttributeValueMemberS{Value: old}, "Text": &types.AttributeValueMemberS{Value: "plain"},
+		"CreatedAt": &types.AttributeValueMemberS{Value: now.Format(time.RFC3339Nano)},
+		"Version":   &types.AttributeValueMemberN{Value: "0"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetTemplate(ctx, 5, "tpl-old"); err != nil || got.HTML != old || got.Text != "plain" || got.Name != "old" {
+		t.Fatalf("the item of before: %+v, %v", got.Name, err)
+	}
+	if list, err := s.ListTemplates(ctx, 5); err != nil || len(list) != 1 || list[0].HTML != old {
+		t.Fatalf("listed: %v, %d", err, len(list))
+	}
+	if _, err := s.UpdateTemplate(ctx, 5, "tpl-old", func(t *store.Template) error { t.Subject = "new"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "TEAM#5"}, "SK": &types.AttributeValueMemberS{Value: "TEMPLATE#tpl-old"}}})
+	if err != nil || raw.Item["htmlZ"] == nil || raw.Item["HTML"] != nil && raw.Item["HTML"].(*types.AttributeValueMemberS).Value != "" {
+		t.Errorf("updated item: %v, htmlZ %v; want the html stored gzip'd", err, raw.Item["htmlZ"] != nil)
+	}
+	if got, err := s.GetTemplate(ctx, 5, "tpl-old"); err != nil || got.HTML != old || got.Subject != "new" {
+		t.Errorf("after the update: %v, subject %q", err, got.Subject)
+	}
 }
 
+// TestLargeContentChunks round-trips a content bigger than an item through every read path but
+// the list, which leaves it out.
 func TestLargeContentChunks(t *testing.T) {
 	s, c := newStore(t)
 	ctx := t.Context()

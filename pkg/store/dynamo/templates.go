@@ -23,36 +23,16 @@ type templateItem struct {
 
 func templateAttrs(t store.Template, version int64) (map[string]types.AttributeValue, error) {
 	it := templateItem{keys: templateKey(t.TeamID, t.ID).keys(), Template: t, Version: version}
-	var err error
-	if len(t.HTML) > compressAbove {
-		if it.HTMLGz, err = gzipBytes([]byte(t.HTML)); err != nil {
-			return nil, err
-		}
-		it.HTML = ""
-	}
-	if len(t.Text) > compressAbove {
-		if it.TextGz, err = gzipBytes([]byte(t.Text)); err != nil {
-			return nil, err
-		}
-		it.Text = ""
+	if err := gzipLong(gzField{&it.HTML, &it.HTMLGz}, gzField{&it.Text, &it.TextGz}); err != nil {
+		return nil, err
 	}
 	return marshal(it)
 }
 
 // inflate restores the item's gzip'd bodies.
 func (it *templateItem) inflate() error {
-	for _, b := range []struct {
-		gz  *[]byte
-		out *string
-	}{{&it.HTMLGz, &it.HTML}, {&it.TextGz, &it.Text}} {
-		if *b.gz == nil {
-			continue
-		}
-		raw, err := gunzipBytes(*b.gz)
-		if err != nil {
-			return fmt.Errorf("dynamo: template %s: %w", it.ID, err)
-		}
-		*b.out, *b.gz = string(raw), nil
+	if err := gunzipLong(gzField{&it.HTML, &it.HTMLGz}, gzField{&it.Text, &it.TextGz}); err != nil {
+		return fmt.Errorf("dynamo: template %s: %w", it.ID, err)
 	}
 	return nil
 }
