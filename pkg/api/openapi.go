@@ -72,7 +72,7 @@ func OpenAPI(version string) ([]byte, error) {
 		}
 		answer := obj{"description": b.Answer}
 		switch {
-		case b.Status == http.StatusFound:
+		case b.Status == http.StatusFound || b.Status == http.StatusSeeOther:
 			answer["headers"] = obj{"Location": obj{"schema": obj{"type": "string"}, "description": "where to go"}}
 		case b.Type == "application/json":
 			answer["content"] = obj{b.Type: obj{"schema": obj{"type": "object"}}}
@@ -113,15 +113,39 @@ func OpenAPI(version string) ([]byte, error) {
 // the Console function: ConsoleRoutes), which the document describes too, without an API key:
 // the health check, this document, and the mail console's way in (its pages are HTML for a
 // signed-in browser).
-var ServedBesides = []struct {
+var ServedBesides = append([]Besides{
+	{"GET", "/healthz", "Health", "Says the server is up", "Server", "application/json", `{"status":"ok"}`, http.StatusOK, 0, ""},
+	{"GET", "/api/v1/doc", "OpenAPIDocument", "This OpenAPI document", "Server", "application/json", "the document", http.StatusOK, 0, ""},
+	{"GET", "/", "ConsoleRedirect", "Sends a browser to the mail console", "Console", "", "a redirect to " + ConsoleHome, http.StatusFound, 0, ""},
+	{"GET", ConsoleHome, "Console", "The mail console: the team's emails, live (the sign-in form without a session)",
+		"Console", "text/html", "the console's first page", http.StatusOK, 0, ""},
+}, consoleBesides()...)
+
+// Besides is one of ServedBesides: Status and Type are what a signed-in browser gets (the
+// document's answer), Anonymous what the path answers without a session when it differs, Try
+// the path a test asks for when Path has wildcards.
+type Besides struct {
 	Method, Path, ID, Summary, Tag, Type, Answer string
-	Status                                       int
-}{
-	{"GET", "/healthz", "Health", "Says the server is up", "Server", "application/json", `{"status":"ok"}`, http.StatusOK},
-	{"GET", "/api/v1/doc", "OpenAPIDocument", "This OpenAPI document", "Server", "application/json", "the document", http.StatusOK},
-	{"GET", "/", "ConsoleRedirect", "Sends a browser to the mail console", "Console", "", "a redirect to " + ConsoleHome, http.StatusFound},
-	{"GET", ConsoleHome, "Console", "The mail console: the team's emails, live; its other pages are under /console/",
-		"Console", "text/html", "the console's first page (the sign-in form without a session)", http.StatusOK},
+	Status, Anonymous                            int
+	Try                                          string
+}
+
+// consoleBesides are the console's pages (ConsolePages) as the document lists them.
+func consoleBesides() []Besides {
+	out := make([]Besides, 0, len(ConsolePages))
+	for _, p := range ConsolePages {
+		b := Besides{Method: p.Method, Path: p.Path, ID: p.ID, Summary: p.Summary, Tag: "Console", Type: p.Type,
+			Answer: "the page (HTML for a browser with the console's session cookie; a form posts its CSRF token)",
+			Status: http.StatusOK, Anonymous: p.Anonymous, Try: p.Try}
+		switch {
+		case p.Anonymous == http.StatusFound:
+			b.Status, b.Answer = http.StatusFound, "a redirect to "+ConsoleHome
+		case p.Method == http.MethodPost && p.ID != "ConsoleCreateKey": // it shows the new key once
+			b.Status, b.Answer = http.StatusSeeOther, "a redirect to the page the form was on"
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // bearer names the security scheme of the API keys.

@@ -221,6 +221,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	console.Scan = LocalConsoleScan
 	ch := console.Handler()
 	mux.Handle("GET /{$}", ch)
+	mux.Handle("GET /console", ch) // the console's own redirect, with its headers and the query
 	mux.Handle("/console/", ch)
 	s := &Server{
 		App: a, URL: base, APIKey: key, done: make(chan error, 1), out: out,
