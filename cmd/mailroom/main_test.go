@@ -58,6 +58,12 @@ func TestFlags(t *testing.T) {
 	if out, code := command(t, "", "WORKERS=0"); code != 1 || !strings.Contains(out, "WORKERS") {
 		t.Errorf("WORKERS=0: %d %q", code, out)
 	}
+	// An unsubscribe secret that is no key, or a keyring with a short key, names its variable.
+	for _, bad := range []string{" ", `{"current":"a","keys":{"a":"x"}}`} {
+		if out, code := command(t, "", "UNSUBSCRIBE_SECRET="+bad); code != 1 || !strings.Contains(out, "UNSUBSCRIBE_SECRET: unsubscribe secret:") {
+			t.Errorf("UNSUBSCRIBE_SECRET=%q: %d %q", bad, code, out)
+		}
+	}
 }
 
 // TestGoLine: go.mod's go line is the oldest Go the module can be built with: the newest go

@@ -170,11 +170,12 @@ func (a *App) secret(ctx context.Context) error {
 // UNSUBSCRIBE_SECRET_ID names, else locally DATA_DIR/unsubscribe.key (a random key made on
 // first start) so links keep working across restarts.
 func (a *App) readKeyring(ctx context.Context) (campaign.Keyring, error) {
-	text := a.Config.UnsubscribeSecret
+	text, from := a.Config.UnsubscribeSecret, "UNSUBSCRIBE_SECRET"
 	switch {
 	case text != "":
 	case a.secrets != nil:
 		var err error
+		from = "the secret UNSUBSCRIBE_SECRET_ID names"
 		if text, err = a.readSecret(ctx); err != nil {
 			return campaign.Keyring{}, err
 		}
@@ -184,11 +185,22 @@ func (a *App) readKeyring(ctx context.Context) (campaign.Keyring, error) {
 		return campaign.Keyring{}, nil
 	default:
 		var err error
+		from = filepath.Join(a.Config.DataDir, "unsubscribe.key")
 		if text, err = a.keyFile(); err != nil {
 			return campaign.Keyring{}, err
 		}
 	}
-	return campaign.ParseKeyring(text)
+	k, err := campaign.ParseKeyring(text)
+	if err != nil {
+		return k, fmt.Errorf("%s: %w", from, err) // which one to fix
+	}
+	if key := k.Keys[""]; k.Current == "" && key != nil && len(key) < campaign.MinKeyLength {
+		// A single key set by hand before keyrings is taken (its links are in mailboxes), but
+		// a short one is guessable.
+		a.Log.Warn("the unsubscribe key is short: links signed with it could be forged; use a key of at least 32 characters (README: Unsubscribe links)",
+			"source", from, "length", len(key), "want", campaign.MinKeyLength)
+	}
+	return k, nil
 }
 
 // keyFile returns the text of DATA_DIR/unsubscribe.key, made with a random key on first use.

@@ -31,7 +31,7 @@ type Keyring struct {
 // Limits of a keyring: what is checked on every link, and what fits a token.
 const (
 	MaxKeys      = 10
-	minKeyLength = 32
+	MinKeyLength = 32
 )
 
 // keyID matches a key's id in a keyring, compiled at its first use (every function links this
@@ -51,7 +51,7 @@ func SingleKey(secret string) Keyring {
 // characters. The error names what is wrong, never a key nor anything that could be one.
 func ParseKeyring(text string) (Keyring, error) {
 	if !strings.HasPrefix(strings.TrimSpace(text), "{") {
-		if text == "" {
+		if strings.TrimSpace(text) == "" {
 			return Keyring{}, errors.New("unsubscribe secret: empty")
 		}
 		return SingleKey(text), nil
@@ -71,8 +71,8 @@ func ParseKeyring(text string) (Keyring, error) {
 		if id != "" && !keyID().MatchString(id) {
 			return Keyring{}, fmt.Errorf("unsubscribe secret: a key id of %d characters: want 1 to 16 letters, digits, - or _", len(id))
 		}
-		if len(v) < minKeyLength {
-			return Keyring{}, fmt.Errorf("unsubscribe secret: a key of %d characters, want at least %d", len(v), minKeyLength)
+		if len(v) < MinKeyLength {
+			return Keyring{}, fmt.Errorf("unsubscribe secret: a key of %d characters, want at least %d", len(v), MinKeyLength)
 		}
 		k.Keys[id] = []byte(v)
 	}

@@ -115,29 +115,33 @@ func Version() string {
 }
 
 // listen listens on addr. Port 0 on the embedded backend reuses the port of the last run
-// (DATA_DIR/port) while it is free: the links in the emails it sent point at it.
-func listen(cfg config.Config, addr string) (net.Listener, error) {
+// (DATA_DIR/port) while it is free: the links in the emails it sent point at it. lost is that
+// port when it was taken (another one is picked, and the links already sent are dead).
+func listen(cfg config.Config, addr string) (ln net.Listener, lost string, err error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port != "0" || cfg.Backend != config.BackendEmbedded {
-		return net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", addr)
+		return ln, "", err
 	}
 	file := filepath.Join(cfg.DataDir, "port")
 	if b, err := os.ReadFile(file); err == nil {
 		if last := strings.TrimSpace(string(b)); last != "" && last != "0" {
-			if ln, err := net.Listen("tcp", net.JoinHostPort(host, last)); err == nil {
-				return ln, nil
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, last))
+			if err == nil {
+				return ln, "", nil
 			}
+			lost = last
 		}
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err = net.Listen("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	_, picked, _ := net.SplitHostPort(ln.Addr().String())
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err == nil {
 		_ = os.WriteFile(file, []byte(picked+"\n"), 0o600)
 	}
-	return ln, nil
+	return ln, lost, nil
 }
 
 // Start builds the app, makes sure a team and key exist, recovers pending deliveries and
@@ -149,7 +153,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	if err != nil {
 		return nil, err
 	}
-	ln, err := listen(cfg, addr)
+	ln, lostPort, err := listen(cfg, addr)
 	if err != nil {
 		return nil, fmt.Errorf("HOST and PORT: cannot listen on %s: %w", addr, err)
 	}
@@ -161,6 +165,10 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if lostPort != "" {
+		a.Log.Warn("PORT=0: the port of the last run is taken, so another was picked: unsubscribe links already sent point at the old one (stop what holds it and restart, or set PORT)",
+			"lastPort", lostPort, "port", ln.Addr().(*net.TCPAddr).Port)
 	}
 	teams := &team.Admin{Store: a.Store, Now: time.Now}
 	key, teamID, err := teams.Bootstrap(ctx, cfg.BootstrapAPIKey)

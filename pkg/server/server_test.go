@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,6 +111,39 @@ func TestEmbeddedServerLifecycle(t *testing.T) {
 		t.Fatalf("email after restart: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestPortZeroTakenSaysSo: under PORT=0 the last run's port is used again; when something else
+// holds it another is picked, and listen says which was lost (Start logs it: the links already
+// sent point there), and the new one is kept for the next start.
+func TestPortZeroTakenSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	last := fmt.Sprint(held.Addr().(*net.TCPAddr).Port)
+	if err := os.WriteFile(filepath.Join(dir, "port"), []byte(last+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Config{Backend: config.BackendEmbedded, DataDir: dir}
+	ln, lost, err := listen(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	now := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	kept, _ := os.ReadFile(filepath.Join(dir, "port"))
+	if lost != last || now == last || strings.TrimSpace(string(kept)) != now {
+		t.Errorf("lost %q (want %s), listening on %s, kept %q", lost, last, now, kept)
+	}
+	ln.Close()
+	if ln2, lost, err := listen(cfg, "127.0.0.1:0"); err != nil || lost != "" || fmt.Sprint(ln2.Addr().(*net.TCPAddr).Port) != now {
+		t.Errorf("the next start: %v, lost %q", err, lost)
+	} else {
+		ln2.Close()
+	}
 }
 
 func TestBootstrapKey(t *testing.T) {
