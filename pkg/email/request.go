@@ -645,7 +645,10 @@ func ParseAddress(s string) (string, error) {
 	}
 	// What no mail server takes (RFC 5321 4.5.3.1, RFC 1035 2.3.4): such an email would be
 	// accepted here only to fail at SES.
-	if at > 64 || len(a.Address) > 254 || slices.ContainsFunc(strings.Split(domain, "."), badLabel) {
+	labels := strings.Split(domain, ".")
+	if at > 64 || len(a.Address) > 254 || slices.ContainsFunc(labels, badLabel) || allDigits(labels[len(labels)-1]) {
+		// No top-level domain is all digits (RFC 3696 2): a@example.123, or an IP address
+		// written without a domain literal's brackets.
 		return "", fmt.Errorf("invalid address")
 	}
 	if a.Name == "" {
@@ -653,6 +656,10 @@ func ParseAddress(s string) (string, error) {
 	}
 	// Keep the caller's spelling of the name (a.String() would RFC 2047-encode it).
 	return strings.TrimSpace(s), nil
+}
+
+func allDigits(l string) bool {
+	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
 // badLabel reports a domain label no host name has (RFC 1035 2.3.1, RFC 1123 2.1): more than

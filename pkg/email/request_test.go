@@ -76,6 +76,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"to wrong type", `{"to":5,` + base + `}`, "to: must be a string or an array of strings", fault.Invalid},
 		{"bad address", `{"to":"nope",` + base + `}`, `to: invalid email address "nope"`, fault.Invalid},
 		{"hyphen label", `{"to":"a@-example.org",` + base + `}`, `to: invalid email address "a@-example.org"`, fault.Invalid},
+		{"digits TLD", `{"to":"a@example.123",` + base + `}`, `to: invalid email address "a@example.123"`, fault.Invalid},
+		{"bare IP", `{"to":"a@192.0.2.1",` + base + `}`, `to: invalid email address "a@192.0.2.1"`, fault.Invalid},
 		{"underscore label", `{"to":"a@ex_ample.org",` + base + `}`, `to: invalid email address`, fault.Invalid},
 		{"bad address in list", `{"to":["a@x.io","b@"],` + base + `}`, `to[1]: invalid email address`, fault.Invalid},
 		{"no dot domain", `{"to":"a@localhost",` + base + `}`, `to: invalid email address`, fault.Invalid},
