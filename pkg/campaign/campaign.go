@@ -23,7 +23,6 @@ import (
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/metric"
-	"github.com/mailroom/mailroom/pkg/naturaldate"
 	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/template"
@@ -87,7 +86,7 @@ func (s *Service) ParseTime(v string, now time.Time) (time.Time, error) {
 	if s.Dates != nil {
 		t, err = s.Dates(v, now)
 	} else {
-		t, err = time.Parse(time.RFC3339, naturaldate.UpperTZ(strings.TrimSpace(v)))
+		t, err = time.Parse(time.RFC3339, strings.ToUpper(strings.TrimSpace(v))) // RFC 3339's t and z too
 	}
 	if err == nil {
 		if t.Before(now.Add(-MaxPast)) {
