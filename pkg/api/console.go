@@ -1030,10 +1030,14 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 			return fault.Field("permission", "FULL or SENDING")
 		}
 		var full string
+		var made store.APIKey
 		err := store.ErrNotFound // a domain that is no id is no domain of the team
 		if isID {
-			full, _, err = c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
+			full, made, err = c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
 				Permission: perm, DomainID: domainID})
+		}
+		if err == nil { // as the admin CLI's commands are: who, not the key
+			c.s.Log.Info("console: API key created", "teamId", si.p.TeamID, "keyId", made.ID, "permission", perm, "domainId", domainID)
 		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -1074,6 +1078,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, si signedIn)
 		return err
 	}
 	c.s.Auth.Forget(id)
+	c.s.Log.Info("console: API key revoked", "teamId", si.p.TeamID, "keyId", id)
 	http.Redirect(w, r, "/console/keys", http.StatusSeeOther)
 	return nil
 }

@@ -2,14 +2,17 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,7 +268,9 @@ func TestConsole(t *testing.T) {
 	}
 
 	// Keys: made on the keys page (shown once) work in the API at once; revoked there, they
-	// stop at once. A SENDING key may not see the page.
+	// stop at once, each logged by its id (never the key). A SENDING key may not see the page.
+	var logs syncBuffer
+	e.app.Services.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	if code, body := postForm(t, c, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "name": {"ci"}, "permission": {"SENDING"}}, srv.URL); code != 200 {
 		t.Fatalf("create a key = %d %s", code, body)
 	} else if m := regexp.MustCompile(`<pre id="created-key">(us_([0-9a-z]{10})_[0-9a-f]{32})</pre>`).FindStringSubmatch(body); m == nil {
@@ -279,6 +284,11 @@ func TestConsole(t *testing.T) {
 		}
 		if r := e.request(m[1], "GET", "/api/v1/emails", nil); r.status != 403 {
 			t.Errorf("a key revoked in the console: %d, want 403 at once", r.status)
+		}
+		out := logs.String()
+		if !strings.Contains(out, `"msg":"console: API key created"`) || !strings.Contains(out, `"msg":"console: API key revoked"`) ||
+			!strings.Contains(out, `"keyId":"`+m[2]+`"`) || strings.Contains(out, m[1]) || strings.Contains(out, m[1][len(m[1])-32:]) {
+			t.Errorf("the key's log lines (its id, never the key or its secret):\n%s", out)
 		}
 	}
 	if code, _ := postForm(t, c, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "permission": {"ROOT"}}, srv.URL); code != 400 {
@@ -755,4 +765,22 @@ func TestConsoleOneShotSearchRetriesLater(t *testing.T) {
 			t.Errorf("events%s = %d %q, want it to start %q", query, code, body, want)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer the server's goroutines may write while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
