@@ -77,7 +77,13 @@ func TestMakeRunCtrlC(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("make run did not start the server:\n%s", out.String())
 	}
-	if _, err := master.Write([]byte{0x03}); err != nil { // ^C, as typed
+	// ^Z first: the server, alone in the terminal's foreground group, ignores it (stopped, it
+	// would hang the shell, which waits for make); then ^C, as typed.
+	if _, err := master.Write([]byte{0x1a}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := master.Write([]byte{0x03}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -42,6 +42,9 @@ func takeTerminal() (giveBack func()) {
 		_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp)
 	}
 	setForeground(syscall.Getpgrp())
+	// Ctrl-Z would stop the server alone: the shell waits for make, not for this group, and
+	// would neither show its prompt nor resume the server. Ignored; Ctrl-C stops it.
+	signal.Ignore(syscall.SIGTSTP)
 	return func() {
 		setForeground(had)
 		tty.Close()
