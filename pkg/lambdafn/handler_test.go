@@ -128,6 +128,21 @@ func TestHTTP(t *testing.T) {
 	if _, err := h(context.Background(), req); err != nil || got.Host != "127.0.0.1:3000" {
 		t.Errorf("without a domainName: host %q, %v; want the Host header's", got.Host, err)
 	}
+	// A named stage's default endpoint puts the stage before the path; a path the stage's name
+	// merely starts (a stage named api) or a custom domain's (stage taken off) is left alone.
+	for _, c := range []struct{ stage, raw, want string }{
+		{"prod", "/prod/api/v1/emails", "/api/v1/emails"},
+		{"api", "/api/api/v1/emails", "/api/v1/emails"},
+		{"api", "/api/v1/emails", "/api/v1/emails"},
+		{"prod", "/api/v1/emails", "/api/v1/emails"},
+		{"$default", "/api/v1/emails", "/api/v1/emails"},
+	} {
+		req.RawPath, req.RequestContext.Stage = c.raw, c.stage
+		if _, err := h(context.Background(), req); err != nil || got.URL.Path != c.want {
+			t.Errorf("stage %s, rawPath %s: served %s, %v; want %s", c.stage, c.raw, got.URL.Path, err, c.want)
+		}
+	}
+	req.RawPath, req.RequestContext.Stage = "/api/v1/emails", ""
 	// A Host that makes no URL is left alone (the adapter's https:// with no host then).
 	for _, bad := range []string{"host:abc", "a:b:c", "x/y", "a b", "h:", "h:99999"} {
 		req.Headers["host"] = bad

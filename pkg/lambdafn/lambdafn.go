@@ -434,6 +434,7 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		if _, err := url.PathUnescape(req.RawPath); err != nil {
 			return badRequest("path: malformed %-escape")
 		}
+		req.RawPath = withoutStage(req.RawPath, req.RequestContext.Stage)
 		if req.RequestContext.DomainName == "" && hostName(headers["Host"]) {
 			// sam local start-api sends no domainName: the links the API writes (a double
 			// opt-in's confirmation) take the Host the client asked for, as the local server's.
@@ -446,6 +447,24 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		}
 		return compact(resp), nil
 	}
+}
+
+// withoutStage is the path of a request to a named stage's default endpoint
+// (https://…/prod/api/v1/emails), whose rawPath starts with the stage, without it; a path
+// that would not then be one Mailroom serves is left as it is (a custom domain's mapping has
+// taken the stage off already, and a stage may be named like a path's first segment). The
+// template deploys the $default stage, whose paths carry no stage.
+func withoutStage(path, stage string) string {
+	if stage == "" || stage == "$default" || !strings.HasPrefix(path, "/"+stage+"/") {
+		return path
+	}
+	rest := strings.TrimPrefix(path, "/"+stage)
+	for _, served := range []string{"/api/", "/console", "/healthz", "/unsubscribe/", "/subscribe/"} {
+		if strings.HasPrefix(rest, served) {
+			return rest
+		}
+	}
+	return path
 }
 
 // hostName reports whether h is a host[:port] that makes a URL's authority as it is: a name or
