@@ -1101,6 +1101,7 @@ func TestEveryBodyNamesItsBadField(t *testing.T) {
 		{"POST", "/api/v1/suppressions", `{"email":"s1@example.org","EMAIL":"s2@example.org"}`, "EMAIL: given more than once"},
 		// A float for an integer is decoded again with integers: the repeat is still seen.
 		{"POST", "/api/v1/campaigns", `{"name":"a","name":"b","from":"news@example.com","subject":"s","contactBookId":"` + b.ID + `","html":"<p>x</p>","batchSize":500.0}`, "name: given more than once"},
+		{"POST", "/api/v1/campaigns", `{"name":"a","from":"news@example.com","subject":"s","contactBookId":"` + b.ID + `","html":"<p>x</p>","batchSize":1.0,"batchSize":2}`, "batchSize: given more than once"},
 	} {
 		r := e.do(c.method, c.path, c.body)
 		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, c.want) {

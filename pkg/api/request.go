@@ -135,7 +135,12 @@ func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
-	orig := body // integralNumbers may rewrite body, keeping one of two equal keys
+	// A field given twice, at any depth, is refused, before its values' types are looked at:
+	// a decoder keeps the last silently (and matches a struct's fields without regard to case:
+	// "Email" fills email too), and integralNumbers below would keep one of the two.
+	if err := fault.DuplicateFieldsFold("", body); err != nil {
+		return err
+	}
 	err := json.Unmarshal(body, v)
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") && strings.ContainsAny(te.Value, ".eE") {
@@ -156,9 +161,7 @@ func decodeObject(body []byte, v any) error {
 		}
 		return fault.Field("body", "must be a JSON object")
 	}
-	// A field given twice, at any depth, is refused: a decoder keeps the last silently (and
-	// matches a struct's fields without regard to case: "Email" fills email too).
-	return fault.DuplicateFieldsFold("", orig)
+	return nil
 }
 
 // isList reports whether the top-level field of the struct v points to is a list: only then
