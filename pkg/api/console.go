@@ -157,33 +157,67 @@ var ConsoleRoutes = []Route{
 
 // ConsolePages are the console's pages and forms (HTML for a browser signed in with a session
 // cookie, forms with a CSRF token), which the OpenAPI document lists beside the way in
-// (ServedBesides); Handler serves exactly these. Anonymous is what each answers without a
-// session (the sign-in form, mostly), Try the path a test asks for.
+// (ServedBesides); Handler serves exactly these, each with its serve. Anonymous is what each
+// answers without a session (the sign-in form, mostly), Try the path a test asks for. Each page
+// answers what an API route answers, to the keys that route takes (servePage).
 var ConsolePages = []struct {
 	Method, Path, ID, Summary, Type string
 	Anonymous                       int
 	Try                             string
+	serve                           func(*Console) http.HandlerFunc
 }{
-	{"GET", "/console", "ConsoleEntry", "Sends a browser to the console's first page", "", http.StatusFound, ""},
-	{"GET", "/console/emails/{id}", "ConsoleEmail", "An email: rendered body (sandboxed), text, headers, attachments, the event timeline, and buttons that simulate SES events", "text/html", http.StatusUnauthorized, "/console/emails/em0"},
-	{"GET", "/console/emails/{id}/raw", "ConsoleEmailRaw", "An email's .eml", "message/rfc822", http.StatusUnauthorized, "/console/emails/em0/raw"},
-	{"GET", "/console/events", "ConsoleEvents", "Server-sent events: what changed on the page being watched", "text/event-stream", http.StatusUnauthorized, ""},
-	{"POST", "/console/emails/{id}/simulate", "ConsoleSimulate", "Fires an SES-shaped event for an email (delivery delay, bounce, complaint, open, click) through the events' ingestion", "text/html", http.StatusUnauthorized, "/console/emails/em0/simulate"},
-	{"GET", "/console/domains", "ConsoleDomains", "The team's domains with their DNS records", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/campaigns", "ConsoleCampaigns", "Campaigns with their progress and counters, live", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/webhooks", "ConsoleWebhooks", "Webhooks and their call log", "text/html", http.StatusUnauthorized, ""},
-	{"POST", "/console/webhooks/{id}/calls/{callId}/replay", "ConsoleReplay", "Sends a logged webhook call's event again", "text/html", http.StatusUnauthorized, "/console/webhooks/wh0/calls/c0/replay"},
-	{"GET", "/console/suppressions", "ConsoleSuppressions", "The suppression list", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/analytics", "ConsoleAnalytics", "The email time series and reputation metrics, drawn", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/templates", "ConsoleTemplates", "Templates with a preview", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/books", "ConsoleBooks", "Contact books", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/books/{id}", "ConsoleBook", "A contact book's contacts", "text/html", http.StatusUnauthorized, "/console/books/cb0"},
-	{"GET", "/console/keys", "ConsoleKeys", "The team's API keys", "text/html", http.StatusUnauthorized, ""},
-	{"POST", "/console/keys", "ConsoleCreateKey", "Creates an API key (shown once)", "text/html", http.StatusUnauthorized, ""},
-	{"POST", "/console/keys/{id}/revoke", "ConsoleRevokeKey", "Revokes an API key", "text/html", http.StatusUnauthorized, "/console/keys/k0/revoke"},
-	{"POST", "/console/session", "ConsoleSignIn", "Signs in with an API key (form field key): an HttpOnly, SameSite=Strict session cookie", "text/html", http.StatusUnauthorized, ""},
-	{"POST", "/console/signout", "ConsoleSignOut", "Signs out", "text/html", http.StatusUnauthorized, ""},
-	{"GET", "/console/static/{file}", "ConsoleStatic", "The console's style sheet, script and icon", "text/css", http.StatusOK, "/console/static/console.css"},
+	{"GET", "/console", "ConsoleEntry", "Sends a browser to the console's first page", "", http.StatusFound, "", func(*Console) http.HandlerFunc { return redirectHome }},
+	{"GET", "/console/emails/{id}", "ConsoleEmail", "An email: rendered body (sandboxed), text, headers, attachments, the event timeline, and buttons that simulate SES events", "text/html", http.StatusUnauthorized, "/console/emails/em0", servePage("GetEmail", (*Console).email)},
+	{"GET", "/console/emails/{id}/raw", "ConsoleEmailRaw", "An email's .eml", "message/rfc822", http.StatusUnauthorized, "/console/emails/em0/raw", servePage("GetEmail", (*Console).raw)},
+	{"GET", "/console/events", "ConsoleEvents", "Server-sent events: what changed on the page being watched", "text/event-stream", http.StatusUnauthorized, "", servePage("ListEmails", (*Console).events)},
+	// A simulated bounce or complaint suppresses the address for the whole team.
+	{"POST", "/console/emails/{id}/simulate", "ConsoleSimulate", "Fires an SES-shaped event for an email (delivery delay, bounce, complaint, open, click) through the events' ingestion", "text/html", http.StatusUnauthorized, "/console/emails/em0/simulate", servePage("CreateSuppression", (*Console).simulate)},
+	{"GET", "/console/domains", "ConsoleDomains", "The team's domains with their DNS records", "text/html", http.StatusUnauthorized, "", servePage("ListDomains", (*Console).domains)},
+	{"GET", "/console/campaigns", "ConsoleCampaigns", "Campaigns with their progress and counters, live", "text/html", http.StatusUnauthorized, "", servePage("ListCampaigns", (*Console).campaigns)},
+	{"GET", "/console/webhooks", "ConsoleWebhooks", "Webhooks and their call log", "text/html", http.StatusUnauthorized, "", servePage("ListWebhookCalls", (*Console).webhooks)},
+	{"POST", "/console/webhooks/{id}/calls/{callId}/replay", "ConsoleReplay", "Sends a logged webhook call's event again", "text/html", http.StatusUnauthorized, "/console/webhooks/wh0/calls/c0/replay", servePage("ReplayWebhookCall", (*Console).replay)},
+	{"GET", "/console/suppressions", "ConsoleSuppressions", "The suppression list", "text/html", http.StatusUnauthorized, "", servePage("ListSuppressions", (*Console).suppressions)},
+	{"GET", "/console/analytics", "ConsoleAnalytics", "The email time series and reputation metrics, drawn", "text/html", http.StatusUnauthorized, "", servePage("GetEmailTimeSeries", (*Console).analytics)},
+	{"GET", "/console/templates", "ConsoleTemplates", "Templates with a preview", "text/html", http.StatusUnauthorized, "", servePage("ListTemplates", (*Console).templates)},
+	{"GET", "/console/books", "ConsoleBooks", "Contact books", "text/html", http.StatusUnauthorized, "", servePage("ListContactBooks", (*Console).books)},
+	{"GET", "/console/books/{id}", "ConsoleBook", "A contact book's contacts", "text/html", http.StatusUnauthorized, "/console/books/cb0", servePage("ListContacts", (*Console).book)},
+	{"GET", "/console/keys", "ConsoleKeys", "The team's API keys", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).keys)},
+	{"POST", "/console/keys", "ConsoleCreateKey", "Creates an API key (shown once)", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).keys)},
+	{"POST", "/console/keys/{id}/revoke", "ConsoleRevokeKey", "Revokes an API key", "text/html", http.StatusUnauthorized, "/console/keys/k0/revoke", servePage("", (*Console).revokeKey)},
+	{"POST", "/console/session", "ConsoleSignIn", "Signs in with an API key (form field key): an HttpOnly, SameSite=Strict session cookie", "text/html", http.StatusUnauthorized, "", func(c *Console) http.HandlerFunc { return c.signIn }},
+	{"POST", "/console/signout", "ConsoleSignOut", "Signs out", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).signOut)},
+	{"GET", "/console/static/{file}", "ConsoleStatic", "The console's style sheet, script and icon", "text/css", http.StatusOK, "/console/static/console.css", serveStatic},
+}
+
+// servePage serves a console page by its method h behind c.page (the session, and the keys the
+// API route named fn takes).
+func servePage(fn string, h func(*Console, http.ResponseWriter, *http.Request, signedIn) error) func(*Console) http.HandlerFunc {
+	return func(c *Console) http.HandlerFunc {
+		return c.page(fn, func(w http.ResponseWriter, r *http.Request, si signedIn) error { return h(c, w, r, si) })
+	}
+}
+
+// redirectHome sends a browser to the console's first page, with the query: a bookmarked
+// search.
+func redirectHome(w http.ResponseWriter, r *http.Request) {
+	to := ConsoleHome
+	if r.URL.RawQuery != "" {
+		to += "?" + r.URL.RawQuery
+	}
+	http.Redirect(w, r, to, http.StatusFound)
+}
+
+// serveStatic serves the page's style, script and icon; no listing, and not the templates.
+func serveStatic(*Console) http.HandlerFunc {
+	static, _ := fs.Sub(consoleFiles, "consoleui")
+	files := http.StripPrefix("/console/static/", http.FileServerFS(static))
+	return func(w http.ResponseWriter, r *http.Request) {
+		if f := r.PathValue("file"); !strings.HasSuffix(f, ".css") && !strings.HasSuffix(f, ".js") && f != "icon.svg" {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}
 }
 
 // NewConsole builds the console on the services.
@@ -196,61 +230,12 @@ func NewConsole(s *Services, outboxDir string) *Console {
 // Handler serves /console/ and its pages; GET / sends a browser there.
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(consoleFiles, "consoleui")
-	files := http.StripPrefix("/console/static/", http.FileServerFS(static))
-	staticFile := func(w http.ResponseWriter, r *http.Request) {
-		// The page's style, script and icon; no listing, and not the templates.
-		if f := r.PathValue("file"); !strings.HasSuffix(f, ".css") && !strings.HasSuffix(f, ".js") && f != "icon.svg" {
-			http.NotFound(w, r)
-			return
-		}
-		files.ServeHTTP(w, r)
-	}
-	home := func(w http.ResponseWriter, r *http.Request) { // the query too: a bookmarked search
-		to := ConsoleHome
-		if r.URL.RawQuery != "" {
-			to += "?" + r.URL.RawQuery
-		}
-		http.Redirect(w, r, to, http.StatusFound)
-	}
-	mux.HandleFunc("GET /{$}", home)
-	mux.HandleFunc("GET /console/{$}", home)
-	// Each page answers what an API route answers, to the keys that route takes. The first
-	// page is documented with the way in (ServedBesides), the others with ConsolePages.
+	mux.HandleFunc("GET /{$}", redirectHome)
+	mux.HandleFunc("GET /console/{$}", redirectHome)
+	// The first page is documented with the way in (ServedBesides), the others in ConsolePages.
 	mux.HandleFunc("GET "+ConsoleHome, c.page("ListEmails", c.emails))
-	handlers := map[string]http.HandlerFunc{
-		"GET /console":                                      home,
-		"GET /console/emails/{id}":                          c.page("GetEmail", c.email),
-		"GET /console/emails/{id}/raw":                      c.page("GetEmail", c.raw),
-		"GET /console/events":                               c.page("ListEmails", c.events),
-		"POST /console/emails/{id}/simulate":                c.page("CreateSuppression", c.simulate), // a bounce suppresses for the whole team
-		"GET /console/domains":                              c.page("ListDomains", c.domains),
-		"GET /console/campaigns":                            c.page("ListCampaigns", c.campaigns),
-		"GET /console/webhooks":                             c.page("ListWebhookCalls", c.webhooks),
-		"POST /console/webhooks/{id}/calls/{callId}/replay": c.page("ReplayWebhookCall", c.replay),
-		"GET /console/suppressions":                         c.page("ListSuppressions", c.suppressions),
-		"GET /console/analytics":                            c.page("GetEmailTimeSeries", c.analytics),
-		"GET /console/templates":                            c.page("ListTemplates", c.templates),
-		"GET /console/books":                                c.page("ListContactBooks", c.books),
-		"GET /console/books/{id}":                           c.page("ListContacts", c.book),
-		"GET /console/keys":                                 c.page("", c.keys),
-		"POST /console/keys":                                c.page("", c.keys),
-		"POST /console/keys/{id}/revoke":                    c.page("", c.revokeKey),
-		"POST /console/session":                             c.signIn,
-		"POST /console/signout":                             c.page("", c.signOut),
-		"GET /console/static/{file}":                        staticFile,
-	}
-	// ConsolePages lists what the OpenAPI document says the console serves: exactly these.
 	for _, p := range ConsolePages {
-		h := handlers[p.Method+" "+p.Path]
-		if h == nil {
-			panic("api: console page " + p.Method + " " + p.Path + " has no handler")
-		}
-		mux.HandleFunc(p.Method+" "+p.Path, h)
-		delete(handlers, p.Method+" "+p.Path)
-	}
-	for pattern := range handlers {
-		panic("api: console handler " + pattern + " is not in ConsolePages")
+		mux.HandleFunc(p.Method+" "+p.Path, p.serve(c))
 	}
 	// Any other path under /console/ (or a method a page does not take): the console's own
 	// error page, with its menu, for a signed-in browser.
