@@ -441,7 +441,7 @@ func notAllowed(w http.ResponseWriter, r *http.Request, allow []string) error {
 // else is a 500 with a fixed text.
 func writeError(w http.ResponseWriter, err error) {
 	status, code, msg := errorOf(err)
-	if fe, ok := fault.As(err); ok && fe.RetryAfter > 0 && w.Header().Get("Retry-After") == "" {
+	if fe, ok := fault.As(err); ok && fe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(fe.RetryAfter.Seconds())), 10))
 	}
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})

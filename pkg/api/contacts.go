@@ -286,7 +286,7 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 	// A Lambda function's answer is at most 6 MB as its invocation carries it (escaped or
 	// base64): 5,000 ordinary contacts take about 1.5 MB; a page of contacts with many long
 	// properties must be asked for in smaller pieces, here as on AWS.
-	if n := jsonout.InvocationLen(string(out)); n > jsonout.MaxInvocationBody {
+	if n, _ := jsonout.InvocationLen(string(out)); n > jsonout.MaxInvocationBody {
 		return fault.Field("limit", "these %d contacts come to %.1f MB as an answer carries them, more than it may (%.1f MB, Lambda's limit on AWS): ask for fewer at a time",
 			len(list), float64(n)/(1<<20), float64(jsonout.MaxInvocationBody)/(1<<20))
 	}

@@ -242,8 +242,8 @@ func boundedTemplates(list []store.Template) []templateItem {
 	budget := newListBudget()
 	for i, t := range list {
 		it := templateItem{templateView: newTemplateView(t)}
-		it.HTML, it.HTMLOmitted = budget.keep(&it.templateView.HTML)
-		it.Text, it.TextOmitted = budget.keep(&it.templateView.Text)
+		it.HTML, it.HTMLOmitted = budget.keep(&t.HTML)
+		it.Text, it.TextOmitted = budget.keep(&t.Text)
 		out[i] = it
 	}
 	return out

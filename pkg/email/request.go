@@ -604,10 +604,11 @@ func (d *decoder) time(field string) *time.Time {
 // refused: a client would mean its own, which the server cannot know. RFC 3339 lets "T" and
 // "Z" be written in lower case (2026-01-02t15:04:05z); Go's layouts do not.
 func ParseTime(s string) (time.Time, error) {
+	// Upper-cased, nothing but the letters T and Z changes (pkg/naturaldate, which reads a
+	// campaign's, is not linked by the functions that send).
+	s = strings.ToUpper(s)
 	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
-		// Upper-cased, nothing but the letters T and Z changes (pkg/naturaldate, which reads a
-		// campaign's, is not linked by the functions that send).
-		if t, err := time.Parse(layout, strings.ToUpper(s)); err == nil {
+		if t, err := time.Parse(layout, s); err == nil {
 			return t.UTC(), nil
 		}
 	}

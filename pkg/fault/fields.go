@@ -39,13 +39,11 @@ func DuplicateFieldsFold(at string, body []byte) error {
 
 // keyFrame is an object or an array being read by duplicateKeys.
 type keyFrame struct {
-	object    bool
-	path      string   // its own path (at for the body itself)
-	keys      [][]byte // an object's keys so far
-	wantKey   bool     // an object's next string is a key
-	lastKey   []byte
-	index     int // an array's element being read
-	foldCases bool
+	object  bool
+	path    string   // its own path (at for the body itself)
+	keys    [][]byte // an object's keys so far, the last one's value being read
+	wantKey bool     // an object's next string is a key
+	index   int      // an array's element being read
 }
 
 func duplicateKeys(at string, body []byte, foldTop bool) error {
@@ -57,15 +55,14 @@ func duplicateKeys(at string, body []byte, foldTop bool) error {
 		}
 		top := stack[len(stack)-1]
 		if top.object {
-			return joinPath(top.path, string(top.lastKey))
+			return joinPath(top.path, string(top.keys[len(top.keys)-1]))
 		}
 		return top.path + "[" + strconv.Itoa(top.index) + "]"
 	}
 	for i := 0; i < len(body); i++ {
 		switch c := body[i]; c {
 		case '{', '[':
-			f := &keyFrame{object: c == '{', path: child(), wantKey: c == '{', foldCases: foldTop && len(stack) == 0}
-			stack = append(stack, f)
+			stack = append(stack, &keyFrame{object: c == '{', path: child(), wantKey: c == '{'})
 		case '}', ']':
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
@@ -93,13 +90,13 @@ func duplicateKeys(at string, body []byte, foldTop bool) error {
 					}
 					key = []byte(k)
 				}
+				fold := foldTop && n == 1 // the body's own fields
 				for _, seen := range top.keys {
-					if bytes.Equal(seen, key) || top.foldCases && bytes.EqualFold(seen, key) {
+					if bytes.Equal(seen, key) || fold && bytes.EqualFold(seen, key) {
 						return &Error{Kind: Invalid, Message: joinPath(top.path, string(key)) + ": given more than once"}
 					}
 				}
-				top.keys = append(top.keys, key)
-				top.lastKey, top.wantKey = key, false
+				top.keys, top.wantKey = append(top.keys, key), false
 			}
 			i = end
 		}

@@ -36,11 +36,15 @@ func Marshal(v any) ([]byte, error) {
 // envelope around them.
 const MaxInvocationBody = 6<<20 - 64<<10
 
-// InvocationLen is the length of body in a Lambda function's invocation response: the shorter
-// of its two forms there, a JSON string (aws-lambda-go writes it without HTML escaping) and
-// base64 (lambdafn.HTTP sends whichever is shorter).
-func InvocationLen(body string) int {
-	return min(QuotedLen(body, false), base64.StdEncoding.EncodedLen(len(body)))
+// InvocationLen is the length of body in a Lambda function's invocation response, and whether
+// that is as base64: the shorter of its two forms there, a JSON string (aws-lambda-go writes it
+// without HTML escaping) and base64, which lambdafn.HTTP sends when it is shorter.
+func InvocationLen(body string) (n int, asBase64 bool) {
+	quoted, b64 := QuotedLen(body, false), base64.StdEncoding.EncodedLen(len(body))
+	if quoted <= b64 {
+		return quoted, false
+	}
+	return b64, true
 }
 
 // QuotedLen is the length of s as a JSON string, quotes included: as Marshal writes it, or with

@@ -500,7 +500,7 @@ func compact(resp events.APIGatewayV2HTTPResponse) events.APIGatewayV2HTTPRespon
 	if resp.IsBase64Encoded || len(resp.Body) < compactFrom {
 		return resp
 	}
-	if jsonout.QuotedLen(resp.Body, false) <= base64.StdEncoding.EncodedLen(len(resp.Body)) {
+	if _, asBase64 := jsonout.InvocationLen(resp.Body); !asBase64 {
 		return resp
 	}
 	resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(resp.Body)), true

@@ -44,8 +44,8 @@ const maxItemBytes = 400 << 10
 // stored item is in.Item is the success of an earlier try of this call.
 func (st *Store) putCond(ctx context.Context, in *dynamodb.PutItemInput) error {
 	stamp(in.Item)
-	if itemSize(in.Item) > maxItemBytes {
-		return fmt.Errorf("dynamo: %d bytes: %w", itemSize(in.Item), store.ErrTooLarge)
+	if n := itemSize(in.Item); n > maxItemBytes {
+		return fmt.Errorf("dynamo: %d bytes: %w", n, store.ErrTooLarge)
 	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err := st.client.PutItem(ctx, in)
