@@ -492,7 +492,7 @@ func (a *App) every(ctx context.Context, interval time.Duration, fn func(context
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				fn(ctx)
+				fn(store.Unhurried(ctx)) // background work: it waits for the store's pace
 			}
 		}
 	}()

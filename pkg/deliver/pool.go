@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // Pending lists emails waiting for delivery (store.Store.PendingEmails).
@@ -132,7 +134,8 @@ func (p *Pool) run() {
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
 		p.yield()
-		if err := p.worker.Deliver(WithStop(p.ctx, p.stop), id); err != nil {
+		// Unhurried: delivery waits for the store's pace (store.Unhurried).
+		if err := p.worker.Deliver(store.Unhurried(WithStop(p.ctx, p.stop)), id); err != nil {
 			p.log.Error("deliver", "emailId", id, "err", err)
 			// Try again later rather than lose it; the store keeps it pending meanwhile.
 			go func() {

@@ -221,6 +221,9 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	if a.Pool != nil {
 		a.Pool.YieldTo(load.busy, YieldGap)
 	}
+	if y, ok := a.Store.(interface{ YieldTo(func() bool) }); ok {
+		y.YieldTo(load.busy)
+	}
 	// The mail console: GET / sends a browser to it.
 	console := api.NewConsole(a.Services, a.OutboxDir)
 	console.Events = a.Ingester // its buttons fire SES events as SES would

@@ -750,3 +750,20 @@ func RetainedFrom(now time.Time, retention time.Duration) time.Time {
 	}
 	return now.UTC().Add(-retention - 24*time.Hour).Truncate(24 * time.Hour).Add(24 * time.Hour)
 }
+
+type unhurriedKey struct{}
+
+// Unhurried marks ctx as background work (local delivery) that a store may keep waiting while
+// it puts its own work off for the foreground: the embedded store holds back writing logged
+// emails into its database during a burst of sends, and a read on behalf of a caller who waits
+// (an API request) ends that hold at once, a read on an unhurried context does not. Adapters
+// with no such work ignore it.
+func Unhurried(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unhurriedKey{}, true)
+}
+
+// IsUnhurried reports whether ctx was marked by Unhurried.
+func IsUnhurried(ctx context.Context) bool {
+	v, _ := ctx.Value(unhurriedKey{}).(bool)
+	return v
+}

@@ -205,6 +205,11 @@ func Open(path string) (*Store, error) {
 	return &Store{db: db, commits: commits, attempts: maxRetries, slots: &slots{}, requests: &requests{}, wal: w, Replayed: n}, nil
 }
 
+// YieldTo makes the writes of logged emails into bbolt yield to foreground work, as delivery
+// does (deliver.Pool.YieldTo): while busy reports true, they are held for up to applyHold and
+// written in larger transactions, fewer pages and syncs for the same emails.
+func (s *Store) YieldTo(busy func() bool) { s.wal.busy.Store(&busy) }
+
 // Close writes what the log holds into bbolt and releases the file.
 func (s *Store) Close() error {
 	err := s.wal.close() // through the committer: closed after it

@@ -129,7 +129,24 @@ type wal struct {
 	syncDone, applyDone chan struct{}
 	closeOnce           sync.Once
 	closeErr            error
+
+	// busy tells a burst of foreground writes (Store.YieldTo): the applier then holds the
+	// synced records (hold), and urgent ends a hold at once.
+	busy    atomic.Pointer[func() bool]
+	urgent  chan struct{}
+	holdFor time.Duration // applyHold (tests shorten or lengthen it)
 }
+
+// applyHold is how long, at most, the applier holds synced records while the foreground is
+// busy, and holdEmails how many it holds at most; walApplyBusy is how many emails it then
+// writes in one transaction (every other writer waits for it: an Idempotency-Key's record,
+// a delivery's status); holdLook is how often it looks again whether the burst is over.
+const (
+	applyHold    = time.Second
+	holdEmails   = 20000
+	walApplyBusy = 2000
+	holdLook     = 10 * time.Millisecond
+)
 
 // openWAL applies what dir holds past the last record bbolt has, deletes it, and starts a new
 // log. It returns how many emails it wrote.
@@ -139,7 +156,8 @@ func openWAL(dir string, db *bbolt.DB, commits *committer) (*wal, int, error) {
 	}
 	w := &wal{dir: dir, db: db, commits: commits, cur: &walBatch{done: make(chan struct{})},
 		appliedCh: make(chan struct{}), pending: make(map[string]uint64),
-		syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1), stop: make(chan struct{}),
+		syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+		holdFor: applyHold, stop: make(chan struct{}),
 		syncDone: make(chan struct{}), applyDone: make(chan struct{}),
 		want: make(chan struct{}, 1), next: make(chan walFile), prepErr: make(chan error),
 		prepStop: make(chan struct{}), prepDone: make(chan struct{})}
@@ -563,13 +581,17 @@ func (w *wal) applyLoop() {
 				return
 			}
 		}
+		limit := walApplyEmails
+		if w.hold() {
+			limit = walApplyBusy
+		}
 		for {
 			w.mu.Lock()
 			var (
 				take   []*walBatch
 				emails int
 			)
-			for len(w.toApply) > 0 && (len(take) == 0 || emails < walApplyEmails) {
+			for len(w.toApply) > 0 && (len(take) == 0 || emails < limit) {
 				b := w.toApply[0]
 				w.toApply = w.toApply[1:]
 				take = append(take, b)
@@ -606,6 +628,50 @@ func (w *wal) applyLoop() {
 			}
 			w.done(take)
 		}
+	}
+}
+
+// hold puts the writing of synced records into bbolt off while the foreground is busy (a
+// burst of sends: Store.YieldTo), as delivery yields to it: bbolt's writes of an email cost
+// more than the send that logged it (its pages and two syncs), and they can wait, since the
+// log holds the records and the store reads its own writes by waiting for them. The hold
+// ends when the burst does, after holdFor, when holdEmails emails wait, when a caller who
+// is not Unhurried waits to read (urgent), or when the log stops. It reports whether it held:
+// the applier then writes up to walApplyBusy emails a transaction.
+func (w *wal) hold() bool {
+	busy := w.busy.Load()
+	if busy == nil || !(*busy)() {
+		return false
+	}
+	select {
+	case <-w.urgent: // a reader came before the hold: it has waited long enough
+		return false
+	default:
+	}
+	deadline := time.NewTimer(w.holdFor)
+	defer deadline.Stop()
+	look := time.NewTicker(holdLook)
+	defer look.Stop()
+	for {
+		w.mu.Lock()
+		waiting := 0
+		for _, b := range w.toApply {
+			for _, r := range b.recs {
+				waiting += len(r.Emails)
+			}
+		}
+		w.mu.Unlock()
+		if waiting >= holdEmails || !(*busy)() {
+			return true
+		}
+		select {
+		case <-deadline.C:
+		case <-w.urgent:
+		case <-w.stop:
+		case <-look.C:
+			continue
+		}
+		return true
 	}
 }
 
@@ -657,6 +723,9 @@ func (w *wal) settleEmail(ctx context.Context, id string) error {
 }
 
 func (w *wal) settleTo(ctx context.Context, target uint64) error {
+	if w.applied.Load() < target && !store.IsUnhurried(ctx) {
+		kick(w.urgent) // a caller waits: no hold for it (hold)
+	}
 	for {
 		w.mu.Lock()
 		ch := w.appliedCh

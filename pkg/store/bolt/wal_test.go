@@ -1,11 +1,14 @@
 package bolt
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,9 +192,20 @@ func TestLogSegmentsGoOnceApplied(t *testing.T) {
 // returns, every read sees the email (one email's reads wait for its own record, lists and
 // counts for all earlier ones), from many senders at once, each email created exactly once
 // although every id is sent by two of them.
+// TestLoggedEmailsAreReadAtOnce, also while a burst holds the log's records back (the hold
+// lasts an hour here: a read that waited for it would time the test out).
 func TestLoggedEmailsAreReadAtOnce(t *testing.T) {
+	t.Run("idle", func(t *testing.T) { loggedEmailsAreReadAtOnce(t, false) })
+	t.Run("burst", func(t *testing.T) { loggedEmailsAreReadAtOnce(t, true) })
+}
+
+func loggedEmailsAreReadAtOnce(t *testing.T, burst bool) {
 	ctx := t.Context()
 	s, _ := openLogged(t)
+	if burst {
+		s.wal.holdFor = time.Hour
+		s.YieldTo(func() bool { return true })
+	}
 	withCampaign(t, s)
 	at := time.Now().UTC()
 	const senders, each = 16, 40
@@ -234,6 +248,46 @@ func TestLoggedEmailsAreReadAtOnce(t *testing.T) {
 	}
 	if total := counted(t, s); total != senders/2*each {
 		t.Errorf("campaign total = %d, want %d (each email once)", total, senders/2*each)
+	}
+}
+
+// TestABurstHoldsTheLogBack: while the foreground is busy, the logged emails wait in the log;
+// an Unhurried read (delivery) waits with them, a caller's read ends the hold, and so does the
+// end of the burst.
+func TestABurstHoldsTheLogBack(t *testing.T) {
+	s, _ := openLogged(t)
+	s.wal.holdFor = time.Hour
+	var busy atomic.Bool
+	busy.Store(true)
+	s.YieldTo(busy.Load)
+	withCampaign(t, s)
+	at := time.Now().UTC()
+	create := func(id string) {
+		t.Helper()
+		e := walEmail(id, at, "hello")
+		if err := s.CreateEmails(t.Context(), []store.Email{e}, walCreated(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unhurried := func(id string, within time.Duration) error {
+		ctx, cancel := context.WithTimeout(store.Unhurried(t.Context()), within)
+		defer cancel()
+		_, err := s.GetEmail(ctx, id)
+		return err
+	}
+
+	create("held-1")
+	if err := unhurried("held-1", 200*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an unhurried read during the burst: %v; want it to wait for the hold", err)
+	}
+	if got, err := s.GetEmail(t.Context(), "held-1"); err != nil || got.ID != "held-1" {
+		t.Fatalf("a caller's read during the burst: %+v, %v", got, err)
+	}
+
+	create("held-2")
+	busy.Store(false) // the burst is over: the hold ends within holdLook
+	if err := unhurried("held-2", time.Minute); err != nil {
+		t.Fatalf("an unhurried read after the burst: %v", err)
 	}
 }
 
