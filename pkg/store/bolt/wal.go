@@ -76,6 +76,7 @@ var (
 type walBatch struct {
 	buf    []byte
 	recs   []walRecord
+	emails int    // in recs
 	last   uint64 // sequence number of its last record
 	done   chan struct{}
 	err    error // of the write or the sync, set before done closes
@@ -104,6 +105,7 @@ type wal struct {
 	mu        sync.Mutex
 	cur       *walBatch // filling
 	toApply   []*walBatch
+	toApplyN  int               // emails in toApply
 	appliedCh chan struct{}     // closed (and replaced) each time applied moves
 	pending   map[string]uint64 // email id → sequence number of its record, until applied
 	closed    bool
@@ -461,6 +463,7 @@ func (w *wal) enqueue(r walRecord) (*walBatch, error) {
 	b := w.cur
 	b.buf = append(b.buf, raw...)
 	b.recs = append(b.recs, r)
+	b.emails += len(r.Emails)
 	b.last = r.Seq
 	for _, e := range r.Emails {
 		w.pending[e.ID] = r.Seq
@@ -560,6 +563,7 @@ func (w *wal) finish(b *walBatch, err error) {
 	}
 	w.mu.Lock()
 	w.toApply = append(w.toApply, b)
+	w.toApplyN += b.emails
 	w.mu.Unlock()
 	kick(w.applyKick)
 	close(b.done)
@@ -594,10 +598,9 @@ func (w *wal) applyLoop() {
 			for len(w.toApply) > 0 && (len(take) == 0 || emails < limit) {
 				b := w.toApply[0]
 				w.toApply = w.toApply[1:]
+				w.toApplyN -= b.emails
 				take = append(take, b)
-				for _, r := range b.recs {
-					emails += len(r.Emails)
-				}
+				emails += b.emails
 			}
 			w.mu.Unlock()
 			if len(take) == 0 {
@@ -654,12 +657,7 @@ func (w *wal) hold() bool {
 	defer look.Stop()
 	for {
 		w.mu.Lock()
-		waiting := 0
-		for _, b := range w.toApply {
-			for _, r := range b.recs {
-				waiting += len(r.Emails)
-			}
-		}
+		waiting := w.toApplyN
 		w.mu.Unlock()
 		if waiting >= holdEmails || !(*busy)() {
 			return true
