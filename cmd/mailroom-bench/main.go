@@ -16,7 +16,7 @@ func main() {
 	flag.IntVar(&o.Clients, "c", 16, "concurrent clients (keep-alive connections)")
 	flag.IntVar(&o.Requests, "n", 40000, "measured requests per target (several seconds of load, as a burst of sends under a second fits in the store's hold)")
 	flag.IntVar(&o.Warmup, "warmup", 500, "warm-up requests per target (not measured)")
-	flag.DurationVar(&o.Duration, "duration", 120*time.Second, "hard limit for the send phase (the load and its delivery)")
+	flag.DurationVar(&o.Duration, "duration", 120*time.Second, "hard limit for the send phase (both targets' warm-ups and loads, and the delivery after)")
 	flag.IntVar(&o.Workers, "workers", 16, "delivery goroutines of the local server (as its WORKERS default)")
 	flag.BoolVar(&o.HTTP, "http", true, "run the POST /api/v1/emails phase")
 	flag.IntVar(&o.Campaign, "campaign", 100000, "contacts of the campaign phase (0 skips it)")

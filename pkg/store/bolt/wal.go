@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,6 +78,7 @@ type walBatch struct {
 	buf    []byte
 	recs   []walRecord
 	emails int    // in recs
+	size   int    // of buf, once it is dropped
 	last   uint64 // sequence number of its last record
 	done   chan struct{}
 	err    error // of the write or the sync, set before done closes
@@ -106,6 +108,7 @@ type wal struct {
 	cur       *walBatch // filling
 	toApply   []*walBatch
 	toApplyN  int               // emails in toApply
+	toApplyB  int               // their records' bytes in the log
 	appliedCh chan struct{}     // closed (and replaced) each time applied moves
 	pending   map[string]uint64 // email id → sequence number of its record, until applied
 	closed    bool
@@ -133,20 +136,25 @@ type wal struct {
 	closeErr            error
 
 	// busy tells a burst of foreground writes (Store.YieldTo): the applier then holds the
-	// synced records (hold), and urgent ends a hold at once.
+	// synced records (hold). waiters counts the callers waiting for records to be applied who
+	// are not Unhurried: while there is one, nothing is held; urgent wakes a hold for them.
 	busy    atomic.Pointer[func() bool]
+	waiters atomic.Int64
 	urgent  chan struct{}
-	holdFor time.Duration // applyHold (tests shorten or lengthen it)
+	holdFor atomic.Int64 // applyHold in nanoseconds (tests lengthen it)
 }
 
 // applyHold is how long, at most, the applier holds synced records while the foreground is
-// busy, and holdEmails how many it holds at most; walApplyBusy is how many emails it then
-// writes in one transaction (every other writer waits for it: an Idempotency-Key's record,
-// a delivery's status); holdLook is how often it looks again whether the burst is over.
+// busy, and holdEmails and holdBytes (of their records in the log) how many it holds at most;
+// walApplyBusy and applyBytes bound what it then writes in one transaction (every other
+// writer waits for it: an Idempotency-Key's record, a delivery's status); holdLook is how
+// often it looks again whether the burst is over.
 const (
 	applyHold    = time.Second
 	holdEmails   = 20000
+	holdBytes    = 64 << 20
 	walApplyBusy = 2000
+	applyBytes   = 16 << 20
 	holdLook     = 10 * time.Millisecond
 )
 
@@ -159,10 +167,11 @@ func openWAL(dir string, db *bbolt.DB, commits *committer) (*wal, int, error) {
 	w := &wal{dir: dir, db: db, commits: commits, cur: &walBatch{done: make(chan struct{})},
 		appliedCh: make(chan struct{}), pending: make(map[string]uint64),
 		syncKick: make(chan struct{}, 1), applyKick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
-		holdFor: applyHold, stop: make(chan struct{}),
+		stop:     make(chan struct{}),
 		syncDone: make(chan struct{}), applyDone: make(chan struct{}),
 		want: make(chan struct{}, 1), next: make(chan walFile), prepErr: make(chan error),
 		prepStop: make(chan struct{}), prepDone: make(chan struct{})}
+	w.holdFor.Store(int64(applyHold))
 	n, last, err := w.replay()
 	if err != nil {
 		return nil, 0, err
@@ -557,13 +566,14 @@ func (w *wal) zero(off int64, n int) error {
 // finish hands b to the applier (a failed batch too: applied moves past it in order) and
 // wakes its callers.
 func (w *wal) finish(b *walBatch, err error) {
-	b.buf = nil
+	b.size, b.buf = len(b.buf), nil
 	if err != nil {
 		b.err, b.failed = err, true
 	}
 	w.mu.Lock()
 	w.toApply = append(w.toApply, b)
 	w.toApplyN += b.emails
+	w.toApplyB += b.size
 	w.mu.Unlock()
 	kick(w.applyKick)
 	close(b.done)
@@ -585,22 +595,24 @@ func (w *wal) applyLoop() {
 				return
 			}
 		}
-		limit := walApplyEmails
+		limit, bytes := walApplyEmails, math.MaxInt
 		if w.hold() {
-			limit = walApplyBusy
+			limit, bytes = walApplyBusy, applyBytes
 		}
 		for {
 			w.mu.Lock()
 			var (
-				take   []*walBatch
-				emails int
+				take          []*walBatch
+				emails, taken int
 			)
-			for len(w.toApply) > 0 && (len(take) == 0 || emails < limit) {
+			for len(w.toApply) > 0 && (len(take) == 0 || emails < limit && taken < bytes) {
 				b := w.toApply[0]
 				w.toApply = w.toApply[1:]
 				w.toApplyN -= b.emails
+				w.toApplyB -= b.size
 				take = append(take, b)
 				emails += b.emails
+				taken += b.size
 			}
 			w.mu.Unlock()
 			if len(take) == 0 {
@@ -638,28 +650,30 @@ func (w *wal) applyLoop() {
 // burst of sends: Store.YieldTo), as delivery yields to it: bbolt's writes of an email cost
 // more than the send that logged it (its pages and two syncs), and they can wait, since the
 // log holds the records and the store reads its own writes by waiting for them. The hold
-// ends when the burst does, after holdFor, when holdEmails emails wait, when a caller who
-// is not Unhurried waits to read (urgent), or when the log stops. It reports whether it held:
-// the applier then writes up to walApplyBusy emails a transaction.
+// ends when the burst does, after holdFor, when holdEmails emails or holdBytes wait, while a
+// caller who is not Unhurried waits for records to be applied, or when the log stops. It
+// reports whether it held: the applier then writes larger transactions.
 func (w *wal) hold() bool {
 	busy := w.busy.Load()
 	if busy == nil || !(*busy)() {
 		return false
 	}
 	select {
-	case <-w.urgent: // a reader came before the hold: it has waited long enough
-		return false
+	case <-w.urgent: // left by a caller served already: waiters tells of the ones still there
 	default:
 	}
-	deadline := time.NewTimer(w.holdFor)
+	if w.waiters.Load() > 0 {
+		return false
+	}
+	deadline := time.NewTimer(time.Duration(w.holdFor.Load()))
 	defer deadline.Stop()
 	look := time.NewTicker(holdLook)
 	defer look.Stop()
 	for {
 		w.mu.Lock()
-		waiting := w.toApplyN
+		full := w.toApplyN >= holdEmails || w.toApplyB >= holdBytes
 		w.mu.Unlock()
-		if waiting >= holdEmails || !(*busy)() {
+		if full || !(*busy)() || w.waiters.Load() > 0 {
 			return true
 		}
 		select {
@@ -722,7 +736,11 @@ func (w *wal) settleEmail(ctx context.Context, id string) error {
 
 func (w *wal) settleTo(ctx context.Context, target uint64) error {
 	if w.applied.Load() < target && !store.IsUnhurried(ctx) {
-		kick(w.urgent) // a caller waits: no hold for it (hold)
+		// A caller waits: nothing is held until it is done (hold), and a hold under way ends.
+		// Its record may not be synced yet; the hold that starts when it is sees the count.
+		w.waiters.Add(1)
+		defer w.waiters.Add(-1)
+		kick(w.urgent)
 	}
 	for {
 		w.mu.Lock()

@@ -193,17 +193,18 @@ func TestLogSegmentsGoOnceApplied(t *testing.T) {
 // counts for all earlier ones), from many senders at once, each email created exactly once
 // although every id is sent by two of them.
 // TestLoggedEmailsAreReadAtOnce, also while a burst holds the log's records back (the hold
-// lasts an hour here: a read that waited for it would time the test out).
+// lasts an hour here: a read that waited for it would run out of its minute).
 func TestLoggedEmailsAreReadAtOnce(t *testing.T) {
 	t.Run("idle", func(t *testing.T) { loggedEmailsAreReadAtOnce(t, false) })
 	t.Run("burst", func(t *testing.T) { loggedEmailsAreReadAtOnce(t, true) })
 }
 
 func loggedEmailsAreReadAtOnce(t *testing.T, burst bool) {
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	s, _ := openLogged(t)
 	if burst {
-		s.wal.holdFor = time.Hour
+		s.wal.holdFor.Store(int64(time.Hour))
 		s.YieldTo(func() bool { return true })
 	}
 	withCampaign(t, s)
@@ -256,7 +257,7 @@ func loggedEmailsAreReadAtOnce(t *testing.T, burst bool) {
 // end of the burst.
 func TestABurstHoldsTheLogBack(t *testing.T) {
 	s, _ := openLogged(t)
-	s.wal.holdFor = time.Hour
+	s.wal.holdFor.Store(int64(time.Hour))
 	var busy atomic.Bool
 	busy.Store(true)
 	s.YieldTo(busy.Load)
@@ -280,13 +281,37 @@ func TestABurstHoldsTheLogBack(t *testing.T) {
 	if err := unhurried("held-1", 200*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("an unhurried read during the burst: %v; want it to wait for the hold", err)
 	}
-	if got, err := s.GetEmail(t.Context(), "held-1"); err != nil || got.ID != "held-1" {
+	caller, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if got, err := s.GetEmail(caller, "held-1"); err != nil || got.ID != "held-1" {
 		t.Fatalf("a caller's read during the burst: %+v, %v", got, err)
 	}
 
+	// A caller reading what another send is still logging: its record is synced after the
+	// caller began to wait, and the hold that starts then must not keep it waiting.
 	create("held-2")
-	busy.Store(false) // the burst is over: the hold ends within holdLook
-	if err := unhurried("held-2", time.Minute); err != nil {
+	e := walEmail("held-3", at, "hello")
+	if _, err := s.wal.enqueue(walRecord{Emails: []store.Email{e}, Events: walCreated(e)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		kick(s.wal.syncKick)
+	}()
+	if _, total, err := s.ListEmails(caller, store.EmailFilter{TeamID: 1}); err != nil || total != 3 {
+		t.Fatalf("a caller's list while a record is being logged: %d emails, %v; want 3", total, err)
+	}
+
+	// The hold ends by itself: after holdFor, and when the burst is over.
+	s.wal.holdFor.Store(int64(100 * time.Millisecond)) // read as a hold starts
+	create("held-4")
+	if err := unhurried("held-4", time.Minute); err != nil {
+		t.Fatalf("an unhurried read after the hold's time: %v", err)
+	}
+	s.wal.holdFor.Store(int64(time.Hour))
+	create("held-5")
+	busy.Store(false) // within holdLook
+	if err := unhurried("held-5", time.Minute); err != nil {
 		t.Fatalf("an unhurried read after the burst: %v", err)
 	}
 }
