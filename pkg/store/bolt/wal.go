@@ -24,6 +24,10 @@ package bolt
 // suppressions, contacts, webhooks, idempotency) are read without waiting (viewNow,
 // updateNow), which is what keeps the send path off bbolt's queue.
 //
+// During a burst of sends (Store.YieldTo) the applier holds the synced records back, for up to
+// a second, and then writes them in larger transactions (hold): a caller that waits to read
+// ends the hold, delivery and the background loops (store.Unhurried) wait with it.
+//
 // Failures. A segment that cannot be made ready fails the sends of that moment and is tried
 // again at the next. A write or sync of the log that fails zeroes what it wrote (so no start
 // applies what its callers were told failed) and stops the log: after a failed sync the file's
