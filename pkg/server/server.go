@@ -66,6 +66,10 @@ func (l *apiLoad) busy() bool {
 	return oldest > 0 && time.Since(time.Unix(0, oldest)) < burstWindow
 }
 
+// yielder is a store that puts its own work off while the API is busy (the embedded store:
+// bolt.Store.YieldTo).
+type yielder interface{ YieldTo(busy func() bool) }
+
 // Server is a running local server.
 type Server struct {
 	App    *app.App
@@ -221,7 +225,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	if a.Pool != nil {
 		a.Pool.YieldTo(load.busy, YieldGap)
 	}
-	if y, ok := a.Store.(interface{ YieldTo(func() bool) }); ok {
+	if y, ok := a.Store.(yielder); ok {
 		y.YieldTo(load.busy)
 	}
 	// The mail console: GET / sends a browser to it.
