@@ -160,23 +160,22 @@ func (s *Services) handler(routes []Route) http.Handler {
 	mux := http.NewServeMux()
 	// paths knows every path regardless of method, to tell 405 (with the methods it has) from 404.
 	paths := http.NewServeMux()
-	methods := map[string][]string{}
+	methods := pathMethods(routes)
 	for _, r := range routes {
 		mux.Handle(r.Pattern(), s.wrap(r))
-		if methods[r.Path] == nil {
-			paths.Handle(r.Path, http.NotFoundHandler())
-		}
-		methods[r.Path] = append(methods[r.Path], r.Method)
-		if r.Method == http.MethodGet {
-			methods[r.Path] = append(methods[r.Path], http.MethodHead)
-		}
+	}
+	for p := range methods {
+		paths.Handle(p, http.NotFoundHandler())
 	}
 	// A path that ends in a fixed segment (/api/v1/emails/batch) asked for with a method it does not
 	// have would go to the route of that method whose wildcard matches it (GET
 	// /api/v1/emails/{emailId}: "Email not found"; PUT .../contacts/{contactId}: an upsert): it
 	// is a 405 with the methods it has, as any other known path. From the whole route table:
 	// on AWS, API Gateway hands GET /api/v1/emails/batch to the GetEmail function.
-	for path, have := range literalPaths() {
+	for path, have := range pathMethods(Routes) {
+		if strings.HasSuffix(path, "}") {
+			continue // ends in a wildcard
+		}
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			if !slices.Contains(have, m) {
 				mux.Handle(m+" "+path, s.wrap(Route{Method: "*", Path: "(no route)", Public: true,
@@ -197,16 +196,13 @@ func (s *Services) handler(routes []Route) http.Handler {
 	return CleanPaths(mux)
 }
 
-// literalPaths are the route table's paths that end in a fixed segment, each with its methods
-// (HEAD where it has GET).
-func literalPaths() map[string][]string {
+// pathMethods lists each path of routes with its methods (HEAD where it has GET).
+func pathMethods(routes []Route) map[string][]string {
 	out := map[string][]string{}
-	for _, r := range Routes {
-		if !strings.HasSuffix(r.Path, "}") {
-			out[r.Path] = append(out[r.Path], r.Method)
-			if r.Method == http.MethodGet {
-				out[r.Path] = append(out[r.Path], http.MethodHead)
-			}
+	for _, r := range routes {
+		out[r.Path] = append(out[r.Path], r.Method)
+		if r.Method == http.MethodGet {
+			out[r.Path] = append(out[r.Path], http.MethodHead)
 		}
 	}
 	return out
