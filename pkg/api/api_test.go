@@ -757,7 +757,8 @@ func TestDomains(t *testing.T) {
 		t.Errorf("duplicate = %d", r.status)
 	}
 	for body, field := range map[string]string{`{"name":"not a domain"}`: "name:", `{}`: "name:",
-		`{"name":5}`: "name:", `{"name":"x.io","region":"mars"}`: "region:", `{`: "Malformed"} {
+		`{"name":5}`: "name:", `{"name":"x.io","region":"mars"}`: "region:", `{`: "Malformed",
+		`{"name":"x.io","region":null}`: "region:", `{"name":"x.io","region":""}`: "region:", `{"name":"x.io","region":1}`: "region:"} {
 		r := e.do("POST", "/api/v1/domains", body)
 		if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, field) {
 			t.Errorf("create %s = %d %s", body, r.status, msg)
@@ -809,7 +810,7 @@ func TestTemplates(t *testing.T) {
 		ID, Name, Subject, HTML, Text string
 	}
 	e.mustDo("POST", "/api/v1/templates", `{"name":"welcome","subject":"Welcome {{name}}","html":"<p>Hi {{name}}, code {{code}}</p>","text":"Hi {{name}}"}`, &tpl)
-	id := e.send(`{"to":"a@example.org","from":"hello@example.com","templateId":"` + tpl.ID + `","variables":{"name":"<Ann>","code":42}}`)
+	id := e.send(`{"to":"a@example.org","from":"hello@example.com","templateId":"` + tpl.ID + `","variables":{"name":"<Ann>","code":"42"}}`)
 	d := e.get(id)
 	if d.Subject != "Welcome <Ann>" || *d.HTML != "<p>Hi &lt;Ann&gt;, code 42</p>" || *d.Text != "Hi <Ann>" {
 		t.Errorf("rendered = %q %q %q", d.Subject, *d.HTML, *d.Text)
@@ -930,13 +931,33 @@ func TestBadInputStoresNothing(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d %q", c.name, r.status, msg, c.status, c.field)
 		}
 	}
+	// A body declared as something else than JSON (curl's -d, fetch's string body) is refused
+	// naming the header; JSON with a charset, a +json type, or no Content-Type is read.
+	ok := `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t"}`
+	for _, ct := range []string{"application/x-www-form-urlencoded", "text/plain;charset=UTF-8", "multipart/form-data; boundary=x", "application/xml", "json"} {
+		r := e.do("POST", "/api/v1/emails", ok, "Content-Type", ct)
+		if code, msg := r.errorOf(t); r.status != 400 || code != "BAD_REQUEST" || !strings.HasPrefix(msg, "Content-Type: must be application/json") {
+			t.Errorf("Content-Type %s: %d %s %q", ct, r.status, code, msg)
+		}
+	}
+	if n := e.count(); n != 0 {
+		t.Errorf("count = %d after only bad requests", n)
+	}
+	for _, ct := range []string{"application/json; charset=utf-8", "Application/JSON", "application/vnd.api+json", ""} {
+		if r := e.do("POST", "/api/v1/emails", ok, "Content-Type", ct); r.status != 200 {
+			t.Errorf("Content-Type %q: %d %s", ct, r.status, r.body)
+		}
+	}
+	if n := e.count(); n != 4 {
+		t.Errorf("count = %d after four good requests", n)
+	}
 	huge := bytes.Repeat([]byte("a"), 57<<20)
 	r := e.request(e.key, "POST", "/api/v1/emails", append(append([]byte(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"`), huge...), []byte(`"}`)...))
 	if code, _ := r.errorOf(t); r.status != 413 || code != "PAYLOAD_TOO_LARGE" {
 		t.Errorf("oversized body = %d %s", r.status, code)
 	}
-	if n := e.count(); n != 0 {
-		t.Errorf("count = %d after only bad requests", n)
+	if n := e.count(); n != 4 {
+		t.Errorf("count = %d after an oversized body, want the four good ones", n)
 	}
 }
 

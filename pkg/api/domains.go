@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -43,8 +44,8 @@ func (s *Services) createDomain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var in struct {
-		Name   *string `json:"name"`
-		Region *string `json:"region"`
+		Name   *string         `json:"name"`
+		Region json.RawMessage `json:"region"`
 	}
 	if err := decodeObject(body, &in); err != nil {
 		return err
@@ -52,9 +53,13 @@ func (s *Services) createDomain(w http.ResponseWriter, r *http.Request) error {
 	if in.Name == nil {
 		return fault.Field("name", "is required")
 	}
+	// Left out, the region is the default (README); given, it is a region's name: null or ""
+	// is a mistake, not a request for the default.
 	region := ""
 	if in.Region != nil {
-		region = *in.Region
+		if err := json.Unmarshal(in.Region, &region); err != nil || region == "" {
+			return fault.Field("region", "must be an SES region such as us-east-1, or left out for the default")
+		}
 	}
 	d, err := s.Domains.Create(r.Context(), principal(r).TeamID, *in.Name, region)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -44,6 +45,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		return nil, fault.Field("", "Could not read the request body")
 	}
+	if len(b) > 0 {
+		if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
+			return nil, err
+		}
+	}
 	if !utf8.Valid(b) {
 		// encoding/json would replace the bytes with U+FFFD and carry on: refuse instead.
 		return nil, fault.Field("body", "is not valid UTF-8")
@@ -53,6 +59,23 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fault.Field("body", "is not valid UTF-8: an escaped UTF-16 surrogate without its pair")
 	}
 	return b, nil
+}
+
+// jsonContentType refuses a body declared as anything but JSON (a form, text/plain: curl's -d
+// and fetch's string body without a header), which upstream refuses too. A body without a
+// Content-Type is read as JSON.
+func jsonContentType(ct string) error {
+	if strings.TrimSpace(ct) == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	if err != nil || len(mt) > 100 {
+		return fault.Field("Content-Type", "must be application/json")
+	}
+	return fault.Field("Content-Type", "must be application/json, not %s", mt)
 }
 
 // loneSurrogate reports a \uD800-\uDFFF escape in JSON text that is not a high surrogate

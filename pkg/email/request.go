@@ -296,14 +296,14 @@ func (d *decoder) str(field string) string {
 	return s
 }
 
-// optString decodes a string that must be non-empty when present. A boolean html/text (which
-// SMTP proxies send) counts as absent.
+// optString decodes a string that must be non-empty when present. A boolean html (which
+// useSend's SMTP proxy sends for a message without one) counts as absent.
 func (d *decoder) optString(field string, max int, single bool) *string {
 	v := d.raw(field)
 	if v == nil {
 		return nil
 	}
-	if t := bytes.TrimSpace(v); bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")) {
+	if t := bytes.TrimSpace(v); field == "html" && (bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false"))) {
 		return nil
 	}
 	var s string
@@ -426,26 +426,14 @@ func (d *decoder) variables() map[string]string {
 	}
 	out := make(map[string]string, len(m))
 	for k, raw := range m {
+		// Strings only, as upstream's schema says (a number or boolean is a 400 naming it),
+		// and not null (a template would render it as nothing where leaving it out is a 400).
 		var s string
-		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			// Not "": a template would render the variable as nothing where leaving it out
-			// is a 400 naming it.
-			d.fail("variables."+k, "must be a string, number or boolean")
+		if err := json.Unmarshal(raw, &s); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			d.fail("variables."+k, "must be a string")
 			return nil
 		}
-		if err := json.Unmarshal(raw, &s); err == nil {
-			out[k] = s
-			continue
-		}
-		// Numbers and booleans are rendered as written.
-		t := string(bytes.TrimSpace(raw))
-		var f float64
-		if json.Unmarshal(raw, &f) == nil || t == "true" || t == "false" {
-			out[k] = t
-			continue
-		}
-		d.fail("variables."+k, "must be a string, number or boolean")
-		return nil
+		out[k] = s
 	}
 	return out
 }

@@ -103,7 +103,10 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"attachment exe", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.exe","content":"aGk="}]}`, "attachments[0].filename: file type .exe is not allowed", fault.Invalid},
 		{"attachment no name", `{"to":"a@x.io",` + base + `,"attachments":[{"content":"aGk="}]}`, "attachments[0].filename: is required", fault.Invalid},
 		{"scheduledAt format", `{"to":"a@x.io",` + base + `,"scheduledAt":"tomorrow"}`, "scheduledAt: must be an RFC 3339", fault.Invalid},
-		{"variables type", `{"to":"a@x.io",` + base + `,"variables":{"a":{"b":1}}}`, "variables.a: must be a string, number or boolean", fault.Invalid},
+		{"variables type", `{"to":"a@x.io",` + base + `,"variables":{"a":{"b":1}}}`, "variables.a: must be a string", fault.Invalid},
+		{"variables number", `{"to":"a@x.io",` + base + `,"variables":{"n":3}}`, "variables.n: must be a string", fault.Invalid},
+		{"variables boolean", `{"to":"a@x.io",` + base + `,"variables":{"ok":true}}`, "variables.ok: must be a string", fault.Invalid},
+		{"text boolean", `{"to":"a@x.io","from":"me@example.com","subject":"s","html":"<b>x</b>","text":true}`, "text: must be a string", fault.Invalid},
 		{"too many recipients", `{"to":[` + strings.TrimSuffix(strings.Repeat(`"a@x.io",`, 51), ",") + `],` + base + `}`, "to: at most 50 recipients", fault.Invalid},
 	}
 	for _, c := range cases {
@@ -273,7 +276,7 @@ func TestDecodeRequestShapes(t *testing.T) {
 		`null`: "body: must be an object",
 		`{` + base + `,"to":"a@x.io","headers":{"X-A":"1","X-A":"2"}}`:                                          "headers.X-A: given more than once",
 		`{` + base + `,"to":"a@x.io","variables":{"name":"a","name":"b"}}`:                                      "variables.name: given more than once",
-		`{` + base + `,"to":"a@x.io","variables":{"name":null}}`:                                                "variables.name: must be a string, number or boolean",
+		`{` + base + `,"to":"a@x.io","variables":{"name":null}}`:                                                "variables.name: must be a string",
 		`{` + base + `,"to":"a@x.io","attachments":[{"filename":"a.txt","filename":"b.txt","content":"aGk="}]}`: "attachments[0].filename: given more than once",
 	} {
 		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != want {
