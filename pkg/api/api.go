@@ -345,6 +345,11 @@ func (s *Services) wrap(rt Route) http.Handler {
 			}
 			writeError(rec, err)
 		}
+		if err == nil && rec.status >= 400 {
+			// A page for people (a link not valid) answers its status itself: its line names
+			// the code an error of that status has.
+			attrs = append(attrs, "code", statusCode(rec.status))
+		}
 		attrs = append(attrs, "status", rec.status, "durationMs", time.Since(start).Milliseconds())
 		if s.Log.Enabled(r.Context(), slog.LevelDebug) {
 			// A link's path holds its credential (a signed unsubscribe or confirmation
@@ -444,6 +449,16 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 // errorOf is the status, code and message an error answers with.
+// statusCode is the error code of an answer's status (kinds), or INTERNAL_SERVER_ERROR.
+func statusCode(status int) string {
+	for _, k := range kinds {
+		if k.status == status {
+			return k.code
+		}
+	}
+	return "INTERNAL_SERVER_ERROR"
+}
+
 func errorOf(err error) (status int, code, msg string) {
 	status, code, msg = http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error"
 	var tooBig *http.MaxBytesError

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -45,5 +46,25 @@ func TestDebugLogsNoLinkToken(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no request line with %s:\n%s", want, out)
 		}
+	}
+	// Every answer of 400 or more names its code, the link pages for people (a link not valid:
+	// 404 written by the page itself) as the API's errors.
+	lines := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var l struct {
+			Msg, Route, Code string
+			Status           int
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Msg != "request" {
+			continue
+		}
+		lines++
+		want := map[int]string{401: "UNAUTHORIZED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}[l.Status]
+		if l.Status >= 400 && l.Code != want {
+			t.Errorf("%s answered %d with code %q in its line, want %q", l.Route, l.Status, l.Code, want)
+		}
+	}
+	if lines != 5 {
+		t.Errorf("%d request lines, want 5:\n%s", lines, out)
 	}
 }

@@ -197,7 +197,7 @@ func (a *App) readKeyring(ctx context.Context) (campaign.Keyring, error) {
 	if key := k.Keys[""]; k.Current == "" && key != nil && len(key) < campaign.MinKeyLength {
 		// A single key set by hand before keyrings is taken (its links are in mailboxes), but
 		// a short one is guessable.
-		a.Log.Warn("the unsubscribe key is short: links signed with it could be forged; use a key of at least 32 characters (README: Unsubscribe links)",
+		a.Log.Warn("the unsubscribe key is short: links signed with it could be forged; use a key of at least 32 characters (README: Where secrets live)",
 			"source", from, "length", len(key), "want", campaign.MinKeyLength)
 	}
 	return k, nil
@@ -530,8 +530,12 @@ func (a *App) pumpWebhooks(ctx context.Context, st *bolt.Store) error {
 			}
 			entries = append(entries, hooks.Entries{TeamID: en.TeamID, EmailID: en.EmailID, EventIDs: []string{en.EventID}})
 		}
-		if _, err := h.PublishEntries(ctx, st, entries, changes...); err != nil {
+		calls, err := h.PublishEntries(ctx, st, entries, changes...)
+		if err != nil {
 			return err
+		}
+		if len(calls) > 0 {
+			a.Log.DebugContext(ctx, "webhook events", "records", len(feed), "calls", len(calls))
 		}
 		if err := st.FeedDone(ctx, feed[len(feed)-1].Seq); err != nil {
 			return err

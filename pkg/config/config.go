@@ -109,7 +109,7 @@ var Vars = []Var{
 	{Name: "RETENTION_DAYS", Default: "90", Meaning: "days emails, their content and their events are kept (0: for ever; at most 36500)"},
 	{Name: "SES_MAX_SEND_RATE", Meaning: "sends per second across every worker; locally, unset means unpaced"},
 	{Name: "API_RATE_LIMIT", Meaning: "API requests per second of a team without its own limit (unset or 0: none)"},
-	{Name: "MAX_SCHEDULED_EMAILS", Default: "10000", Meaning: "a team's emails waiting in SCHEDULED"},
+	{Name: "MAX_SCHEDULED_EMAILS", Default: "10000", Meaning: "a team's emails waiting in SCHEDULED (0: the default)"},
 	{Name: "UNSUBSCRIBE_SECRET", Default: "a random key kept in DATA_DIR/unsubscribe.key", Meaning: "key (or keyring) that signs unsubscribe links"},
 	{Name: "AUTH_CACHE_TTL", Default: "60s", Meaning: "how long a looked-up API key is cached"},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error; logs are JSON on stderr"},

@@ -161,7 +161,7 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	if err != nil {
 		return nil, fmt.Errorf("HOST and PORT: cannot listen on %s: %w", addr, err)
 	}
-	base := "http://" + reachable(ln.Addr())
+	base := "http://" + reachable(ln.Addr(), cfg.Host)
 	if cfg.PublicURL == "" { // links in emails (unsubscribe) point at this server
 		cfg.PublicURL = base
 	}
@@ -261,17 +261,29 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 
 // reachable is addr as another machine would reach it: a wildcard address (HOST=0.0.0.0 or
 // ::) is no address to reach, so links name this machine's host name instead (PUBLIC_URL
-// names another).
-func reachable(addr net.Addr) string {
+// names another). An IPv6 address keeps its zone (HOST's, when the listener does not report
+// it), written %25 as a URL writes it (RFC 6874).
+func reachable(addr net.Addr, host string) string {
 	tcp, ok := addr.(*net.TCPAddr)
-	if !ok || !tcp.IP.IsUnspecified() {
+	if !ok {
 		return addr.String()
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
+	port := strconv.Itoa(tcp.Port)
+	if tcp.IP.IsUnspecified() {
+		name, err := os.Hostname()
+		if err != nil || name == "" {
+			name = "localhost"
+		}
+		return net.JoinHostPort(name, port)
 	}
-	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+	ip, zone := tcp.IP.String(), tcp.Zone
+	if i := strings.LastIndexByte(host, '%'); zone == "" && i >= 0 && tcp.IP.To4() == nil {
+		zone = host[i+1:]
+	}
+	if zone != "" {
+		ip += "%25" + zone
+	}
+	return net.JoinHostPort(ip, port)
 }
 
 func (s *Server) banner(out io.Writer, teamID int64) {
