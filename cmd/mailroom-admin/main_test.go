@@ -225,6 +225,7 @@ func TestAdminWhileServerRuns(t *testing.T) {
 			_ = s.Shutdown(ctx)
 		}
 	}()
+	var limit string // the last answer's X-RateLimit-Limit
 	call := func(key string) int {
 		req, _ := http.NewRequest("GET", s.URL+"/api/v1/domains", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -233,6 +234,7 @@ func TestAdminWhileServerRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		limit = resp.Header.Get("X-RateLimit-Limit")
 		return resp.StatusCode
 	}
 	var out bytes.Buffer
@@ -245,6 +247,19 @@ func TestAdminWhileServerRuns(t *testing.T) {
 	}
 	if code := call(key[0]); code != 200 {
 		t.Fatalf("the new key: %d", code)
+	}
+	// A team's new limit applies at once, though the key (and its team) is cached.
+	if err := run(ctx, []string{"team", "set", "-team", "1", "-rate-limit", "7"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if code := call(key[0]); code != 200 || limit != "7" {
+		t.Errorf("after team set -rate-limit 7: %d, X-RateLimit-Limit %q", code, limit)
+	}
+	if err := run(ctx, []string{"team", "set", "-team", "1", "-rate-limit", "default"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if code := call(key[0]); code != 200 || limit != "" {
+		t.Errorf("after team set -rate-limit default (the server has none): %d, X-RateLimit-Limit %q", code, limit)
 	}
 	out.Reset()
 	if err := run(ctx, []string{"key", "list", "-team", "1"}, &out); err != nil || !strings.Contains(out.String(), key[1]+"\tlate") {

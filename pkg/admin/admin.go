@@ -165,11 +165,12 @@ func Run(ctx context.Context, a *app.App, args []string, out io.Writer) error {
 		return webhooks(ctx, a.Services.Webhooks, a.Store, p, args, out)
 	}
 	admin := &team.Admin{Store: a.Store, Now: time.Now}
-	forget := func(string) {}
+	var cache keyCache = noCache{}
 	if a.Services != nil && a.Services.Auth != nil {
-		forget = a.Services.Auth.Forget // a running server refuses a revoked key at once
+		// A running server refuses a revoked key, and applies a team's new limits, at once.
+		cache = a.Services.Auth
 	}
-	return dispatch(ctx, admin, p, args, out, forget)
+	return dispatch(ctx, admin, p, args, out, cache)
 }
 
 // teamOf is the -team flag, a team that exists when the command needs one.
@@ -190,7 +191,18 @@ func teamOf(ctx context.Context, st store.Teams, p parsed) (int64, error) {
 	return id, nil
 }
 
-func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, out io.Writer, forget func(keyID string)) error {
+// keyCache is the running server's cache of keys and their teams' limits.
+type keyCache interface {
+	Forget(keyID string)
+	ForgetTeam(teamID int64)
+}
+
+type noCache struct{}
+
+func (noCache) Forget(string)    {}
+func (noCache) ForgetTeam(int64) {}
+
+func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, out io.Writer, cache keyCache) error {
 	teamID, err := teamOf(ctx, admin.Store, p)
 	if err != nil {
 		return err
@@ -231,6 +243,7 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		if err != nil {
 			return err
 		}
+		cache.ForgetTeam(t.ID)
 		fmt.Fprintf(out, "team %d: %s\n", t.ID, limits(t))
 	case "team list":
 		teams, err := admin.Store.ListTeams(ctx)
@@ -285,7 +298,7 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		if err := admin.RevokeKey(ctx, teamID, keyID); err != nil {
 			return err
 		}
-		forget(keyID)
+		cache.Forget(keyID)
 		fmt.Fprintf(out, "key %s revoked\n", keyID)
 	default:
 		return fmt.Errorf("%s", Usage)

@@ -127,6 +127,18 @@ func (a *Authenticator) Forget(id string) {
 	a.mu.Unlock()
 }
 
+// ForgetTeam drops a team's keys from the cache (after a local change of its limits, which
+// the cache holds with each key).
+func (a *Authenticator) ForgetTeam(teamID int64) {
+	a.mu.Lock()
+	for id, c := range a.cache {
+		if c.key.TeamID == teamID {
+			delete(a.cache, id)
+		}
+	}
+	a.mu.Unlock()
+}
+
 // Authenticate checks an Authorization header value; a request an authorizer already
 // authenticated (WithVerdict) gets that verdict without a look-up.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (Principal, error) {
