@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	netmail "net/mail"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,9 +55,13 @@ func NoRetries(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
 // headers in Raw decide what recipients see. Errors wrap mail.ErrThrottled or mail.ErrRejected
 // when the caller should retry later or never.
 func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
+	to := make([]string, len(m.Recipients))
+	for i, r := range m.Recipients {
+		to[i] = bare(r)
+	}
 	in := &sesv2.SendEmailInput{
-		FromEmailAddress: aws.String(m.From),
-		Destination:      &types.Destination{ToAddresses: m.Recipients},
+		FromEmailAddress: aws.String(sender(m.From)),
+		Destination:      &types.Destination{ToAddresses: to},
 		Content:          &types.EmailContent{Raw: &types.RawMessage{Data: m.Raw}},
 		// SES copies message tags into every event of the message (mail.tags): the events
 		// then find their email even when the headers SES passes on are truncated.
@@ -80,6 +85,26 @@ func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
 		return "", errors.New("ses: SendEmail returned no message id")
 	}
 	return *out.MessageId, nil
+}
+
+// SES takes 7-bit ASCII in FromEmailAddress and Destination: a display name in another script
+// must be an RFC 2047 encoded word (the raw message's headers already are). The envelope's
+// recipients need no name at all: they are bare addresses; the sender keeps its name, encoded.
+
+// bare is an address without its display name ("Jürgen <j@x.test>" → "j@x.test").
+func bare(addr string) string {
+	if a, err := netmail.ParseAddress(addr); err == nil {
+		return a.Address
+	}
+	return addr
+}
+
+// sender is the From address with its name encoded as RFC 2047 asks where it is not ASCII.
+func sender(addr string) string {
+	if a, err := netmail.ParseAddress(addr); err == nil {
+		return a.String()
+	}
+	return addr
 }
 
 // throttleCodes are the error codes SES (and the AWS SDK's retryer) use for rate limits.

@@ -107,6 +107,36 @@ func TestConfigurationSetAndRecipients(t *testing.T) {
 	}
 }
 
+// SES takes 7-bit ASCII in the envelope: names in another script (which the API accepts and
+// the message's headers encode) go out RFC 2047-encoded in the sender and not at all in the
+// recipients, which are bare addresses.
+func TestEnvelopeIsASCII(t *testing.T) {
+	var got *sesv2.SendEmailInput
+	spy := apiFunc(func(ctx context.Context, in *sesv2.SendEmailInput, opts ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
+		got = in
+		return &sesv2.SendEmailOutput{MessageId: aws.String("m1")}, nil
+	})
+	out := mail.Outgoing{EmailID: "e1", From: "Zoë <hello@sender.example>",
+		Recipients: []string{"Jürgen Müller <j@x.test>", "\"Ærøskøbing, Ltd\" <cc@x.test>", "plain@x.test", "Ann <ann@x.test>"}}
+	if _, err := NewWithAPI(spy, "").Send(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	if from := aws.ToString(got.FromEmailAddress); from != "=?utf-8?q?Zo=C3=AB?= <hello@sender.example>" {
+		t.Errorf("FromEmailAddress = %q", from)
+	}
+	if want := []string{"j@x.test", "cc@x.test", "plain@x.test", "ann@x.test"}; fmt.Sprint(got.Destination.ToAddresses) != fmt.Sprint(want) {
+		t.Errorf("Destination = %q, want %q", got.Destination.ToAddresses, want)
+	}
+	for _, a := range append([]string{aws.ToString(got.FromEmailAddress)}, got.Destination.ToAddresses...) {
+		for _, r := range a {
+			if r > 127 {
+				t.Errorf("%q is not ASCII", a)
+				break
+			}
+		}
+	}
+}
+
 func TestUnverifiedSenderIsRejected(t *testing.T) {
 	client, _ := newClient(t)
 	_, err := New(client, "").Send(context.Background(), mail.Outgoing{EmailID: "e2",
