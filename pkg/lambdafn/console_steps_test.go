@@ -37,7 +37,11 @@ func consoleTour(e *env) {
 		}
 		ev.RawPath, ev.RequestContext.HTTP.Path, ev.RequestContext.HTTP.Method = path, path, method
 		ev.RawQueryString = query
-		ev.PathParameters = map[string]string{"proxy": strings.TrimPrefix(path, "/console/")}
+		if rest, ok := strings.CutPrefix(path, "/console/"); ok {
+			ev.PathParameters = map[string]string{"proxy": rest}
+		} else { // a route of its own (/, /console, /healthz, /api/v1/doc): no parameters
+			ev.RouteKey, ev.RequestContext.RouteKey, ev.PathParameters = method+" "+path, method+" "+path, nil
+		}
 		for k, v := range headers {
 			ev.Headers[k] = v
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -449,5 +450,48 @@ func TestHTTPLargeBodies(t *testing.T) {
 			t.Errorf("%s: the invocation's response is %d bytes for a body of %d, want at most %d",
 				tc.name, len(envelope), len(tc.body), limit)
 		}
+	}
+}
+
+// TestDecodedPathKeepsItsParameters: an HTTP API hands the function its rawPath decoded, so an
+// id with '%', '#', '?' or a space (a suppressed address may hold any) reaches the handler
+// exactly, built from the route and its path parameters; a greedy parameter keeps its
+// slashes; a rawPath still encoded (a REST API, sam local) ends the same.
+func TestDecodedPathKeepsItsParameters(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("DELETE /api/v1/suppressions/{email}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(r.PathValue("email")))
+	})
+	mux.HandleFunc("GET /console/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(r.PathValue("rest") + "|" + r.URL.RawQuery))
+	})
+	h := lambdafn.HTTP(mux)
+	call := func(method, routeKey, rawPath, query string, params map[string]string) string {
+		t.Helper()
+		resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{
+			Version: "2.0", RouteKey: routeKey, RawPath: rawPath, RawQueryString: query, PathParameters: params,
+			RequestContext: events.APIGatewayV2HTTPRequestContext{RouteKey: routeKey,
+				HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: rawPath}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Errorf("%s %s: %d %s", method, rawPath, resp.StatusCode, resp.Body)
+		}
+		return resp.Body
+	}
+	for _, email := range []string{"a%b@example.org", "a%41b@example.org", "a#b@example.org", "a?b@example.org", "a b@example.org", "zoë@example.org"} {
+		params := map[string]string{"email": email}
+		if got := call("DELETE", "DELETE /api/v1/suppressions/{email}", "/api/v1/suppressions/"+email, "", params); got != email {
+			t.Errorf("decoded rawPath: the handler got %q, want %q", got, email)
+		}
+		encoded := "/api/v1/suppressions/" + url.PathEscape(email)
+		if got := call("DELETE", "DELETE /api/v1/suppressions/{email}", encoded, "", params); got != email {
+			t.Errorf("encoded rawPath %s: the handler got %q, want %q", encoded, got, email)
+		}
+	}
+	if got := call("GET", "GET /console/{proxy+}", "/console/emails/em1", "page=2", map[string]string{"proxy": "emails/em1"}); got != "emails/em1|page=2" {
+		t.Errorf("greedy parameter: %q", got)
 	}
 }

@@ -431,10 +431,14 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 				return badRequest("body: not valid base64 (isBase64Encoded)")
 			}
 		}
-		if _, err := url.PathUnescape(req.RawPath); err != nil {
-			return badRequest("path: malformed %-escape")
+		if path, ok := routePath(req.RouteKey, req.PathParameters); ok {
+			req.RawPath = path
+		} else {
+			if _, err := url.PathUnescape(req.RawPath); err != nil {
+				return badRequest("path: malformed %-escape")
+			}
+			req.RawPath = withoutStage(req.RawPath, req.RequestContext.Stage)
 		}
-		req.RawPath = withoutStage(req.RawPath, req.RequestContext.Stage)
 		if req.RequestContext.DomainName == "" && hostName(headers["Host"]) {
 			// sam local start-api sends no domainName: the links the API writes (a double
 			// opt-in's confirmation) take the Host the client asked for, as the local server's.
@@ -447,6 +451,39 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 		}
 		return compact(resp), nil
 	}
+}
+
+// routePath is the path of a request to a route with parameters, made from the route and
+// the parameters' values, each escaped: an HTTP API hands the function its rawPath decoded,
+// so an id holding '%', '?' or '#' (a suppressed address may) would be read as an escape, a
+// query or a fragment. A greedy parameter ({proxy+}) keeps its slashes. ok is false for a
+// route without parameters (its rawPath is what it is) or a parameter the event lacks.
+func routePath(routeKey string, params map[string]string) (string, bool) {
+	_, pattern, found := strings.Cut(routeKey, " ")
+	if !found || !strings.HasPrefix(pattern, "/") || !strings.Contains(pattern, "{") {
+		return "", false
+	}
+	segs := strings.Split(pattern, "/")
+	for i, seg := range segs {
+		if !strings.HasPrefix(seg, "{") || !strings.HasSuffix(seg, "}") {
+			continue
+		}
+		name, greedy := strings.CutSuffix(seg[1:len(seg)-1], "+")
+		v, ok := params[name]
+		if !ok || v == "" {
+			return "", false
+		}
+		if !greedy {
+			segs[i] = url.PathEscape(v)
+			continue
+		}
+		parts := strings.Split(v, "/")
+		for j, part := range parts {
+			parts[j] = url.PathEscape(part)
+		}
+		segs[i] = strings.Join(parts, "/")
+	}
+	return strings.Join(segs, "/"), true
 }
 
 // withoutStage is the path of a request to a named stage's default endpoint
