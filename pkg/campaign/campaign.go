@@ -247,10 +247,12 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 			return fault.Field("scheduledAt", "at most %d days ahead", int(schedule.MaxAhead.Hours()/24))
 		}
 	}
+	var before store.Campaign
 	c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
 		if c.Status != store.CampaignDraft && c.Status != store.CampaignScheduled {
 			return fault.Field("", "Campaign is %s and cannot be scheduled", c.Status)
 		}
+		before = *c
 		if batchSize > 0 {
 			c.BatchSize = batchSize
 		}
@@ -261,15 +263,48 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 		return notFound(err)
 	}
 	if !startNow {
-		return s.put(ctx, c, at, 0, 0)
+		err = s.put(ctx, c, at, 0, 0)
+	} else {
+		// A start moved to now: the schedule of a later start, if any, would find the
+		// campaign running and do nothing; deleting it is tidiness.
+		if err := s.Scheduler.Delete(ctx, ScheduleName(c.ID, 0, 0)); err != nil {
+			s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
+		}
+		err = s.kick(ctx, c, 0)
 	}
-	// A start moved to now: the schedule of a later start, if any, would find the campaign
-	// running and do nothing; deleting it is tidiness.
-	if err := s.Scheduler.Delete(ctx, ScheduleName(c.ID, 0, 0)); err != nil {
-		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
+	if err != nil {
+		s.undoSchedule(ctx, before, at)
 	}
-	return s.kick(ctx, c, 0)
+	return err
 }
+
+// undoSchedule puts a campaign whose start could not be scheduled or made back as it was
+// (a draft, or scheduled for its earlier time, with that schedule again), so that the caller,
+// told of the failure, finds nothing changed. A campaign changed meanwhile is left alone; a
+// campaign the undo cannot reach stays SCHEDULED and the reconciler starts it once overdue.
+func (s *Service) undoSchedule(ctx context.Context, before store.Campaign, at time.Time) {
+	ctx = context.WithoutCancel(ctx)
+	c, err := s.Store.UpdateCampaign(ctx, before.TeamID, before.ID, func(c *store.Campaign) error {
+		if c.Status != store.CampaignScheduled || c.ScheduledAt == nil || !c.ScheduledAt.Equal(at) {
+			return errChanged
+		}
+		c.Status, c.ScheduledAt, c.BatchSize, c.UpdatedAt = before.Status, before.ScheduledAt, before.BatchSize, s.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errChanged) {
+			s.Log.Warn("campaign start failed and could not be undone; the reconciler starts it", "campaignId", before.ID, "err", err)
+		}
+		return
+	}
+	if c.Status == store.CampaignScheduled && c.ScheduledAt != nil {
+		if err := s.put(ctx, c, *c.ScheduledAt, 0, 0); err != nil {
+			s.Log.Warn("campaign's earlier schedule not put back; the reconciler starts it once overdue", "campaignId", c.ID, "err", err)
+		}
+	}
+}
+
+var errChanged = errors.New("campaign changed meanwhile")
 
 // checkAudience refuses a campaign whose book has no subscribed contact.
 func (s *Service) checkAudience(ctx context.Context, c store.Campaign) error {

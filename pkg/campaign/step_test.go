@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/fault"
+	"github.com/mailroom/mailroom/pkg/schedule"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/bolt"
 )
@@ -360,5 +361,72 @@ func TestAudienceCountFailsWithItsCause(t *testing.T) {
 	}
 	if got, _ := st.GetCampaign(ctx, 1, "cpbench"); got.BatchesDone != 0 || got.Counters[store.CountTotal] != 0 {
 		t.Errorf("a failed count wrote a batch: %+v", got)
+	}
+}
+
+// downScheduler is a scheduler whose invocations (and, when putDown, schedules) fail.
+type downScheduler struct {
+	putDown bool
+	puts    []time.Time
+}
+
+func (d *downScheduler) Put(_ context.Context, s schedule.Schedule) error {
+	if d.putDown {
+		return errors.New("scheduler unavailable")
+	}
+	d.puts = append(d.puts, s.At)
+	return nil
+}
+func (d *downScheduler) Delete(context.Context, string) error { return nil }
+func (d *downScheduler) Invoke(context.Context, []byte) error {
+	return errors.New("invoke unavailable")
+}
+
+// TestAFailedStartChangesNothing: a schedule whose start cannot be made (the invocation of a
+// start now, or the schedule of a later one, fails) is an error, and the campaign is as it
+// was: a draft stays a draft; one scheduled for later keeps its time and gets its schedule
+// back.
+func TestAFailedStartChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	s, st := stepFixture(t, 7)
+	sched := &downScheduler{}
+	s.Scheduler = sched
+	draft := func() {
+		t.Helper()
+		if _, err := st.UpdateCampaign(ctx, 1, "cpbench", func(c *store.Campaign) error {
+			c.Status, c.ScheduledAt = store.CampaignDraft, nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	draft()
+	if err := s.Schedule(ctx, 1, "cpbench", When{Now: true}, 9); err == nil {
+		t.Fatal("a start now whose invocation failed answered no error")
+	}
+	if c, _ := st.GetCampaign(ctx, 1, "cpbench"); c.Status != store.CampaignDraft || c.ScheduledAt != nil || c.BatchSize != 7 {
+		t.Errorf("after a failed start now: %s at %v, batch size %d; want the draft as it was", c.Status, c.ScheduledAt, c.BatchSize)
+	}
+	later := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	if err := s.Schedule(ctx, 1, "cpbench", When{At: &later}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Schedule(ctx, 1, "cpbench", When{Now: true}, 0); err == nil {
+		t.Fatal("a start now whose invocation failed answered no error")
+	}
+	c, _ := st.GetCampaign(ctx, 1, "cpbench")
+	if c.Status != store.CampaignScheduled || c.ScheduledAt == nil || !c.ScheduledAt.Equal(later) {
+		t.Errorf("after a failed start now: %s at %v, want SCHEDULED at %s", c.Status, c.ScheduledAt, later)
+	}
+	if n := len(sched.puts); n != 2 || !sched.puts[1].Equal(later) {
+		t.Errorf("schedules put: %v, want the later start's twice (made, then put back)", sched.puts)
+	}
+	draft()
+	sched.putDown = true
+	if err := s.Schedule(ctx, 1, "cpbench", When{At: &later}, 0); err == nil {
+		t.Fatal("a later start whose schedule failed answered no error")
+	}
+	if c, _ := st.GetCampaign(ctx, 1, "cpbench"); c.Status != store.CampaignDraft || c.ScheduledAt != nil {
+		t.Errorf("after a failed schedule: %s at %v, want the draft", c.Status, c.ScheduledAt)
 	}
 }
