@@ -116,9 +116,6 @@ func Run(o Options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.Duration)
 	defer cancel()
 
-	// The bare handler runs as a bare server would, at the Go runtime's GOMAXPROCS; Mailroom
-	// at its own (server.Start adds a P for its store's low-priority writer).
-	bareProcs := runtime.GOMAXPROCS(0)
 	srv, key, removeData, err := startServer(ctx, o, "mailroom-bench-")
 	if err != nil {
 		return err
@@ -143,17 +140,14 @@ func Run(o Options) error {
 		return err
 	}
 
-	mailroomProcs := runtime.GOMAXPROCS(0)
-	fmt.Printf("mailroom-bench: %d clients, %d warm-up + %d measured requests per target, %d delivery workers, GOMAXPROCS %d (bare handler), %d (Mailroom)\n\n",
-		o.Clients, o.Warmup, o.Requests, o.Workers, bareProcs, mailroomProcs)
+	fmt.Printf("mailroom-bench: %d clients, %d warm-up + %d measured requests per target, %d delivery workers, GOMAXPROCS %d\n\n",
+		o.Clients, o.Warmup, o.Requests, o.Workers, runtime.GOMAXPROCS(0))
 
 	// The bare handler first (it needs little of the time budget), then Mailroom: warm up, let
 	// the warm-up emails drain, then measure the load and, after it, the delivery backlog.
 	bareTarget := target{name: "bare net/http", url: bare.url + "/api/v1/emails", key: key, body: body}
-	runtime.GOMAXPROCS(bareProcs)
 	load(ctx, bareTarget, o.Warmup, o.Clients)
 	br := load(ctx, bareTarget, o.Requests, o.Clients)
-	runtime.GOMAXPROCS(mailroomProcs)
 
 	mailroom := target{name: "mailroom", url: srv.URL + "/api/v1/emails", key: key, body: body}
 	load(ctx, mailroom, o.Warmup, o.Clients)

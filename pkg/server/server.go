@@ -11,11 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,17 +65,6 @@ func (l *apiLoad) busy() bool {
 	}
 	return oldest > 0 && time.Since(time.Unix(0, oldest)) < burstWindow
 }
-
-// spareProc gives the process one P more than it had, once, unless GOMAXPROCS is set: the
-// embedded store's writer runs on a thread of the lowest priority that holds a P while it
-// runs (bolt's committer), and without a spare one a writer put off by the kernel would
-// keep that P from the requests.
-var spareProc = sync.OnceValue(func() int {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	}
-	return runtime.GOMAXPROCS(0)
-})
 
 // yielder is a store that puts its own work off while the API is busy (the embedded store:
 // bolt.Store.YieldTo).
@@ -240,7 +227,6 @@ func Start(ctx context.Context, cfg config.Config, addr string, out io.Writer) (
 	}
 	if y, ok := a.Store.(yielder); ok {
 		y.YieldTo(load.busy)
-		spareProc()
 	}
 	// The mail console: GET / sends a browser to it.
 	console := api.NewConsole(a.Services, a.OutboxDir)

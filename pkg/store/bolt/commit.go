@@ -80,15 +80,8 @@ func (c *committer) close() {
 	<-c.done
 }
 
-// loop runs the commits on a thread of the lowest priority (background): bbolt's writes are
-// the log's emails applied, delivery's state changes and the other writes, which all wait
-// better than a request does, so under load the processor goes to the requests (the API's
-// p99 under a burst of sends, with delivery running, fell from 3.3x the bare handler's to
-// about 2x). The thread holds a P while it runs: the local server runs with one more P
-// than it has processors (server.Start), so that this one is never a request's.
 func (c *committer) loop() {
 	defer close(c.done)
-	background()
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), maxCommitCalls)
