@@ -272,37 +272,48 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 		}
 		err = s.kick(ctx, c, 0)
 	}
-	if err != nil {
-		s.undoSchedule(ctx, before, at)
+	if err != nil && s.undoSchedule(ctx, before, c) {
+		return nil // the error came after the start was made: the campaign runs
 	}
 	return err
 }
 
 // undoSchedule puts a campaign whose start could not be scheduled or made back as it was
 // (a draft, or scheduled for its earlier time, with that schedule again), so that the caller,
-// told of the failure, finds nothing changed. A campaign changed meanwhile is left alone; a
+// told of the failure, finds nothing changed. wrote is the campaign as this request wrote it:
+// one written since (a retry that succeeded, a pause) is left alone. started reports a
+// campaign that runs (or ran) already: an invocation that failed after it was made. A
 // campaign the undo cannot reach stays SCHEDULED and the reconciler starts it once overdue.
-func (s *Service) undoSchedule(ctx context.Context, before store.Campaign, at time.Time) {
+func (s *Service) undoSchedule(ctx context.Context, before, wrote store.Campaign) (started bool) {
 	ctx = context.WithoutCancel(ctx)
 	c, err := s.Store.UpdateCampaign(ctx, before.TeamID, before.ID, func(c *store.Campaign) error {
-		if c.Status != store.CampaignScheduled || c.ScheduledAt == nil || !c.ScheduledAt.Equal(at) {
+		switch {
+		case c.Status == store.CampaignRunning || c.Status == store.CampaignSent:
+			return errStarted
+		case c.Status != store.CampaignScheduled || !c.UpdatedAt.Equal(wrote.UpdatedAt):
 			return errChanged
 		}
 		c.Status, c.ScheduledAt, c.BatchSize, c.UpdatedAt = before.Status, before.ScheduledAt, before.BatchSize, s.Now().UTC()
 		return nil
 	})
-	if err != nil {
-		if !errors.Is(err, errChanged) {
-			s.Log.Warn("campaign start failed and could not be undone; the reconciler starts it", "campaignId", before.ID, "err", err)
-		}
-		return
+	switch {
+	case errors.Is(err, errStarted):
+		return true
+	case errors.Is(err, errChanged):
+		return false
+	case err != nil:
+		s.Log.Warn("campaign start failed and could not be undone; the reconciler starts it", "campaignId", before.ID, "err", err)
+		return false
 	}
 	if c.Status == store.CampaignScheduled && c.ScheduledAt != nil {
 		if err := s.put(ctx, c, *c.ScheduledAt, 0, 0); err != nil {
 			s.Log.Warn("campaign's earlier schedule not put back; the reconciler starts it once overdue", "campaignId", c.ID, "err", err)
 		}
 	}
+	return false
 }
+
+var errStarted = errors.New("campaign started meanwhile")
 
 var errChanged = errors.New("campaign changed meanwhile")
 

@@ -364,13 +364,21 @@ func TestAudienceCountFailsWithItsCause(t *testing.T) {
 	}
 }
 
-// downScheduler is a scheduler whose invocations (and, when putDown, schedules) fail.
+// downScheduler is a scheduler whose invocations (and, when putDown, schedules) fail; a
+// hook runs first in each call when set.
 type downScheduler struct {
-	putDown bool
-	puts    []time.Time
+	putDown  bool
+	puts     []time.Time
+	onPut    func() error
+	onInvoke func()
 }
 
 func (d *downScheduler) Put(_ context.Context, s schedule.Schedule) error {
+	if d.onPut != nil {
+		if err := d.onPut(); err != nil {
+			return err
+		}
+	}
 	if d.putDown {
 		return errors.New("scheduler unavailable")
 	}
@@ -379,6 +387,9 @@ func (d *downScheduler) Put(_ context.Context, s schedule.Schedule) error {
 }
 func (d *downScheduler) Delete(context.Context, string) error { return nil }
 func (d *downScheduler) Invoke(context.Context, []byte) error {
+	if d.onInvoke != nil {
+		d.onInvoke()
+	}
 	return errors.New("invoke unavailable")
 }
 
@@ -428,5 +439,44 @@ func TestAFailedStartChangesNothing(t *testing.T) {
 	}
 	if c, _ := st.GetCampaign(ctx, 1, "cpbench"); c.Status != store.CampaignDraft || c.ScheduledAt != nil {
 		t.Errorf("after a failed schedule: %s at %v, want the draft", c.Status, c.ScheduledAt)
+	}
+
+	// A retry that succeeded while the first request's schedule was failing is not undone by
+	// the first: the campaign keeps the retry's schedule.
+	draft()
+	sched.putDown = false
+	first := true
+	sched.onPut = func() error {
+		if !first {
+			return nil
+		}
+		first = false
+		if err := s.Schedule(ctx, 1, "cpbench", When{At: &later}, 0); err != nil { // the retry
+			t.Errorf("the retry: %v", err)
+		}
+		return errors.New("scheduler timed out")
+	}
+	if err := s.Schedule(ctx, 1, "cpbench", When{At: &later}, 0); err == nil {
+		t.Fatal("the first request's failed schedule answered no error")
+	}
+	if c, _ := st.GetCampaign(ctx, 1, "cpbench"); c.Status != store.CampaignScheduled || c.ScheduledAt == nil || !c.ScheduledAt.Equal(later) {
+		t.Errorf("after a retry that succeeded: %s at %v, want SCHEDULED at %s", c.Status, c.ScheduledAt, later)
+	}
+	// An invocation that failed after it was made (the step already runs) is no failure.
+	sched.onPut = nil
+	draft()
+	sched.onInvoke = func() {
+		if _, err := st.UpdateCampaign(ctx, 1, "cpbench", func(c *store.Campaign) error {
+			c.Status = store.CampaignRunning
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Schedule(ctx, 1, "cpbench", When{Now: true}, 0); err != nil {
+		t.Errorf("a start that runs answered %v", err)
+	}
+	if c, _ := st.GetCampaign(ctx, 1, "cpbench"); c.Status != store.CampaignRunning {
+		t.Errorf("a start that runs: %s", c.Status)
 	}
 }
