@@ -943,21 +943,22 @@ func TestBadInputStoresNothing(t *testing.T) {
 	if n := e.count(); n != 0 {
 		t.Errorf("count = %d after only bad requests", n)
 	}
-	for _, ct := range []string{"application/json; charset=utf-8", "Application/JSON", "application/vnd.api+json", ""} {
+	for _, ct := range []string{"application/json; charset=utf-8", "Application/JSON", "application/vnd.api+json", "",
+		"application/json,application/json", "application/json; charset"} {
 		if r := e.do("POST", "/api/v1/emails", ok, "Content-Type", ct); r.status != 200 {
 			t.Errorf("Content-Type %q: %d %s", ct, r.status, r.body)
 		}
 	}
-	if n := e.count(); n != 4 {
-		t.Errorf("count = %d after four good requests", n)
+	if n := e.count(); n != 6 {
+		t.Errorf("count = %d after six good requests", n)
 	}
 	huge := bytes.Repeat([]byte("a"), 57<<20)
 	r := e.request(e.key, "POST", "/api/v1/emails", append(append([]byte(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"`), huge...), []byte(`"}`)...))
 	if code, _ := r.errorOf(t); r.status != 413 || code != "PAYLOAD_TOO_LARGE" {
 		t.Errorf("oversized body = %d %s", r.status, code)
 	}
-	if n := e.count(); n != 4 {
-		t.Errorf("count = %d after an oversized body, want the four good ones", n)
+	if n := e.count(); n != 6 {
+		t.Errorf("count = %d after an oversized body, want the six good ones", n)
 	}
 }
 

@@ -68,7 +68,12 @@ func jsonContentType(ct string) error {
 	if strings.TrimSpace(ct) == "" {
 		return nil
 	}
-	mt, _, err := mime.ParseMediaType(ct)
+	// API Gateway joins a header sent twice with a comma: the first value is the client's.
+	first, _, _ := strings.Cut(ct, ",")
+	mt, _, err := mime.ParseMediaType(first)
+	if errors.Is(err, mime.ErrInvalidMediaParameter) {
+		err = nil // the type is JSON whatever its parameters say ("application/json; charset")
+	}
 	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
