@@ -1124,6 +1124,11 @@ func TestEveryBodyNamesItsBadField(t *testing.T) {
 		// A float for an integer is decoded again with integers: the repeat is still seen.
 		{"POST", "/api/v1/campaigns", `{"name":"a","name":"b","from":"news@example.com","subject":"s","contactBookId":"` + b.ID + `","html":"<p>x</p>","batchSize":500.0}`, "name: given more than once"},
 		{"POST", "/api/v1/campaigns", `{"name":"a","from":"news@example.com","subject":"s","contactBookId":"` + b.ID + `","html":"<p>x</p>","batchSize":1.0,"batchSize":2}`, "batchSize: given more than once"},
+		// A line break is named as such, not as a length.
+		{"POST", "/api/v1/campaigns", `{"name":"a","from":"news@example.com","subject":"a\nb","contactBookId":"` + b.ID + `","html":"<p>x</p>"}`, "subject: must not contain line breaks"},
+		{"POST", "/api/v1/campaigns", `{"name":"` + strings.Repeat("n", 201) + `","from":"news@example.com","subject":"s","contactBookId":"` + b.ID + `","html":"<p>x</p>"}`, "name: at most 200 bytes"},
+		{"POST", book + "/contacts", `{"email":"p@example.org","firstName":"Ça\nva"}`, "firstName: must not contain line breaks"},
+		{"POST", book + "/contacts/bulk", `[{"email":"q@example.org","lastName":"` + strings.Repeat("l", 201) + `"}]`, "[0].lastName: at most 200 bytes"},
 	} {
 		r := e.do(c.method, c.path, c.body)
 		if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, c.want) {

@@ -38,8 +38,13 @@ func (r *Request) validate() error {
 			return fault.Field(f.name, "is required")
 		}
 	}
-	if len(r.Name) > 200 || len(r.Subject) > email.MaxSubjectBytes || strings.ContainsAny(r.Subject, "\r\n") {
-		return fault.Field("subject", "at most %d bytes on one line (name at most 200)", email.MaxSubjectBytes)
+	switch {
+	case len(r.Name) > 200:
+		return fault.Field("name", "at most 200 bytes")
+	case len(r.Subject) > email.MaxSubjectBytes:
+		return fault.Field("subject", "at most %d bytes", email.MaxSubjectBytes)
+	case strings.ContainsAny(r.Subject, "\r\n"):
+		return fault.Field("subject", "must not contain line breaks")
 	}
 	if template.HasControl(r.Subject) {
 		return fault.Field("subject", "must not contain control characters")

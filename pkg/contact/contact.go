@@ -353,8 +353,12 @@ func (f Fields) Validate(at string, requireEmail bool) (string, error) {
 		norm = strings.ToLower(email.AddressOnly(addr))
 	}
 	for field, v := range map[string]*string{"firstName": f.FirstName, "lastName": f.LastName} {
-		if v != nil && (len(*v) > 200 || strings.ContainsAny(*v, "\r\n")) {
-			return "", fault.Field(at+field, "at most 200 characters on one line")
+		switch {
+		case v == nil:
+		case len(*v) > 200:
+			return "", fault.Field(at+field, "at most 200 bytes")
+		case strings.ContainsAny(*v, "\r\n"):
+			return "", fault.Field(at+field, "must not contain line breaks")
 		}
 	}
 	if err := checkProperties(at+"properties", f.Properties); err != nil {
