@@ -86,14 +86,22 @@ func TestWebhooks(t *testing.T) {
 		ID, Secret, Status string
 		EventTypes         []string
 	}
-	e.mustDo("POST", "/api/v1/webhooks", `{"url":"`+srv.URL+`/hooks","description":"all events"}`, &hook)
+	// A query a request line cannot carry as written is stored and called percent-encoded
+	// (the calls below arrive).
+	e.mustDo("POST", "/api/v1/webhooks", `{"url":"`+srv.URL+`/hooks?tag=ü y","description":"all events"}`, &hook)
 	if !strings.HasPrefix(hook.Secret, "whsec_") || hook.Status != store.WebhookActive || hook.EventTypes == nil {
 		t.Fatalf("create: %+v", hook)
 	}
-	var got struct{ Secret *string }
+	var got struct {
+		Secret *string
+		URL    string
+	}
 	e.mustDo("GET", "/api/v1/webhooks/"+hook.ID, "", &got)
 	if got.Secret != nil {
 		t.Error("the secret is shown again after creation")
+	}
+	if got.URL != srv.URL+"/hooks?tag=%C3%BC%20y" {
+		t.Errorf("url stored as %q", got.URL)
 	}
 	id := e.send(`{"from":"a@example.com","to":"x@example.org","subject":"s","text":"t"}`)
 	e.await(id, "DELIVERED")

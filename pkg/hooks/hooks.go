@@ -110,6 +110,16 @@ type Fields struct {
 	Status      *string // ACTIVE or PAUSED (PATCH only)
 }
 
+// canonical is f with its URL as it goes on the wire (webhook.CanonicalURL): what is stored,
+// shown and called.
+func (f Fields) canonical() Fields {
+	if f.URL != nil {
+		u := webhook.CanonicalURL(*f.URL)
+		f.URL = &u
+	}
+	return f
+}
+
 // validate checks the fields; unknown event types are named.
 func (s *Service) validate(ctx context.Context, teamID int64, f Fields) error {
 	if f.URL != nil {
@@ -166,6 +176,7 @@ func (s *Service) Create(ctx context.Context, teamID int64, f Fields) (store.Web
 	if f.URL == nil {
 		return store.Webhook{}, "", fault.Field("url", "is required")
 	}
+	f = f.canonical()
 	if err := s.validate(ctx, teamID, f); err != nil {
 		return store.Webhook{}, "", err
 	}
@@ -217,6 +228,7 @@ func (s *Service) List(ctx context.Context, teamID int64) ([]store.Webhook, erro
 // Update changes a webhook. Setting it ACTIVE again (after a pause or an auto-disable) clears
 // its failure count.
 func (s *Service) Update(ctx context.Context, teamID int64, id string, f Fields) (store.Webhook, error) {
+	f = f.canonical()
 	if err := s.validate(ctx, teamID, f); err != nil {
 		return store.Webhook{}, err
 	}

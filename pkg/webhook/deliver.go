@@ -74,6 +74,40 @@ func (p Policy) allowedAddr(a netip.Addr) error {
 	return nil
 }
 
+// CanonicalURL is raw with what a request line cannot carry as it is percent-encoded: a
+// path or a query with spaces, non-ASCII letters or other characters outside RFC 3986 (Go's
+// client encodes a path itself but sends a query as it is, so the receiver would get a
+// malformed request). Escapes already there are kept; a URL that does not parse
+// is returned unchanged, for Check to refuse.
+func CanonicalURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.RawQuery = escapeURIPart(u.RawQuery)
+	return u.String()
+}
+
+// escapeURIPart percent-encodes every byte of s that RFC 3986 allows in no query,
+// leaving '%' (an escape already made) as it is.
+func escapeURIPart(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			strings.IndexByte("-._~!$&'()*+,;=:@/?%", c) >= 0:
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
 // Check parses a webhook URL and resolves its host: the scheme, the absence of credentials,
 // and every address the name resolves to must be allowed (locally, a name that does not
 // resolve is taken). Calls check the address again at
@@ -157,7 +191,7 @@ func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status <
 func Post(ctx context.Context, c *http.Client, rawURL, secret, previous string, sentAt time.Time, body []byte, eventType, callID string, attempt int) Result {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, CanonicalURL(rawURL), strings.NewReader(string(body)))
 	if err != nil {
 		return Result{Err: &ErrURL{"not a URL a request can go to"}}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,29 @@ func TestRetrySchedule(t *testing.T) {
 	if ShouldDisable(49, created, created.Add(2*time.Hour)) || ShouldDisable(50, created, created.Add(59*time.Minute)) ||
 		!ShouldDisable(50, created, created.Add(time.Hour)) {
 		t.Error("ShouldDisable")
+	}
+}
+
+// TestCanonicalURL: a URL with what a request line cannot carry (a space, a non-ASCII letter)
+// in its path or query is stored as it goes on the wire, percent-encoded; escapes already made
+// and everything RFC 3986 allows stay as they are.
+func TestCanonicalURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://127.0.0.1:8080/ü?x=ü y":                   "http://127.0.0.1:8080/%C3%BC?x=%C3%BC%20y",
+		"https://hooks.example.com/in?a=b&c=%20d&e=f/g:h": "https://hooks.example.com/in?a=b&c=%20d&e=f/g:h",
+		"https://hooks.example.com/mailroom":              "https://hooks.example.com/mailroom",
+		"https://hooks.example.com/?q=\"<x>\"|{}":         "https://hooks.example.com/?q=%22%3Cx%3E%22%7C%7B%7D",
+	} {
+		got := CanonicalURL(raw)
+		if got != want {
+			t.Errorf("CanonicalURL(%q) = %q, want %q", raw, got, want)
+		}
+		u, err := url.Parse(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line := u.RequestURI(); strings.ContainsFunc(line, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Errorf("%q: request line %q carries what it cannot", raw, line)
+		}
 	}
 }
