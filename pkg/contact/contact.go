@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/editor"
@@ -197,7 +198,7 @@ func validVariable(v string) bool {
 		return false
 	}
 	for _, c := range v {
-		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+		if !(c == '_' || c == '-' || unicode.IsLetter(c) || unicode.IsDigit(c)) {
 			return false
 		}
 	}

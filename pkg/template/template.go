@@ -170,11 +170,12 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 	return err
 }
 
-// Placeholder matches {{name}} and {{name,fallback=Text}}, with optional inner spaces: the
+// Placeholder matches {{name}} and {{name,fallback=Text}}, with optional inner spaces, a name
+// of letters and digits in any script, _, . and - (a contact's "städt" or "Ключ" too): the
 // placeholders of templates and of campaigns (pkg/campaign renders them per contact). It is
 // compiled on first use: every Lambda function links this package, few render.
 var Placeholder = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
+	return regexp.MustCompile(`\{\{\s*([\p{L}\p{N}_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
 })
 
 // value is what the placeholder m (submatch indexes into s) renders as: the variable's value;

@@ -28,6 +28,15 @@ func TestRender(t *testing.T) {
 	if err != nil || got != "Hi Zoë from A&amp;B, &lt;x&gt;" {
 		t.Errorf("fallbacks = %q, %v", got, err)
 	}
+	// A name in another script is a name (a contact's property may be "städt" or "Ключ");
+	// one with a space is not, and stays as written.
+	got, err = Render("Hallo {{städt}}, {{Ключ,fallback=K}} {{with space}}", map[string]string{"städt": "München"}, false)
+	if err != nil || got != "Hallo München, K {{with space}}" {
+		t.Errorf("names in other scripts = %q, %v", got, err)
+	}
+	if _, err := Render("Hallo {{städt}}", nil, false); err == nil || !strings.Contains(err.Error(), "missing value for städt") {
+		t.Errorf("a missing name in another script: %v", err)
+	}
 }
 
 func TestFieldsValidate(t *testing.T) {
