@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -662,6 +663,9 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	}
 	if e.Content.HTML != nil {
 		v.HTML = *e.Content.HTML
+		if !v.Remote {
+			v.HTML = withoutFetches(v.HTML)
+		}
 	}
 	if e.Content.Text != nil {
 		v.Text = *e.Content.Text
@@ -1345,8 +1349,28 @@ func (c *Console) templates(w http.ResponseWriter, r *http.Request, si signedIn)
 	if err != nil {
 		return err
 	}
+	for i := range list {
+		list[i].HTML = withoutFetches(list[i].HTML)
+	}
 	c.render(w, http.StatusOK, "templates", templatesView{view: c.viewFor("Templates", si), Templates: list})
 	return nil
+}
+
+// fetchTags are the tags of a message's HTML that make a browser reach a host though the
+// page's content security policy blocks what they load: resource hints (<link
+// rel=preconnect|dns-prefetch|prefetch|preload>: a DNS lookup or a connection, which tells
+// the sender the message was opened) and frames (looked up before the policy refuses them).
+var fetchTags = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)<(?:link|iframe|frame|frameset|object|embed|portal)\b[^>]*>`)
+})
+
+// withoutFetches is html for a preview with its remote content blocked: the tags of
+// fetchTags removed (the rest is kept from the network by the policy and the sandbox).
+func withoutFetches(html string) string {
+	if !strings.Contains(html, "<") {
+		return html
+	}
+	return fetchTags().ReplaceAllString(html, "")
 }
 
 // consoleBooksView lists the team's contact books; consoleBookView one book's contacts.

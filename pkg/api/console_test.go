@@ -722,6 +722,25 @@ func TestConsoleAsAPersonUsesIt(t *testing.T) {
 		!strings.Contains(open, "img-src 'self' data: http: https:") || !strings.Contains(open, "script-src 'self';") {
 		t.Errorf("policies: by default %q; with remote content %q", strict, open)
 	}
+	// Resource hints and frames reach a host though the policy blocks what they load (a DNS
+	// lookup, a connection: the sender learns the message was opened): the blocked preview
+	// has none of them; shown with its remote content, the message is as written.
+	leaky := e.send(`{"from":"a@example.com","to":"leak@example.org","subject":"Hints","html":` + jsonString(
+		`<head><link rel="preconnect" href="https://hint1.example"><LINK rel=dns-prefetch href=//hint2.example></head>`+
+			`<body><p>kept words</p><iframe src="https://hint3.example/x"></iframe><object data="https://hint4.example/o"></object></body>`) + `}`)
+	_, blocked := get(t, c, srv.URL+"/console/emails/"+leaky)
+	_, shown := get(t, c, srv.URL+"/console/emails/"+leaky+"?remote=1")
+	for _, host := range []string{"hint1.example", "hint2.example", "hint3.example", "hint4.example"} {
+		if strings.Contains(blocked, host) {
+			t.Errorf("the blocked preview still names %s", host)
+		}
+		if !strings.Contains(shown, host) {
+			t.Errorf("the preview with remote content lost %s", host)
+		}
+	}
+	if !strings.Contains(blocked, "kept words") {
+		t.Error("the blocked preview lost the message's text")
+	}
 
 	// A book of 150 contacts: 1–100, then 101–150 on the next page.
 	var rows []string
