@@ -656,7 +656,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 		if len(ev.Data) > 0 && string(ev.Data) != "null" {
 			var b bytes.Buffer
 			if json.Indent(&b, ev.Data, "", "  ") == nil {
-				ce.Data = b.String()
+				ce.Data = readableJSON(b.String())
 			}
 		}
 		v.Events = append(v.Events, ce)
@@ -695,6 +695,41 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	}
 	c.render(w, http.StatusOK, "email", v)
 	return nil
+}
+
+// readableJSON is JSON text with the escapes of <, > and & that encoding/json writes (\u003c,
+// \u003e, \u0026) turned back into the characters, for people to read (the page escapes
+// them as HTML); an escaped backslash before one ("\\u0026" is the text \u0026) is kept.
+func readableJSON(s string) string {
+	if !strings.Contains(s, `\u00`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			if s[i+1] == 'u' && i+6 <= len(s) {
+				switch s[i+2 : i+6] {
+				case "003c", "003C":
+					b.WriteByte('<')
+					i += 5
+					continue
+				case "003e", "003E":
+					b.WriteByte('>')
+					i += 5
+					continue
+				case "0026":
+					b.WriteByte('&')
+					i += 5
+					continue
+				}
+			}
+			b.WriteString(s[i : i+2]) // an escape, kept whole (\\ too)
+			i++
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // rawMessage reads an email's .eml from the outbox.
