@@ -741,6 +741,15 @@ func TestConsoleAsAPersonUsesIt(t *testing.T) {
 	if !strings.Contains(blocked, "kept words") {
 		t.Error("the blocked preview lost the message's text")
 	}
+	// A scheduled email's page says when it goes out; the list's time column is the creation.
+	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	later := e.send(`{"from":"a@example.com","to":"later@example.org","subject":"Later","text":"x","scheduledAt":"` + at.Format(time.RFC3339) + `"}`)
+	if _, page := get(t, c, srv.URL+"/console/emails/"+later); !strings.Contains(page, `<dt>Scheduled for</dt><dd><time datetime="`+at.Format(time.RFC3339)+`"`) {
+		t.Errorf("a scheduled email's page does not say when it goes out")
+	}
+	if _, list := get(t, c, srv.URL+"/console/emails"); !strings.Contains(list, `<th scope="col">Created</th>`) || strings.Contains(list, `data-label="Sent"`) {
+		t.Errorf("the list's time column is not named for what it shows (the creation)")
+	}
 
 	// A book of 150 contacts: 1–100, then 101–150 on the next page.
 	var rows []string
