@@ -132,8 +132,19 @@ func TestConsoleInABrowser(t *testing.T) {
 	b, _ := json.Marshal(html)
 	id := send(t, srv.URL, fmt.Sprintf(`{"from":"Console <hi@example.com>","to":"reader@example.org","subject":"Seen live","html":%s,"text":"Hello"}`, b))
 	row := fmt.Sprintf(`tr[data-id=%q]`, id)
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Focus(chromedp.CSS(row+` a`))); err != nil {
+		t.Fatalf("the email did not appear live: %v", err)
+	}
+	// A live redraw keeps the keyboard where it was: the row's link focused before another
+	// email arrives is focused after.
+	next := send(t, srv.URL, `{"from":"hi@example.com","to":"reader@example.org","subject":"Next","text":"x"}`)
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, next)))); err != nil {
+		t.Fatalf("the second email did not appear live: %v", err)
+	}
+	if held, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.activeElement.getAttribute("href") || document.activeElement.tagName`)); err != nil || held != "/console/emails/"+id {
+		t.Errorf("after a live redraw the focus is on %q (%v), want the link it was on", held, err)
+	}
 	if err := chromedp.Do(bctx,
-		chromedp.WaitVisible(chromedp.CSS(row)),
 		shot("2-live"),
 		chromedp.Click(chromedp.CSS(row+` a`)),
 		chromedp.WaitVisible(chromedp.CSS(`iframe#html`)),

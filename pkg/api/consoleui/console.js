@@ -18,18 +18,34 @@ document.querySelectorAll("[data-live]").forEach((el) => {
       t.innerHTML = html;
       const parts = t.content.querySelectorAll("[data-part]");
       if (parts.length === 0) {
-        el.innerHTML = html;
+        swap(el, html);
         return;
       }
       parts.forEach((part) => {
         const target = document.getElementById(part.dataset.part);
-        if (target) target.innerHTML = part.innerHTML;
+        if (target) swap(target, part.innerHTML);
       });
     } finally {
       busy = false;
     }
   });
 });
+
+// swap redraws target with html and gives back what the user held in it: the focused link,
+// button or field (found again by where it points or its name) and the open panels (found
+// again by their content), so a live update moves neither the keyboard nor the reading.
+function swap(target, html) {
+  const key = (x) => x.getAttribute("href") || x.id || x.getAttribute("name") || "";
+  const active = target.contains(document.activeElement) ? document.activeElement : null;
+  const held = active && key(active);
+  const open = new Set([...target.querySelectorAll("details[open]")].map((d) => d.textContent));
+  target.innerHTML = html;
+  target.querySelectorAll("details").forEach((d) => { if (open.has(d.textContent)) d.open = true; });
+  if (held) {
+    const again = [...target.querySelectorAll(active.tagName)].find((x) => key(x) === held);
+    if (again) again.focus({ preventScroll: true });
+  }
+}
 
 // A form with data-confirm (revoking a key) asks first.
 document.addEventListener("submit", (ev) => {
