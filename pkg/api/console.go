@@ -605,6 +605,10 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID); err != nil {
 			return err
 		}
+	} else {
+		// A key that may not list domains (SENDING) filters by the domains of the emails it
+		// sees, named by their senders' domains: nothing the API does not show it.
+		v.Domains = domainsOf(list, f.domain)
 	}
 	if r.URL.Query().Get("fragment") == "rows" {
 		c.render(w, http.StatusOK, "rows", v)
@@ -730,6 +734,24 @@ func readableJSON(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// domainsOf are the domains of emails (their senders' domains by domain id), with the one a
+// filter selects though no email of the page is from it.
+func domainsOf(emails []store.Email, selected int64) []store.Domain {
+	var out []store.Domain
+	seen := map[int64]bool{}
+	for _, e := range emails {
+		if e.DomainID != 0 && !seen[e.DomainID] {
+			seen[e.DomainID] = true
+			out = append(out, store.Domain{ID: e.DomainID, Name: email.DomainOf(e.From)})
+		}
+	}
+	if selected != 0 && !seen[selected] {
+		out = append(out, store.Domain{ID: selected, Name: fmt.Sprintf("domain %d", selected)})
+	}
+	slices.SortFunc(out, func(a, b store.Domain) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // rawMessage reads an email's .eml from the outbox.

@@ -383,6 +383,10 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the campaign email is not listed:\n%s", list)
 	}
+	// Its domain filter offers the domains of the emails it sees (it may not list domains).
+	if !regexp.MustCompile(`<option value="\d+" *>example\.com</option>`).MatchString(list) {
+		t.Errorf("a SENDING key's domain filter does not offer its emails' domain:\n%s", list)
+	}
 	code, page := get(t, sending, srv.URL+"/console/emails/"+m[1])
 	if code != 200 || !strings.Contains(page, "List-Unsubscribe: ") {
 		t.Fatalf("the campaign email's page = %d, with its headers:\n%s", code, page)
