@@ -1097,6 +1097,8 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	if v.Keys, err = c.Keys.Store.ListAPIKeys(r.Context(), si.p.TeamID); err != nil {
 		return err
 	}
+	// Newest first, as every list of the console (a store lists keys by their random id).
+	slices.SortStableFunc(v.Keys, func(a, b store.APIKey) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, 0); err != nil {
 		return err
 	}

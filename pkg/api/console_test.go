@@ -279,6 +279,11 @@ func TestConsole(t *testing.T) {
 		if r := e.request(m[1], "GET", "/api/v1/emails", nil); r.status != 200 {
 			t.Errorf("the console's new key: %d", r.status)
 		}
+		// The list is newest first: the new key is its first row.
+		_, keys := get(t, c, srv.URL+"/console/keys")
+		if ids := regexp.MustCompile(`<td data-label="Id"><code>([0-9a-z]{10})</code>`).FindAllStringSubmatch(keys, -1); len(ids) < 2 || ids[0][1] != m[2] {
+			t.Errorf("the keys page's first row is %v, want the new key %s first", ids, m[2])
+		}
 		if code, _ := postForm(t, c, srv.URL+"/console/keys/"+m[2]+"/revoke", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
 			t.Errorf("revoke = %d", code)
 		}
