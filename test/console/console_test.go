@@ -23,6 +23,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/server"
+	"github.com/mailroom/mailroom/pkg/team"
 )
 
 const key = "us_consolet01_0123456789abcdef0123456789abcdef"
@@ -300,5 +301,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)
+	}
+	// The session's key revoked while a page is open: its live stream ends, and the page
+	// says so instead of going on looking current.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&team.Admin{Store: srv.App.Store, Now: time.Now}).RevokeKey(ctx, 1, strings.Split(key, "_")[1]); err != nil {
+		t.Fatal(err)
+	}
+	srv.App.Services.Auth.Forget(strings.Split(key, "_")[1])
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`!!document.getElementById("live-ended")`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Errorf("the page did not say its live updates stopped after its key was revoked: %v", err)
 	}
 }

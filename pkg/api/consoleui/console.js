@@ -6,6 +6,17 @@
 "use strict";
 document.querySelectorAll("[data-live]").forEach((el) => {
   const source = new EventSource(el.dataset.live);
+  // A stream the server ended for good (the session ended: a revoked key, a sign-out
+  // elsewhere) is said on the page, not left to look current.
+  source.addEventListener("error", () => {
+    if (source.readyState !== EventSource.CLOSED || document.getElementById("live-ended")) return;
+    const note = document.createElement("p");
+    note.id = "live-ended";
+    note.className = "error";
+    note.setAttribute("role", "alert");
+    note.textContent = "Live updates stopped (the session may have ended): reload the page.";
+    el.before(note);
+  });
   let busy = false;
   source.addEventListener("changed", async () => {
     if (busy) return;
