@@ -299,6 +299,18 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err != nil || px < 12 {
 		t.Errorf("on a phone the charts' smallest text is %.1f px high (%v); want 12 or more (an 11 px font)", px, err)
 	}
+	// Larger, the chart's labels still overlap none of the others.
+	overlaps, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+		const boxes = [...document.querySelectorAll("svg#series text")].map((t) => [t.textContent, t.getBoundingClientRect()]);
+		const out = [];
+		boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+			if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push(a + " / " + b);
+		}));
+		return out;
+	})()`))
+	if err != nil || len(overlaps) > 0 {
+		t.Errorf("on a phone the chart's labels overlap: %v (%v)", overlaps, err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)
 	}
