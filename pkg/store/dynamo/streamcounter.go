@@ -67,9 +67,14 @@ var (
 // shardPos is where reading a shard goes on from.
 type shardPos struct {
 	iter   *string
-	last   string // sequence number of the last record read
-	closed bool   // read to the end of a closed shard
+	last   string    // sequence number of the last record read
+	closed bool      // read to the end of a closed shard
+	probed time.Time // when a silent shard was last looked at again (stale)
 }
+
+// probeEvery is how often a shard that reads nothing is looked at again from its last record
+// with a fresh iterator (stale).
+const probeEvery = 5 * time.Second
 
 // ReadStream makes the store read its table's stream for the counts (Settle, RunStream),
 // through source (streams.New).
@@ -130,6 +135,26 @@ func (st *Store) RunStream(ctx context.Context, every time.Duration, log *slog.L
 		case <-t.C:
 		}
 	}
+}
+
+// stale reports whether the iterator followed in a silent shard sees no more of it: a fresh
+// one from the last record read finds records. moto restores a copy of the table when a
+// transaction fails (a duplicate domain's 409), and its stream shard is then another object
+// with the same id, which the old iterator never reads. A fresh iterator finds exactly the
+// records after the last one read, so taking it is right whatever made the old one silent;
+// the look costs two calls a silent shard every probeEvery (on AWS only the local server reads
+// the stream so: the functions' event source mappings read it for them).
+func (r *streamReader) stale(ctx context.Context, shard string, pos *shardPos) bool {
+	if time.Since(pos.probed) < probeEvery {
+		return false
+	}
+	pos.probed = time.Now()
+	it, err := r.source.Iterator(ctx, r.arn, shard, pos.last)
+	if err != nil {
+		return false
+	}
+	recs, _, err := r.source.Records(ctx, it)
+	return err == nil && len(recs) > 0
 }
 
 // drain reads every shard to its end, applying each page of records; it returns the number of
@@ -212,6 +237,10 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 				pos.closed = true
 			}
 			if read == 0 {
+				if r.stale(ctx, id, pos) {
+					pos.iter = nil // read from after the last record, with a new iterator
+					continue
+				}
 				break // the end of an open shard, for now
 			}
 		}
