@@ -623,8 +623,9 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 // emailView is an email's page.
 type emailView struct {
 	view
-	Simulate    bool // the SES event buttons are offered
-	Remote      bool // the message is shown with its remote content (?remote=1)
+	Simulate    bool   // the SES event buttons are offered
+	Fired       string // the SES event the page's button just fired (?fired=), one of the buttons
+	Remote      bool   // the message is shown with its remote content (?remote=1)
 	E           store.Email
 	Events      []consoleEvent
 	HTML, Text  string
@@ -651,6 +652,9 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	v := emailView{view: c.viewFor("Emails", si), E: e,
 		Simulate: c.Events != nil && createSuppressionRoute.permits(si.p) == nil && e.MessageID != "",
 		Remote:   r.URL.Query().Get("remote") == "1"}
+	if fired := r.URL.Query().Get("fired"); firedTypes[fired] {
+		v.Fired = fired
+	}
 	v.PageTitle = e.Subject
 	if v.PageTitle == "" {
 		v.PageTitle = "(no subject)"
@@ -921,6 +925,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, si signedIn) er
 	}
 }
 
+// firedTypes are the SES event types the page's buttons fire, the ones its ?fired= may name.
+var firedTypes = map[string]bool{sesevent.TypeDeliveryDelay: true, sesevent.TypeBounce: true, sesevent.TypeComplaint: true,
+	sesevent.TypeOpen: true, sesevent.TypeClick: true}
+
 // simulate fires an SES event for an email, shaped as SES publishes it, through the same
 // handler as SES's own events (FULL keys: a bounce or a complaint suppresses the address for
 // the whole team). The page shows what follows: the timeline, the suppression, the webhook call.
@@ -945,7 +953,8 @@ func (c *Console) simulate(w http.ResponseWriter, r *http.Request, si signedIn) 
 	if err := c.Events.Publish(r.Context(), ev); err != nil {
 		return fmt.Errorf("simulated %s event: %w", ev.EventType, err)
 	}
-	http.Redirect(w, r, "/console/emails/"+e.ID, http.StatusSeeOther)
+	// The page it returns to says what was fired (the timeline below shows what followed).
+	http.Redirect(w, r, "/console/emails/"+e.ID+"?fired="+url.QueryEscape(ev.EventType), http.StatusSeeOther)
 	return nil
 }
 

@@ -188,6 +188,13 @@ func TestConsole(t *testing.T) {
 	if code != 200 || !strings.Contains(body, ">BOUNCED<") {
 		t.Fatalf("a simulated bounce = %d:\n%s", code, body)
 	}
+	// The page it returns to says what was fired; a ?fired= naming anything else says nothing.
+	if !strings.Contains(body, `<p role="status" id="fired">Bounce event fired`) {
+		t.Errorf("the page after a simulated bounce does not say it was fired")
+	}
+	if _, page := get(t, c, srv.URL+"/console/emails/"+id+"?fired=Hacked"); strings.Contains(page, `id="fired"`) {
+		t.Errorf("?fired= with a type no button fires is shown")
+	}
 	var sup struct {
 		Data []struct{ Email, Reason string }
 	}
