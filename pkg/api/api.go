@@ -448,7 +448,6 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-// errorOf is the status, code and message an error answers with.
 // statusCode is the error code of an answer's status (kinds), or INTERNAL_SERVER_ERROR.
 func statusCode(status int) string {
 	for _, k := range kinds {
@@ -459,6 +458,7 @@ func statusCode(status int) string {
 	return "INTERNAL_SERVER_ERROR"
 }
 
+// errorOf is the status, code and message an error answers with.
 func errorOf(err error) (status int, code, msg string) {
 	status, code, msg = http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error"
 	var tooBig *http.MaxBytesError

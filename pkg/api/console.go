@@ -14,7 +14,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -989,11 +988,7 @@ func bouncedRecipient(rcpt, typ, sub string) sesevent.BouncedRecipient {
 func simulatedEvent(e store.Email, kind, subtype, link string, now time.Time) (sesevent.Event, error) {
 	rcpt := ""
 	if len(e.To) > 0 {
-		if a, err := mail.ParseAddress(e.To[0]); err == nil {
-			rcpt = a.Address
-		} else {
-			rcpt = e.To[0]
-		}
+		rcpt = email.AddressOnly(e.To[0])
 	}
 	m := sesevent.Mail{Timestamp: e.UpdatedAt.UTC(), Source: e.From, MessageID: e.MessageID, Destination: e.To,
 		Headers: []sesevent.Header{{Name: sesevent.EmailIDHeader, Value: e.ID}},

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/fault"
+	mailer "github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/template"
 )
@@ -688,14 +689,9 @@ func dotAtom(local string) bool {
 	return true
 }
 
-// AddressOnly returns the bare address of a validated address.
-func AddressOnly(s string) string {
-	a, err := mail.ParseAddress(s)
-	if err != nil {
-		return s
-	}
-	return a.Address
-}
+// AddressOnly returns the bare address of a validated address (pkg/mail's, which the
+// mailers use too).
+func AddressOnly(s string) string { return mailer.AddressOnly(s) }
 
 // DomainOf returns the lower-cased domain of a validated address.
 func DomainOf(s string) string {

@@ -6,7 +6,17 @@ package mail
 import (
 	"context"
 	"errors"
+	netmail "net/mail"
 )
+
+// AddressOnly is the bare address of an address that may carry a display name ("Jürgen
+// <j@x.test>" → "j@x.test"); one that does not parse is returned as it is.
+func AddressOnly(s string) string {
+	if a, err := netmail.ParseAddress(s); err == nil {
+		return a.Address
+	}
+	return s
+}
 
 // ErrThrottled marks a send refused for rate reasons; the caller retries with backoff.
 var ErrThrottled = errors.New("mail: throttled")

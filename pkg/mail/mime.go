@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"net/mail"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,9 +199,7 @@ func checkHeader(h Header) error {
 // newMessageID makes a Message-ID (without angle brackets) on the domain of the From address.
 func newMessageID(from string) (string, error) {
 	domain := "localhost"
-	if a, err := mail.ParseAddress(from); err == nil {
-		from = a.Address
-	}
+	from = AddressOnly(from)
 	if at := strings.LastIndexByte(from, '@'); at >= 0 && at < len(from)-1 {
 		domain = from[at+1:]
 	}

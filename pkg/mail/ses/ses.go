@@ -57,7 +57,7 @@ func NoRetries(o *sesv2.Options) { o.RetryMaxAttempts = 1 }
 func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
 	to := make([]string, len(m.Recipients))
 	for i, r := range m.Recipients {
-		to[i] = bare(r)
+		to[i] = mail.AddressOnly(r) // the envelope needs no name (SES takes 7-bit ASCII there)
 	}
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(sender(m.From)),
@@ -87,19 +87,8 @@ func (s *Mailer) Send(ctx context.Context, m mail.Outgoing) (string, error) {
 	return *out.MessageId, nil
 }
 
-// SES takes 7-bit ASCII in FromEmailAddress and Destination: a display name in another script
-// must be an RFC 2047 encoded word (the raw message's headers already are). The envelope's
-// recipients need no name at all: they are bare addresses; the sender keeps its name, encoded.
-
-// bare is an address without its display name ("Jürgen <j@x.test>" → "j@x.test").
-func bare(addr string) string {
-	if a, err := netmail.ParseAddress(addr); err == nil {
-		return a.Address
-	}
-	return addr
-}
-
-// sender is the From address with its name encoded as RFC 2047 asks where it is not ASCII.
+// sender is the From address with its name encoded as RFC 2047 asks where it is not ASCII:
+// SES takes 7-bit ASCII in FromEmailAddress (the raw message's headers are encoded already).
 func sender(addr string) string {
 	if a, err := netmail.ParseAddress(addr); err == nil {
 		return a.String()
