@@ -177,7 +177,7 @@ func decodeRequest(body []byte, at string) (Request, error) {
 	r.TemplateID = d.id("templateId")
 	r.Variables = d.variables()
 	r.Text = d.optString("text", 0, false)
-	r.HTML = d.optString("html", 0, false)
+	r.HTML = d.html()
 	r.Headers = d.headers()
 	r.Attachments = d.attachments()
 	r.ScheduledAt = d.time("scheduledAt")
@@ -297,14 +297,19 @@ func (d *decoder) str(field string) string {
 	return s
 }
 
-// optString decodes a string that must be non-empty when present. A boolean html (which
-// useSend's SMTP proxy sends for a message without one) counts as absent.
+// html decodes the html field: a boolean (which useSend's SMTP proxy sends for a message
+// without one) counts as absent; anything else is an optString.
+func (d *decoder) html() *string {
+	if t := bytes.TrimSpace(d.raw("html")); bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")) {
+		return nil
+	}
+	return d.optString("html", 0, false)
+}
+
+// optString decodes a string that must be non-empty when present.
 func (d *decoder) optString(field string, max int, single bool) *string {
 	v := d.raw(field)
 	if v == nil {
-		return nil
-	}
-	if t := bytes.TrimSpace(v); field == "html" && (bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false"))) {
 		return nil
 	}
 	var s string
