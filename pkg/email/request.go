@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/fault"
-	mailer "github.com/mailroom/mailroom/pkg/mail"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/template"
 )
@@ -694,9 +693,15 @@ func dotAtom(local string) bool {
 	return true
 }
 
-// AddressOnly returns the bare address of a validated address (pkg/mail's, which the
-// mailers use too).
-func AddressOnly(s string) string { return mailer.AddressOnly(s) }
+// AddressOnly returns the bare address of a validated address. (pkg/mail has the same for
+// the mailers; importing it here would link its MIME library into every function.)
+func AddressOnly(s string) string {
+	a, err := mail.ParseAddress(s)
+	if err != nil {
+		return s
+	}
+	return a.Address
+}
 
 // DomainOf returns the lower-cased domain of a validated address.
 func DomainOf(s string) string {
