@@ -108,13 +108,19 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 	emails := make([]store.Email, 0, len(contacts))
 	events := make([]store.Event, 0, len(contacts))
 	for _, ct := range contacts {
+		id := confirmationID(ctx, book.TeamID, book.ID, ct.ID)
+		if written, err := d.written(ctx, id); err != nil {
+			return err
+		} else if written {
+			continue // by an earlier try of this request: its link and content stay as they were
+		}
 		link := signer.ConfirmURL(Link{TeamID: book.TeamID, BookID: book.ID, ContactID: ct.ID, Email: ct.Email,
 			MadeAt: now.UnixMilli(), ExpiresAt: now.Add(ConfirmFor).UnixMilli()})
 		values := map[string]string{"doubleoptinurl": link, "email": ct.Email, "firstname": ct.FirstName, "lastname": ct.LastName}
 		htmlBody := Render(body, values, true)
 		text := fmt.Sprintf("Please confirm your subscription: %s\n", link)
 		e := store.Email{
-			ID: confirmationID(ctx, book.TeamID, book.ID, ct.ID), TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
+			ID: id, TeamID: book.TeamID, DomainID: dom.ID, From: from, To: []string{ct.Email},
 			Subject:   strings.TrimSpace(template.OneLine(Render(subject, values, false))),
 			Content:   store.Content{HTML: &htmlBody, Text: &text},
 			CreatedAt: now, ContactID: ct.ID,
@@ -130,6 +136,21 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 		}
 	}
 	return nil
+}
+
+// written reports whether the confirmation email id was written by an earlier try of the same
+// request (an Idempotency-Key's: only those ids repeat). Writing it again would skip the email
+// but, on DynamoDB, store its content again under a new version (the link in it carries the
+// time it was made), where nothing points at it.
+func (d *DoubleOptIn) written(ctx context.Context, id string) (bool, error) {
+	if key, _ := ctx.Value(idempotencyKeyKey{}).(string); key == "" {
+		return false, nil
+	}
+	_, err := d.Store.GetEmail(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // sender is the domain and From of a book's confirmation emails.

@@ -68,3 +68,51 @@ func (d domainsOf) Lookup(ctx context.Context, teamID int64, name string) (store
 	}
 	return store.Domain{}, store.ErrNotFound
 }
+
+// TestRetriedConfirmationWritesNothing: a retry of a request with an Idempotency-Key (its first
+// try lost its answer) finds its confirmation emails written and writes none of them again: on
+// DynamoDB a second write would store the content again (its link carries the time it was
+// made) where nothing points at it, and the email would be handed to delivery twice.
+func TestRetriedConfirmationWritesNothing(t *testing.T) {
+	ctx := WithIdempotencyKey(context.Background(), "nonce-1")
+	s, st := stepFixture(t, 1)
+	counting := &creations{Store: st}
+	now := time.Now()
+	d := &DoubleOptIn{Store: counting, Domains: domainsOf{st}, Signer: s.Signer, Now: func() time.Time { return now }}
+	book := store.ContactBook{ID: "cbbench", TeamID: 1, DoubleOptInEnabled: true}
+	first, second := benchContact(0), benchContact(2)
+	if err := d.SendConfirmations(ctx, book, []store.Contact{first}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute) // the retry's link would differ
+	if err := d.SendConfirmations(ctx, book, []store.Contact{first, second}); err != nil {
+		t.Fatal(err)
+	}
+	if len(counting.ids) != 2 || counting.ids[0] == counting.ids[1] {
+		t.Fatalf("emails written %v, want the first contact's once and the second's once", counting.ids)
+	}
+	list, _, err := st.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 10})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("%d emails, %v; want 2", len(list), err)
+	}
+	// Without a key every call is a new request: its emails are new ones.
+	if err := d.SendConfirmations(context.Background(), book, []store.Contact{first}); err != nil {
+		t.Fatal(err)
+	}
+	if len(counting.ids) != 3 {
+		t.Errorf("emails written %v, want a third for a request without a key", counting.ids)
+	}
+}
+
+// creations records the ids of the emails written through it.
+type creations struct {
+	Store
+	ids []string
+}
+
+func (c *creations) CreateEmails(ctx context.Context, emails []store.Email, events []store.Event) error {
+	for _, e := range emails {
+		c.ids = append(c.ids, e.ID)
+	}
+	return c.Store.CreateEmails(ctx, emails, events)
+}
