@@ -1033,6 +1033,7 @@ type keysView struct {
 	Domains     []store.Domain
 	DomainNames map[int64]string // the Domains' names by id
 	Created     string           // a key just made, shown once
+	Revoked     string           // a key just revoked (?revoked=, when it is gone)
 }
 
 // formDomain is the key form's domain: an id, or 0 (empty, "0") for every domain; isID is
@@ -1103,6 +1104,10 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	}
 	// Newest first, as every list of the console (a store lists keys by their random id).
 	slices.SortStableFunc(v.Keys, func(a, b store.APIKey) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	// The page a revoke returns to says so, for a key that is indeed gone.
+	if id := r.URL.Query().Get("revoked"); auth.IsKeyID(id) && !slices.ContainsFunc(v.Keys, func(k store.APIKey) bool { return k.ID == id }) {
+		v.Revoked = id
+	}
 	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, 0); err != nil {
 		return err
 	}
@@ -1131,7 +1136,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, si signedIn)
 	}
 	c.s.Auth.Forget(id)
 	c.s.Log.Info("console: API key revoked", "teamId", si.p.TeamID, "keyId", id)
-	http.Redirect(w, r, "/console/keys", http.StatusSeeOther)
+	http.Redirect(w, r, "/console/keys?revoked="+id, http.StatusSeeOther)
 	return nil
 }
 
@@ -1209,7 +1214,8 @@ type consoleHook struct {
 
 type consoleCall struct {
 	store.WebhookCall
-	Payload string
+	Payload  string
+	Replayed bool // the call a replay just made (?replayed=)
 }
 
 func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) error {
@@ -1218,6 +1224,7 @@ func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) 
 		return err
 	}
 	v := webhooksView{view: c.viewFor("Webhooks", si)}
+	replayed := r.URL.Query().Get("replayed") // the page a replay returns to marks its new call
 	for _, h := range list {
 		calls, err := c.s.Webhooks.Calls(r.Context(), si.p.TeamID, h.ID, 20, "")
 		if err != nil {
@@ -1235,7 +1242,7 @@ func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, si signedIn) 
 				b.Reset()
 				b.Write(body)
 			}
-			ch.Calls = append(ch.Calls, consoleCall{WebhookCall: call, Payload: b.String()})
+			ch.Calls = append(ch.Calls, consoleCall{WebhookCall: call, Payload: b.String(), Replayed: call.ID == replayed})
 		}
 		v.Hooks = append(v.Hooks, ch)
 	}
@@ -1248,10 +1255,11 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, si signedIn) er
 	if err := c.checkForm(r, si); err != nil {
 		return err
 	}
-	if _, err := c.s.Webhooks.Replay(r.Context(), si.p.TeamID, r.PathValue("id"), r.PathValue("callId")); err != nil {
+	call, err := c.s.Webhooks.Replay(r.Context(), si.p.TeamID, r.PathValue("id"), r.PathValue("callId"))
+	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/console/webhooks", http.StatusSeeOther)
+	http.Redirect(w, r, "/console/webhooks?replayed="+url.QueryEscape(call.ID)+"#call-"+url.QueryEscape(call.ID), http.StatusSeeOther)
 	return nil
 }
 

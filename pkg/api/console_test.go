@@ -246,8 +246,11 @@ func TestConsole(t *testing.T) {
 		return count(types, "webhook.test")
 	}
 	before := tests()
-	if code, _ := postForm(t, c, srv.URL+"/console/webhooks/"+hook.ID+"/calls/"+test.ID+"/replay", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
+	// The page a replay returns to marks the new call (not the one replayed).
+	if code, page := postForm(t, c, srv.URL+"/console/webhooks/"+hook.ID+"/calls/"+test.ID+"/replay", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
 		t.Errorf("replay = %d", code)
+	} else if m := regexp.MustCompile(`<li data-call="([^"]+)" id="call-[^"]+" class="replayed"><p role="status" id="replayed">`).FindStringSubmatch(page); m == nil || m[1] == test.ID {
+		t.Errorf("the page after a replay does not mark its new call (%v):\n%s", m, page)
 	}
 	if after := tests(); after != before+1 {
 		t.Errorf("the replay made %d test calls, want 1", after-before)
@@ -291,8 +294,14 @@ func TestConsole(t *testing.T) {
 		if ids := regexp.MustCompile(`<td data-label="Id"><code>([0-9a-z]{10})</code>`).FindAllStringSubmatch(keys, -1); len(ids) < 2 || ids[0][1] != m[2] {
 			t.Errorf("the keys page's first row is %v, want the new key %s first", ids, m[2])
 		}
-		if code, _ := postForm(t, c, srv.URL+"/console/keys/"+m[2]+"/revoke", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
+		// The page a revoke returns to says so; one naming a key still there says nothing.
+		if _, page := get(t, c, srv.URL+"/console/keys?revoked="+m[2]); strings.Contains(page, `id="revoked"`) {
+			t.Errorf("the keys page says a key it lists was revoked")
+		}
+		if code, page := postForm(t, c, srv.URL+"/console/keys/"+m[2]+"/revoke", url.Values{"csrf": {token[1]}}, srv.URL); code != 200 {
 			t.Errorf("revoke = %d", code)
+		} else if !strings.Contains(page, `<p role="status" id="revoked">Key <code>`+m[2]+`</code> revoked`) || strings.Contains(page, `data-key="`+m[2]+`"`) {
+			t.Errorf("the page after a revoke does not say so, or still lists the key:\n%s", page)
 		}
 		if r := e.request(m[1], "GET", "/api/v1/emails", nil); r.status != 403 {
 			t.Errorf("a key revoked in the console: %d, want 403 at once", r.status)

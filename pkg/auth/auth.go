@@ -53,10 +53,8 @@ func Parse(key string) (id, secret string, err error) {
 		return "", "", errors.New("malformed key")
 	}
 	id, secret = rest[:idLen], rest[idLen+1:]
-	for _, c := range id {
-		if !strings.ContainsRune(idChars, c) {
-			return "", "", errors.New("malformed key")
-		}
+	if !IsKeyID(id) {
+		return "", "", errors.New("malformed key")
 	}
 	// One spelling of a key: the lower-case hex it was issued in (an upper-case copy is not
 	// the same key).
@@ -64,6 +62,19 @@ func Parse(key string) (id, secret string, err error) {
 		return "", "", errors.New("malformed key")
 	}
 	return id, secret, nil
+}
+
+// IsKeyID reports whether id has the form of a key's id.
+func IsKeyID(id string) bool {
+	if len(id) != idLen {
+		return false
+	}
+	for _, c := range id {
+		if !strings.ContainsRune(idChars, c) {
+			return false
+		}
+	}
+	return true
 }
 
 // Hash is the stored form of a secret.
