@@ -678,7 +678,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 		v.Text = *e.Content.Text
 	}
 	for _, a := range e.Content.Attachments {
-		v.Attachments = append(v.Attachments, a.Filename)
+		v.Attachments = append(v.Attachments, email.AttachmentName(a.Filename)) // as the message names it
 	}
 	if raw, err := c.rawMessage(e.ID); err == nil {
 		// The header block as the message has it: its order, its names' case, folded lines.

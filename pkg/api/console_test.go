@@ -125,7 +125,8 @@ func TestConsole(t *testing.T) {
 	}
 	changed := changes(resp.Body)
 	html := `<p>Hello <b>console</b></p><script>alert(1)</script><img src="https://tracker.example/p.gif">`
-	id := e.send(`{"from":"a@example.com","to":"reader@example.org","subject":"Console test","html":` + jsonString(html) + `,"text":"Hello console"}`)
+	id := e.send(`{"from":"a@example.com","to":"reader@example.org","subject":"Console test","html":` + jsonString(html) + `,"text":"Hello console",` +
+		`"attachments":[{"filename":"report <v2>?.pdf","content":"aGVsbG8="}]}`)
 	select {
 	case <-changed:
 	case <-time.After(5 * time.Second):
@@ -159,12 +160,13 @@ func TestConsole(t *testing.T) {
 	if frame == nil || !strings.Contains(frame[1], "&lt;b&gt;console&lt;/b&gt;") {
 		t.Fatalf("no sandboxed frame with the message:\n%s", page)
 	}
-	for _, want := range []string{"Hello console", ">QUEUED<", ">SENT<", ">DELIVERED<", "Download the .eml", "X-Usesend-Email-ID"} {
+	// The attachment is named as the message names it (the MIME library replaces "<", ">" and "?").
+	for _, want := range []string{"Hello console", ">QUEUED<", ">SENT<", ">DELIVERED<", "Download the .eml", "X-Usesend-Email-ID", "<li>report _v2__.pdf</li>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the email's page lacks %q", want)
 		}
 	}
-	if code, raw := get(t, c, srv.URL+"/console/emails/"+id+"/raw"); code != 200 || !strings.Contains(raw, "Subject: Console test") {
+	if code, raw := get(t, c, srv.URL+"/console/emails/"+id+"/raw"); code != 200 || !strings.Contains(raw, "Subject: Console test") || !strings.Contains(raw, `filename="report _v2__.pdf"`) {
 		t.Errorf("raw = %d %.80s", code, raw)
 	}
 	if code, body := get(t, c, srv.URL+"/console/emails/"+id+"?fragment=timeline"); code != 200 || strings.Contains(body, "<html") || !strings.Contains(body, "DELIVERED") {

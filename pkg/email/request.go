@@ -708,3 +708,22 @@ func DomainOf(s string) string {
 	addr := AddressOnly(s)
 	return strings.ToLower(addr[strings.LastIndexByte(addr, '@')+1:])
 }
+
+// AttachmentName is the file name a message carries for an attachment named name: empty is
+// "attachment", and a control character or one of "/:<>?\| is "_", as the MIME library writes
+// it (pkg/mail's test holds the two to the same names). The console shows this name, the one
+// the recipient sees.
+func AttachmentName(name string) string {
+	if name == "" {
+		return "attachment"
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c < 32 || c == 127 || strings.IndexByte(`"/:<>?\|`, c) >= 0 {
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
