@@ -497,3 +497,85 @@ func TestFreshCallsDoNotOvertakeAHeldOne(t *testing.T) {
 		t.Errorf("after the recovery a fresh call: %d posts, want 4", n)
 	}
 }
+
+// TestOldWritesDoNotReachANewWebhook: a reader that reads the table's stream again from its
+// start (the local server on the AWS backend, after a restart) hands over events written long
+// before a webhook was made; they are not delivered to it. An event written a moment before it
+// (the stream's clock is DynamoDB's, rounded down to the second), after it, or whose write time
+// is not known (the embedded feed) is.
+func TestOldWritesDoNotReachANewWebhook(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	made := w.clock.Add(500 * time.Millisecond)
+	w.clock = made
+	hook, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := made.Truncate(time.Second)
+	cases := []struct {
+		name    string
+		written time.Time
+		want    bool
+	}{
+		{"an hour before", made.Add(-time.Hour), false},
+		{"six seconds before", second.Add(-6 * time.Second), false},
+		{"in the second before, by the stream's rounding", second, true},
+		{"a few seconds before (clocks differ)", second.Add(-4 * time.Second), true},
+		{"after", made.Add(time.Second), true},
+		{"not known", time.Time{}, true},
+	}
+	for i, c := range cases {
+		ev := Event{TeamID: w.team, Type: "email.delivered", At: made.Add(-2 * time.Hour), Key: fmt.Sprintf("em_%d/1-DELIVERED", i),
+			Data: map[string]any{"id": i}, Written: c.written}
+		calls, err := w.s.Publish(ctx, []Event{ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(calls) == 1 && calls[0].WebhookID == hook.ID; got != c.want || len(calls) > 1 {
+			t.Errorf("%s: %d calls, want a call: %v", c.name, len(calls), c.want)
+		}
+	}
+}
+
+// TestOldEntriesDoNotReachANewWebhook: the same for an email's history entries, as the stream's
+// reader hands them over (PublishEntries, with each record's write time).
+func TestOldEntriesDoNotReachANewWebhook(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	hook, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emails []store.Email
+	var events []store.Event
+	for _, id := range []string{"em_old", "em_new"} {
+		e := store.Email{ID: id, TeamID: w.team, From: "a@example.com", To: []string{"b@example.org"}, Subject: "s",
+			Status: store.StatusQueued, CreatedAt: w.clock, UpdatedAt: w.clock}
+		emails = append(emails, e)
+		events = append(events, store.Event{ID: "0-QUEUED", EmailID: id, Status: store.StatusQueued, CreatedAt: w.clock})
+	}
+	if err := w.st.CreateEmails(ctx, emails, events); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"em_old", "em_new"} {
+		if _, err := w.st.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+			e.Status = store.StatusSent
+			return []store.Event{{ID: "1-SENT", EmailID: id, Status: store.StatusSent, CreatedAt: w.clock}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls, err := w.s.PublishEntries(ctx, w.st, []Entries{
+		{TeamID: w.team, EmailID: "em_old", EventIDs: []string{"1-SENT"}, Written: w.clock.Add(-time.Hour)},
+		{TeamID: w.team, EmailID: "em_new", EventIDs: []string{"1-SENT"}, Written: w.clock},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0].WebhookID != hook.ID || !strings.Contains(string(calls[0].Data), "em_new") {
+		t.Fatalf("calls %+v; want one, for em_new's SENT", calls)
+	}
+}

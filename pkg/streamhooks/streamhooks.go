@@ -35,6 +35,7 @@ func Work(recs []dynamo.StreamRecord) (entries []hooks.Entries, changes []hooks.
 		if ok {
 			c.At = rec.At
 			if e, ok := hooks.ChangeEvent(c, "stream/"+rec.ID); ok {
+				e.Written = rec.At
 				changes = append(changes, e)
 			}
 			continue
@@ -52,7 +53,7 @@ func Work(recs []dynamo.StreamRecord) (entries []hooks.Entries, changes []hooks.
 		if err != nil {
 			continue
 		}
-		entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added})
+		entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added, Written: rec.At})
 	}
 	return entries, changes, undecoded
 }
