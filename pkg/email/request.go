@@ -503,6 +503,9 @@ func validHeaderName(s string) bool {
 	return true
 }
 
+// attachmentFields are an attachment's fields in upstream's OpenAPI document.
+var attachmentFields = []string{"filename", "content"}
+
 func (d *decoder) attachments() []Attachment {
 	v := d.raw("attachments")
 	if v == nil {
@@ -524,8 +527,16 @@ func (d *decoder) attachments() []Attachment {
 			Content  *string `json:"content"`
 		}
 		at := fmt.Sprintf("attachments[%d]", i)
-		if err := json.Unmarshal(raw, &a); err != nil {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &a) != nil {
 			d.fail(at, "must be an object with string filename and content")
+			return nil
+		}
+		// As the send's own fields: a contentType or a path would otherwise be dropped silently.
+		if err := fault.UnknownFields(d.at+at+".", fault.SetKeys(keys), attachmentFields); err != nil {
+			if d.err == nil {
+				d.err = err
+			}
 			return nil
 		}
 		switch {

@@ -249,7 +249,8 @@ func TestAddressLengths(t *testing.T) {
 }
 
 // TestUnknownNullFields: an unknown field set to null sets nothing and is let through (usesend-js
-// sends "react": null when given one); with a value it is still refused, named, with its hint.
+// sends "react": null when given one); with a value it is still refused, named, with its hint,
+// in the send and in each attachment.
 func TestUnknownNullFields(t *testing.T) {
 	base := `"to":"a@x.io","from":"me@example.com","subject":"Hi","text":"t"`
 	if _, err := DecodeRequest([]byte(`{` + base + `,"react":null,"reply_to":null}`)); err != nil {
@@ -259,6 +260,9 @@ func TestUnknownNullFields(t *testing.T) {
 		`{` + base + `,"react":"<Email/>"}`:     "react: unknown field",
 		`{` + base + `,"reply_to":"r@x.io"}`:    `reply_to: unknown field; did you mean "replyTo"?`,
 		`{` + base + `,"react":null,"x":false}`: "x: unknown field",
+		// An attachment's fields are the send's too: its type would otherwise be dropped.
+		`{` + base + `,"attachments":[{"filename":"a.txt","content":"aGk=","contentType":"text/csv"}]}`:           "attachments[0].contentType: unknown field",
+		`{` + base + `,"attachments":[{"filename":"a.txt","content":"aGk=","content_type":null,"Filename":"b"}]}`: `attachments[0].Filename: unknown field; did you mean "filename"?`,
 	} {
 		if _, err := DecodeRequest([]byte(body)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
