@@ -287,6 +287,14 @@ func TestCampaignScheduleNaturalLanguage(t *testing.T) {
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "tomorrow 9am") {
 		t.Errorf("unparseable time = %d %s", r.status, msg)
 	}
+	// A body of null is no object (it decoded as {}: the campaign started at once).
+	r = e.do("POST", "/api/v1/campaigns/"+d.ID+"/schedule", `null`)
+	if _, msg := r.errorOf(t); r.status != 400 || msg != "body: must be a JSON object" {
+		t.Errorf("a null schedule = %d %s", r.status, msg)
+	}
+	if got := e.campaign(d.ID); got.Status != "SCHEDULED" || got.ScheduledAt == nil || !strings.HasPrefix(*got.ScheduledAt, later.Format("2006-01-02T15:04:05")) {
+		t.Errorf("after a null schedule: %+v", got)
+	}
 	// The SDKs' sendNow (their types offer it for schedule too) starts now, before scheduledAt.
 	var n campaignOut
 	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Now","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`}`, &n)

@@ -163,6 +163,10 @@ func decodeObject(body []byte, v any) error {
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
+	// null decodes into nothing and would read as {}: a campaign's schedule would start it now.
+	if string(bytes.TrimSpace(body)) == "null" {
+		return fault.Field("body", "must be a JSON object")
+	}
 	// A field given twice, at any depth, is refused, before its values' types are looked at:
 	// a decoder keeps the last silently (and matches a struct's fields without regard to case:
 	// "Email" fills email too), and integralNumbers below would keep one of the two.
