@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,76 @@ func TestDuplicateFieldsFold(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+}
+
+// TestDuplicateKeysOfWideObjects: in an object of many keys (past the ones compared one by one)
+// a key given twice is still found, exactly, or without regard to case where the body's own
+// fields are compared so (as bytes.EqualFold: "K" and the Kelvin sign, "s" and "ſ"), and keys
+// that only look alike are not one.
+func TestDuplicateKeysOfWideObjects(t *testing.T) {
+	wide := func(extra ...string) string {
+		var b strings.Builder
+		b.WriteString(`{"h":{`)
+		for i := range 100 {
+			b.WriteString(`"k` + strconv.Itoa(i) + `":0,`)
+		}
+		b.WriteString(strings.Join(extra, ","))
+		b.WriteString(`}}`)
+		return b.String()
+	}
+	top := func(extra ...string) string { // the same keys as the body's own fields
+		w := wide(extra...)
+		return w[len(`{"h":`) : len(w)-1]
+	}
+	for _, c := range []struct {
+		body string
+		fold bool
+		want string
+	}{
+		{wide(`"k7":1`), false, "h.k7: given more than once"},
+		{wide(`"k99":1`), false, "h.k99: given more than once"},
+		{wide(`"K7":1`, `"k100":1`), false, ""},
+		{wide(`"x":1`, `"y":{"k1":1}`, `"x":2`), false, "h.x: given more than once"},
+		{top(`"k7":1`), false, "k7: given more than once"},
+		{top(`"K7":1`), true, "K7: given more than once"},
+		{top(`"K7":1`), true, "K7: given more than once"}, // the Kelvin sign folds to k
+		{top(`"ſ":1`, `"S":2`), true, "S: given more than once"},
+		{top(`"k7x":1`, `"k1_":1`), true, ""},
+	} {
+		check := DuplicateKeys
+		if c.fold {
+			check = DuplicateFieldsFold
+		}
+		got := ""
+		if err := check("", []byte(c.body)); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%.60s…%s (fold %v): %q, want %q", c.body, c.body[len(c.body)-30:], c.fold, got, c.want)
+		}
+	}
+}
+
+// BenchmarkDuplicateKeysWide reads one object of 200,000 keys (2.7 MB, what a send's
+// headers or variables may hold): linear, where comparing each key with every one before it
+// took a minute of CPU.
+func BenchmarkDuplicateKeysWide(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"to":{`)
+	for i := range 200000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`"k` + strconv.Itoa(i) + `":0`)
+	}
+	sb.WriteString("}}")
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := DuplicateFieldsFold("", body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
