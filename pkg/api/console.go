@@ -14,6 +14,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"mime"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -258,9 +259,22 @@ func (c *Console) Handler() http.Handler {
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY") // frame-ancestors 'none', for browsers without it
 		h.Set("Cache-Control", "no-store")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// The console's forms are small and URL-encoded. A multipart body would be parsed
+			// by the form reader, which spools its parts to temporary files without bound,
+			// before the sign-in's key is looked at.
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && mt != "application/x-www-form-urlencoded" {
+				http.Error(w, "Forms are sent as application/x-www-form-urlencoded", http.StatusUnsupportedMediaType)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// maxFormBody bounds a console form's body: a key, a name, a token and a few choices.
+const maxFormBody = 64 << 10
 
 // view is what every page gets.
 type view struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -489,7 +490,8 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 }
 
 // TestConsoleHardening: framing refused by both headers, only the style and script served from
-// static (no listing, no template), a form from an opaque origin refused, a key name bounded.
+// static (no listing, no template), a form from an opaque origin refused, a form's body bounded
+// and URL-encoded, a key name bounded.
 func TestConsoleHardening(t *testing.T) {
 	e := newEnv(t)
 	srv := consoleServer(t, e, func(c *api.Console) { c.MaxSessions = 3 })
@@ -534,6 +536,34 @@ func TestConsoleHardening(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.want {
 			t.Errorf("a sign-in from %s, Sec-Fetch-Site %q = %d, want %d", c.origin, c.site, resp.StatusCode, c.want)
+		}
+	}
+	// Forms are small and URL-encoded: a multipart one (whose parts the form reader would
+	// spool to disk) is refused before it is read, a long one does not sign in.
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	_ = mw.WriteField("key", e.key)
+	part, _ := mw.CreateFormFile("pad", "pad.bin")
+	_, _ = part.Write(bytes.Repeat([]byte("x"), 100<<10))
+	_ = mw.Close()
+	for _, f := range []struct {
+		ctype, body string
+		want        int
+	}{
+		{mw.FormDataContentType(), mp.String(), 415},
+		{"application/x-www-form-urlencoded", url.Values{"key": {e.key}, "pad": {strings.Repeat("x", 100<<10)}}.Encode(), 401},
+		{"application/x-www-form-urlencoded", url.Values{"key": {e.key}}.Encode(), 200},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/console/session", strings.NewReader(f.body))
+		req.Header.Set("Content-Type", f.ctype)
+		req.Header.Set("Origin", srv.URL)
+		resp, err := consoleClient(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != f.want {
+			t.Errorf("a sign-in of %d bytes as %.33s = %d, want %d", len(f.body), f.ctype, resp.StatusCode, f.want)
 		}
 	}
 	full := signedIn(t, srv, e.key)
