@@ -1450,12 +1450,13 @@ var fetchTags = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // withoutFetches is html for a preview with its remote content blocked: the tags of
-// fetchTags removed (the rest is kept from the network by the policy and the sandbox).
+// fetchTags replaced by a space (the rest is kept from the network by the policy and the
+// sandbox). Not by nothing: "<lin<link>k rel=preconnect …>" would join into the tag it hid.
 func withoutFetches(html string) string {
 	if !strings.Contains(html, "<") {
 		return html
 	}
-	return fetchTags().ReplaceAllString(html, "")
+	return fetchTags().ReplaceAllLiteralString(html, " ")
 }
 
 // consoleBooksView lists the team's contact books; consoleBookView one book's contacts.

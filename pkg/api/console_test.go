@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	stdhtml "html"
 	"io"
 	"log/slog"
 	"mime/multipart"
@@ -797,6 +798,18 @@ func TestConsoleAsAPersonUsesIt(t *testing.T) {
 	}
 	if !strings.Contains(blocked, "kept words") {
 		t.Error("the blocked preview lost the message's text")
+	}
+	// Nor does one hidden inside another, which a removal would join up again.
+	nested := e.send(`{"from":"a@example.com","to":"leak@example.org","subject":"Nested","html":` + jsonString(
+		`<p>x</p><lin<link>k rel="preconnect" href="https://hint5.example"><<iframe>link rel=dns-prefetch href=//hint6.example>`+
+			`<ifr<object data=x>ame src="https://hint7.example/"></iframe>`) + `}`)
+	_, blocked = get(t, c, srv.URL+"/console/emails/"+nested)
+	frame := regexp.MustCompile(`<iframe id="html"[^>]*srcdoc="([^"]*)"`).FindStringSubmatch(blocked)
+	if frame == nil {
+		t.Fatalf("no preview of the nested hints:\n%s", blocked)
+	}
+	if doc := stdhtml.UnescapeString(frame[1]); regexp.MustCompile(`(?i)<(link|iframe|object)\b`).MatchString(doc) {
+		t.Errorf("the blocked preview joined a hidden tag up again: %s", doc)
 	}
 	// A scheduled email's page says when it goes out; the list's time column is the creation.
 	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
