@@ -438,7 +438,7 @@ func (s *Services) contactContext(r *http.Request) (context.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := r.Context()
+	ctx := contact.WithKeyDomain(r.Context(), principal(r).DomainID)
 	if key != "" {
 		nonce, err := s.Emails.KeyNonce(ctx, principal(r).TeamID, "contacts", key)
 		if err != nil {

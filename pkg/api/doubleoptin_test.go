@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -177,6 +178,32 @@ func TestDoubleOptIn(t *testing.T) {
 	}
 	if r := e.request(restricted, "PATCH", "/api/v1/contactBooks/"+book.ID, []byte(`{"doubleOptInSubject":"Wire transfer"}`)); r.status != 403 {
 		t.Errorf("a restricted key rewrites the team's double opt-in email: %d %s", r.status, r.body)
+	}
+	// Nor does it make the book mail a confirmation from another domain (example.com, the
+	// team's oldest) to an address it chooses: adding a contact there is refused, one by one or
+	// in bulk, before anything is written. In a book whose confirmations go out from its own
+	// domain it adds contacts as any key.
+	for _, add := range []struct{ method, path, body string }{
+		{"POST", contacts, `{"email":"victim@example.net"}`},
+		{"PUT", contacts + "/ct_any", `{"email":"victim@example.net"}`},
+		{"POST", contacts + "/bulk", `[{"email":"victim@example.net"}]`},
+	} {
+		if r := e.request(restricted, add.method, add.path, []byte(add.body)); r.status != 403 || !strings.Contains(string(r.body), "only send from its own domain") {
+			t.Errorf("a restricted key's %s %s in a book mailing from another domain = %d %s", add.method, add.path, r.status, r.body)
+		}
+	}
+	var none []struct{ ID string }
+	if e.mustDo("GET", contacts+"?emails=victim@example.net", "", &none); len(none) != 0 || len(e.outboxFor("victim@example.net")) != 0 {
+		t.Errorf("a refused contact was written (%d) or mailed", len(none))
+	}
+	var own struct{ ID string }
+	if r := e.request(restricted, "POST", "/api/v1/contactBooks", []byte(`{"name":"Own","doubleOptInEnabled":true,"doubleOptInFrom":"news@other.example"}`)); r.status != 200 {
+		t.Fatalf("own book = %d %s", r.status, r.body)
+	} else if err := json.Unmarshal(r.body, &own); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.request(restricted, "POST", "/api/v1/contactBooks/"+own.ID+"/contacts", []byte(`{"email":"fan@example.net"}`)); r.status != 200 {
+		t.Errorf("a restricted key's contact in its own domain's book = %d %s", r.status, r.body)
 	}
 
 	// The book's double opt-in email is checked when set.

@@ -153,6 +153,16 @@ func (d *DoubleOptIn) written(ctx context.Context, id string) (bool, error) {
 	return err == nil, err
 }
 
+// SenderDomain is the id of the domain a book's confirmation emails go out from: its
+// doubleOptInFrom's, or the team's oldest verified one; 0 when there is none to send from.
+func (d *DoubleOptIn) SenderDomain(ctx context.Context, book store.ContactBook) (int64, error) {
+	dom, _, err := d.sender(ctx, book)
+	if errors.Is(err, ErrNoSendingDomain) {
+		return 0, nil
+	}
+	return dom.ID, err
+}
+
 // sender is the domain and From of a book's confirmation emails.
 func (d *DoubleOptIn) sender(ctx context.Context, book store.ContactBook) (store.Domain, string, error) {
 	if from := strings.TrimSpace(book.DoubleOptInFrom); from != "" {

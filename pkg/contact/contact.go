@@ -58,6 +58,34 @@ type DomainLookup interface {
 // Confirmations sends the double opt-in emails of contacts waiting for their confirmation.
 type Confirmations interface {
 	SendConfirmations(ctx context.Context, book store.ContactBook, contacts []store.Contact) error
+	// SenderDomain is the domain a book's confirmation emails go out from (0: none can).
+	SenderDomain(ctx context.Context, book store.ContactBook) (int64, error)
+}
+
+type keyDomainKey struct{}
+
+// WithKeyDomain says that the contacts ctx writes are written with an API key restricted to
+// the domain id (0: any domain).
+func WithKeyDomain(ctx context.Context, id int64) context.Context {
+	return context.WithValue(ctx, keyDomainKey{}, id)
+}
+
+// mayConfirm refuses, before anything is written, a contact write that would make a book
+// with double opt-in mail a confirmation from another domain than the one the caller's key
+// is restricted to (such a key sends only from its domain, and picks the recipient here).
+func (s *Service) mayConfirm(ctx context.Context, book store.ContactBook) error {
+	keyDomain, _ := ctx.Value(keyDomainKey{}).(int64)
+	if keyDomain == 0 || !book.DoubleOptInEnabled || s.DoubleOptIn == nil {
+		return nil
+	}
+	from, err := s.DoubleOptIn.SenderDomain(ctx, book)
+	if err != nil {
+		return err
+	}
+	if from != 0 && from != keyDomain {
+		return fault.New(fault.Forbidden, "This API key may only send from its own domain, and this book's double opt-in emails are sent from another: add its contacts with another key")
+	}
+	return nil
 }
 
 // The double opt-in defaults: a book that enables it without a subject or content gets these.
@@ -418,6 +446,9 @@ func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fie
 	if err != nil {
 		return store.Contact{}, err
 	}
+	if err := s.mayConfirm(ctx, book); err != nil {
+		return store.Contact{}, err
+	}
 	now := s.Now().UTC()
 	confirm := false
 	c, err := s.Store.PutContact(ctx, teamID, bookID, norm, NewID("ct"), func(c *store.Contact, existed bool) error {
@@ -496,6 +527,9 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	}
 	norms, err := ValidateBulk(list, nil)
 	if err != nil {
+		return 0, err
+	}
+	if err := s.mayConfirm(ctx, book); err != nil {
 		return 0, err
 	}
 	puts := make([]store.ContactPut, len(list))
