@@ -287,27 +287,13 @@ type Event struct {
 	At       time.Time
 	Key      string // unique to the event: two deliveries of it have the same key
 	Data     any    // the envelope's data
-	// Written is when the store took the write that made the event, as the table's stream
-	// tells it (rounded down to the second); zero where it is not known (the embedded feed).
-	Written time.Time
 }
-
-// writtenMargin is how long before a webhook's creation an event may have been written and
-// still be delivered to it: the stream's times are DynamoDB's clock, the webhook's the
-// machine's that made it.
-const writtenMargin = 5 * time.Second
 
 // wants reports whether a webhook is to be called for an event: an active webhook's type and
 // domain filters pass it. An event the feed or the stream hands over just after the webhook's
-// creation is delivered, even if it happened a little before; one the stream says was written
-// well before it (writtenMargin) is not, so that a reader that reads the stream again from its
-// start (the local server on the AWS backend, after a restart) gives a new webhook no old
-// events.
+// creation is delivered, even if it happened a little before.
 func wants(w store.Webhook, ev Event) bool {
 	if w.Status != store.WebhookActive {
-		return false
-	}
-	if !ev.Written.IsZero() && ev.Written.Add(writtenMargin).Before(w.CreatedAt.Truncate(time.Second)) {
 		return false
 	}
 	if len(w.EventTypes) > 0 && !slices.Contains(w.EventTypes, ev.Type) {
@@ -721,7 +707,6 @@ type Entries struct {
 	TeamID   int64
 	EmailID  string
 	EventIDs []string
-	Written  time.Time // when the write that added them was made (Event.Written)
 }
 
 // EmailReader reads an email and its history.
@@ -736,7 +721,6 @@ func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entrie
 	byTeam := map[int64][]store.Webhook{}
 	var order []string
 	added := map[string][]string{}
-	written := map[[2]string]time.Time{} // by email and entry id
 	for _, en := range entries {
 		hooks, ok := byTeam[en.TeamID]
 		if !ok {
@@ -753,9 +737,6 @@ func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entrie
 			order = append(order, en.EmailID)
 		}
 		added[en.EmailID] = append(added[en.EmailID], en.EventIDs...)
-		for _, ev := range en.EventIDs {
-			written[[2]string{en.EmailID, ev}] = en.Written
-		}
 	}
 	var evs []Event
 	for _, id := range order {
@@ -769,7 +750,6 @@ func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entrie
 		for _, entry := range history {
 			if slices.Contains(added[id], entry.ID) {
 				if ev, ok := EmailEvent(e, entry); ok {
-					ev.Written = written[[2]string{id, entry.ID}]
 					evs = append(evs, ev)
 				}
 			}

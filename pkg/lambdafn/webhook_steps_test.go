@@ -251,9 +251,6 @@ func webhookStreamRecord(e *env, raw []byte) []byte {
 		}
 		ev.Records[i].Change.Keys = map[string]events.DynamoDBAttributeValue{"PK": image["PK"], "SK": image["SK"]}
 		ev.Records[i].Change.NewImage = image
-		// The records are of writes just made: after the webhook's (which gets no event the
-		// stream says was written before it).
-		ev.Records[i].Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: time.Now()}
 	}
 	ev.Records[0].Change.OldImage = streamImage(e.t, before)
 	ev.Records[1].Change.OldImage = old

@@ -35,7 +35,6 @@ func Work(recs []dynamo.StreamRecord) (entries []hooks.Entries, changes []hooks.
 		if ok {
 			c.At = rec.At
 			if e, ok := hooks.ChangeEvent(c, "stream/"+rec.ID); ok {
-				e.Written = rec.At
 				changes = append(changes, e)
 			}
 			continue
@@ -53,7 +52,7 @@ func Work(recs []dynamo.StreamRecord) (entries []hooks.Entries, changes []hooks.
 		if err != nil {
 			continue
 		}
-		entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added, Written: rec.At})
+		entries = append(entries, hooks.Entries{TeamID: team, EmailID: id, EventIDs: added})
 	}
 	return entries, changes, undecoded
 }
