@@ -196,6 +196,26 @@ func TestDoubleOptIn(t *testing.T) {
 	if e.mustDo("GET", contacts+"?emails=victim@example.net", "", &none); len(none) != 0 || len(e.outboxFor("victim@example.net")) != 0 {
 		t.Errorf("a refused contact was written (%d) or mailed", len(none))
 	}
+	// A write that mails nobody goes through: a contact that says subscribed: false (alone or
+	// in bulk), an update of a subscribed contact.
+	var sub struct{ ContactID string }
+	e.mustDo("POST", contacts, `{"email":"sub@example.net"}`, &sub)
+	e.mustDo("PATCH", contacts+"/"+sub.ContactID, `{"subscribed":true}`, nil)
+	for _, add := range []struct{ method, path, body string }{
+		{"POST", contacts, `{"email":"quiet@example.net","subscribed":false}`},
+		{"PUT", contacts + "/ct_any", `{"email":"sub@example.net","firstName":"Sue"}`},
+		{"POST", contacts + "/bulk", `[{"email":"q1@example.net","subscribed":false},{"email":"q2@example.net","subscribed":false}]`},
+	} {
+		if r := e.request(restricted, add.method, add.path, []byte(add.body)); r.status != 200 {
+			t.Errorf("a restricted key's %s %s %s, which mails nobody = %d %s", add.method, add.path, add.body, r.status, r.body)
+		}
+	}
+	if r := e.request(restricted, "POST", contacts+"/bulk", []byte(`[{"email":"q3@example.net","subscribed":false},{"email":"q4@example.net"}]`)); r.status != 403 {
+		t.Errorf("a restricted key's bulk import with a contact it may mail = %d %s", r.status, r.body)
+	}
+	if e.mustDo("GET", contacts+"?emails=q3@example.net", "", &none); len(none) != 0 {
+		t.Errorf("a refused bulk import was written in part")
+	}
 	var own struct{ ID string }
 	if r := e.request(restricted, "POST", "/api/v1/contactBooks", []byte(`{"name":"Own","doubleOptInEnabled":true,"doubleOptInFrom":"news@other.example"}`)); r.status != 200 {
 		t.Fatalf("own book = %d %s", r.status, r.body)

@@ -70,9 +70,10 @@ func WithKeyDomain(ctx context.Context, id int64) context.Context {
 	return context.WithValue(ctx, keyDomainKey{}, id)
 }
 
-// mayConfirm refuses, before anything is written, a contact write that would make a book
-// with double opt-in mail a confirmation from another domain than the one the caller's key
-// is restricted to (such a key sends only from its domain, and picks the recipient here).
+// mayConfirm is the error of a contact write that would make a book with double opt-in mail a
+// confirmation from another domain than the one the caller's key is restricted to (such a key
+// sends only from its domain, and picks the recipient here); nil when the book's confirmations
+// may go out. The write is refused, before anything is written, only if it would mail one.
 func (s *Service) mayConfirm(ctx context.Context, book store.ContactBook) error {
 	keyDomain, _ := ctx.Value(keyDomainKey{}).(int64)
 	if keyDomain == 0 || !book.DoubleOptInEnabled || s.DoubleOptIn == nil {
@@ -83,10 +84,13 @@ func (s *Service) mayConfirm(ctx context.Context, book store.ContactBook) error 
 		return err
 	}
 	if from != 0 && from != keyDomain {
-		return fault.New(fault.Forbidden, "This API key may only send from its own domain, and this book's double opt-in emails are sent from another: add its contacts with another key")
+		return errOtherDomain
 	}
 	return nil
 }
+
+var errOtherDomain = fault.New(fault.Forbidden, "This API key may only send from its own domain, and this book's double opt-in emails are sent from another: "+
+	`add contacts that would get one with another key (with "subscribed": false none is sent)`)
 
 // The double opt-in defaults: a book that enables it without a subject or content gets these.
 const (
@@ -446,14 +450,18 @@ func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fie
 	if err != nil {
 		return store.Contact{}, err
 	}
-	if err := s.mayConfirm(ctx, book); err != nil {
-		return store.Contact{}, err
+	forbidden := s.mayConfirm(ctx, book)
+	if forbidden != nil && !errors.Is(forbidden, errOtherDomain) {
+		return store.Contact{}, forbidden
 	}
 	now := s.Now().UTC()
 	confirm := false
 	c, err := s.Store.PutContact(ctx, teamID, bookID, norm, NewID("ct"), func(c *store.Contact, existed bool) error {
 		f.merge(c, existed, false, now)
 		confirm = doubleOptIn(book, f, c, existed)
+		if confirm && forbidden != nil {
+			return forbidden // a contact it would mail; an update that mails nobody is written
+		}
 		return nil
 	})
 	if err != nil {
@@ -529,8 +537,14 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if err != nil {
 		return 0, err
 	}
-	if err := s.mayConfirm(ctx, book); err != nil {
-		return 0, err
+	if forbidden := s.mayConfirm(ctx, book); forbidden != nil {
+		// Whether an element mails depends on its contact as stored: one that says
+		// subscribed: false never does, any other may.
+		for _, f := range list {
+			if !errors.Is(forbidden, errOtherDomain) || f.Subscribed == nil || *f.Subscribed {
+				return 0, forbidden
+			}
+		}
 	}
 	puts := make([]store.ContactPut, len(list))
 	now := s.Now().UTC()
