@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/contact"
@@ -107,11 +108,17 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 	now := d.Now().UTC()
 	emails := make([]store.Email, 0, len(contacts))
 	events := make([]store.Event, 0, len(contacts))
-	for _, ct := range contacts {
-		id := confirmationID(ctx, book.TeamID, book.ID, ct.ID)
-		if written, err := d.written(ctx, id); err != nil {
-			return err
-		} else if written {
+	ids := make([]string, len(contacts))
+	for i, ct := range contacts {
+		ids[i] = confirmationID(ctx, book.TeamID, book.ID, ct.ID)
+	}
+	written, err := d.written(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i, ct := range contacts {
+		id := ids[i]
+		if written[i] {
 			continue // by an earlier try of this request: its link and content stay as they were
 		}
 		link := signer.ConfirmURL(Link{TeamID: book.TeamID, BookID: book.ID, ContactID: ct.ID, Email: ct.Email,
@@ -138,20 +145,41 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 	return nil
 }
 
-// written reports whether the confirmation email id was written by an earlier try of the same
-// request (an Idempotency-Key's: only those ids repeat). Writing it again would skip the email
-// but, on DynamoDB, store its content again under a new version (the link in it carries the
-// time it was made), where nothing points at it.
-func (d *DoubleOptIn) written(ctx context.Context, id string) (bool, error) {
+// written reports which of the confirmation emails ids were written by an earlier try of the
+// same request (an Idempotency-Key's: only those ids repeat). Writing one again would skip the
+// email but, on DynamoDB, store its content again under a new version (the link in it carries
+// the time it was made), where nothing points at it. The ids are looked up writtenLookups at a
+// time: a bulk import's thousand, one after the other, would take seconds of a function's time.
+func (d *DoubleOptIn) written(ctx context.Context, ids []string) ([]bool, error) {
+	out := make([]bool, len(ids))
 	if key, _ := ctx.Value(idempotencyKeyKey{}).(string); key == "" {
-		return false, nil
+		return out, nil
 	}
-	_, err := d.Store.GetEmail(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+	errs := make([]error, len(ids))
+	slots := make(chan struct{}, writtenLookups)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			_, err := d.Store.GetEmail(ctx, id)
+			if !errors.Is(err, store.ErrNotFound) {
+				out[i], errs[i] = err == nil, err
+			}
+		}()
 	}
-	return err == nil, err
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first: a store that fails one lookup likely fails them all
+		}
+	}
+	return out, nil
 }
+
+// writtenLookups is how many of written's lookups run at once.
+const writtenLookups = 16
 
 // SenderDomain is the id of the domain a book's confirmation emails go out from: its
 // doubleOptInFrom's, or the team's oldest verified one; 0 when there is none to send from.
