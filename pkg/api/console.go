@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -1047,7 +1048,7 @@ type keysView struct {
 	Domains     []store.Domain
 	DomainNames map[int64]string // the Domains' names by id
 	Created     string           // a key just made, shown once
-	Revoked     string           // a key just revoked (?revoked=, when it is gone)
+	Revoked     string           // a key just revoked (?revoked= with its tag, when it is gone)
 }
 
 // formDomain is the key form's domain: an id, or 0 (empty, "0") for every domain; isID is
@@ -1119,7 +1120,9 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	// Newest first, as every list of the console (a store lists keys by their random id).
 	slices.SortStableFunc(v.Keys, func(a, b store.APIKey) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	// The page a revoke returns to says so, for a key that is indeed gone.
-	if id := r.URL.Query().Get("revoked"); auth.IsKeyID(id) && !slices.ContainsFunc(v.Keys, func(k store.APIKey) bool { return k.ID == id }) {
+	q := r.URL.Query()
+	if id := q.Get("revoked"); auth.IsKeyID(id) && hmac.Equal([]byte(q.Get("t")), []byte(revokedTag(si, id))) &&
+		!slices.ContainsFunc(v.Keys, func(k store.APIKey) bool { return k.ID == id }) {
 		v.Revoked = id
 	}
 	if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, 0); err != nil {
@@ -1150,8 +1153,16 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, si signedIn)
 	}
 	c.s.Auth.Forget(id)
 	c.s.Log.Info("console: API key revoked", "teamId", si.p.TeamID, "keyId", id)
-	http.Redirect(w, r, "/console/keys?revoked="+id, http.StatusSeeOther)
+	http.Redirect(w, r, "/console/keys?revoked="+id+"&t="+revokedTag(si, id), http.StatusSeeOther)
 	return nil
+}
+
+// revokedTag authenticates the ?revoked= of the page a revoke returns to, under the session's
+// form token: a link made elsewhere cannot have the page say a key was revoked.
+func revokedTag(si signedIn, id string) string {
+	m := hmac.New(sha256.New, []byte(si.csrf))
+	m.Write([]byte("revoked\x00" + id))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // domainsView is the domains page: each domain with the DNS records to publish.

@@ -307,6 +307,12 @@ func TestConsole(t *testing.T) {
 		} else if !strings.Contains(page, `<p role="status" id="revoked">Key <code>`+m[2]+`</code> revoked`) || strings.Contains(page, `data-key="`+m[2]+`"`) {
 			t.Errorf("the page after a revoke does not say so, or still lists the key:\n%s", page)
 		}
+		// A link made elsewhere (without the session's tag) does not say so, the key gone or not.
+		for _, id := range []string{m[2], "abcdefghij"} {
+			if _, page := get(t, c, srv.URL+"/console/keys?revoked="+id+"&t=00"); strings.Contains(page, `id="revoked"`) {
+				t.Errorf("the keys page says key %s was revoked on a link without its tag", id)
+			}
+		}
 		if r := e.request(m[1], "GET", "/api/v1/emails", nil); r.status != 403 {
 			t.Errorf("a key revoked in the console: %d, want 403 at once", r.status)
 		}
