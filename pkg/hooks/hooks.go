@@ -417,12 +417,16 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	// another runner finding the call due (the retries function, a test or a replay next to
 	// the local runner) does not post it too. A runner that dies holding the claim leaves the
 	// call due again once the claim runs out: at least once, never twice at the same time.
+	// The claim counts the attempt, so that a post its runner died making (a crash, a
+	// function's timeout) is followed by one that says it is a retry (attempt 2,
+	// X-UseSend-Retry: true), not by a second "first" delivery.
 	claim := now.Add(webhook.Timeout + claimMargin)
 	c, err = s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
 		if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) {
 			return errDone
 		}
 		c.NextAttemptAt = &claim
+		c.Attempts++
 		return nil
 	})
 	if errors.Is(err, errDone) {
@@ -431,15 +435,15 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	if err != nil {
 		return c, err
 	}
-	attempt := c.Attempts + 1
+	attempt := c.Attempts
 	body, err := webhook.Body(c.ID, c.Type, c.EventAt, c.TeamID, c.Data, attempt)
 	if err != nil {
 		return c, err
 	}
 	res := webhook.Post(ctx, s.client(), w.URL, secret, s.previousSecret(ctx, w, now), now, body, c.Type, c.ID, attempt)
 	out, err := s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
-		if c.Status != store.CallPending || c.Attempts >= attempt {
-			return errDone // another runner made this attempt
+		if c.Status != store.CallPending || c.Attempts != attempt {
+			return errDone // another runner claimed a later attempt meanwhile (ours ran out)
 		}
 		c.Attempts, c.LastStatus, c.LastExcerpt, c.UpdatedAt = attempt, res.Status, res.Excerpt, now
 		c.LastError = ""

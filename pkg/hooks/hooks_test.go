@@ -497,3 +497,57 @@ func TestFreshCallsDoNotOvertakeAHeldOne(t *testing.T) {
 		t.Errorf("after the recovery a fresh call: %d posts, want 4", n)
 	}
 }
+
+// TestAPostCutOffIsRetriedAsARetry: a runner that dies after posting a call and before
+// recording it (a crash, a function's timeout) leaves the call due again when its claim runs
+// out; the post that follows says it is the second attempt (X-UseSend-Retry: true), so that a
+// receiver deduplicating by that marker, as well as by the call's id, sees it for what it is.
+func TestAPostCutOffIsRetriedAsARetry(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	h, _, _ := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)})
+	calls, err := w.s.Publish(ctx, []Event{{TeamID: w.team, Type: "email.sent", At: w.clock, Key: "cut", Data: map[string]string{}}})
+	if err != nil || len(calls) != 1 {
+		t.Fatal(err)
+	}
+	dying := &diesRecording{Store: w.st}
+	w.s.Store = dying
+	if _, err := w.s.Attempt(ctx, h.ID, calls[0].ID); err == nil {
+		t.Fatal("the runner that died recording its post reported success")
+	}
+	w.s.Store = w.st
+	if c, _ := w.s.Attempt(ctx, h.ID, calls[0].ID); c.Status != store.CallPending {
+		t.Fatalf("the call was attempted again while its claim held: %+v", c)
+	}
+	w.clock = w.clock.Add(webhook.Timeout + claimMargin + time.Second)
+	c, err := w.s.Attempt(ctx, h.ID, calls[0].ID)
+	if err != nil || c.Status != store.CallDelivered || c.Attempts != 2 {
+		t.Fatalf("after the claim ran out: %+v %v", c, err)
+	}
+	got := r.calls()
+	if len(got) != 2 {
+		t.Fatalf("%d posts, want the cut-off one and its retry", len(got))
+	}
+	for i, want := range []string{"false", "true"} {
+		var env struct{ Attempt int }
+		_ = json.Unmarshal(got[i].body, &env)
+		if got[i].header.Get(webhook.HeaderRetry) != want || env.Attempt != i+1 {
+			t.Errorf("post %d: %s %q, attempt %d; want %s, attempt %d", i+1, webhook.HeaderRetry, got[i].header.Get(webhook.HeaderRetry), env.Attempt, want, i+1)
+		}
+	}
+}
+
+// diesRecording is a store whose runner dies recording an attempt's outcome: its second call
+// update (the first is the claim) fails.
+type diesRecording struct {
+	Store
+	updates int
+}
+
+func (d *diesRecording) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*store.WebhookCall) error) (store.WebhookCall, error) {
+	if d.updates++; d.updates == 2 {
+		return store.WebhookCall{}, errors.New("the runner died")
+	}
+	return d.Store.UpdateWebhookCall(ctx, webhookID, id, fn)
+}
