@@ -456,7 +456,7 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
 		// What the WebhookEvents and WebhookRetries functions do on AWS: the counts, then
 		// the webhook calls of what the stream brings, and the calls due again.
-		ds.AfterCounts(func(ctx context.Context, recs []dynamo.StreamRecord) error {
+		ds.AfterCounts(func(ctx context.Context, recs []dynamo.StreamRecord) (bool, error) {
 			r, err := streamhooks.Publish(ctx, a.Services.Webhooks, ds, recs)
 			for _, u := range r.Undecoded {
 				a.Log.WarnContext(ctx, "stream record not decoded", "eventId", u.ID, "err", u.Err.Error())
@@ -464,7 +464,7 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 			if r.Calls > 0 {
 				a.Log.DebugContext(ctx, "webhook events", "records", len(recs), "calls", r.Calls, "attempted", r.Attempted)
 			}
-			return err
+			return r.Entries+r.Changes > 0, err // events were made of them (a webhook or not)
 		})
 		a.loops.Add(1)
 		go func() {

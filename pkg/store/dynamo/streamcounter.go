@@ -10,6 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // streamReader reads the table's stream itself and applies its counts: what the WebhookEvents
@@ -23,7 +26,7 @@ type streamReader struct {
 	arn     string
 	shard   map[string]*shardPos
 	skipped []string // records not decodable, for RunStream to log
-	after   func(context.Context, []StreamRecord) error
+	after   func(context.Context, []StreamRecord) (bool, error)
 }
 
 // takeSkipped returns the records passed over since the last call.
@@ -83,10 +86,16 @@ func (st *Store) ReadStream(source StreamSource) {
 }
 
 // AfterCounts hands every batch of records read, once its counts are applied, to fn (the local
-// server's webhooks, pkg/streamhooks, as the WebhookEvents function does on AWS). When fn
-// fails, the batch is read again at the next drain: its counts are not applied twice, and fn
-// must make the same work of the same records.
-func (st *Store) AfterCounts(fn func(context.Context, []StreamRecord) error) {
+// server's webhooks, pkg/streamhooks, as the WebhookEvents function does on AWS), which reports
+// whether it made work of them. When fn fails, the batch is read again at the next drain: its
+// counts are not applied twice, and fn must make the same work of the same records.
+//
+// A restart reads the stream again from its oldest record (the reader keeps its place in
+// memory): each shard's hooks marker, moved past every batch fn made work of, keeps fn from
+// being handed again what it made work of before, so that a webhook made since gets none of
+// those events. (A crash between fn's work and the marker hands that batch again: fn's work is
+// the same, by its ids.)
+func (st *Store) AfterCounts(fn func(context.Context, []StreamRecord) (bool, error)) {
 	if st.stream != nil {
 		st.stream.mu.Lock()
 		st.stream.after = fn
@@ -223,7 +232,7 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 					return total, err
 				}
 				if r.after != nil {
-					if err := r.after(ctx, recs[:n]); err != nil {
+					if err := r.handOn(ctx, st, id, recs[:n]); err != nil {
 						pos.iter = nil // from after the last batch done, next time
 						return total, err
 					}
@@ -246,4 +255,51 @@ func (r *streamReader) drain(ctx context.Context, st *Store) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// hooksMarkerKey is a stream shard's hooks marker (AfterCounts): the last record of the last
+// batch the reader's fn made work of.
+func hooksMarkerKey(shardID string) key { return key{"HOOKS#" + shardID, "HOOKS"} }
+
+// handOn hands the records of a batch past the shard's hooks marker to fn, and moves the marker
+// past the batch when fn made work of it (a batch of counters and markers makes none, so the
+// marker's own writes, which the stream brings back, end there).
+func (r *streamReader) handOn(ctx context.Context, st *Store, shardID string, recs []StreamRecord) error {
+	mk := hooksMarkerKey(shardID)
+	m, err := st.get(ctx, mk, true)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	last := ""
+	if v, ok := m["seq"].(*types.AttributeValueMemberS); ok {
+		last = v.Value
+	}
+	var fresh []StreamRecord
+	for _, rec := range recs {
+		if padSeq(rec.Seq) > last {
+			fresh = append(fresh, rec)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	worked, err := r.after(ctx, fresh)
+	if err != nil || !worked {
+		return err
+	}
+	next := padSeq(fresh[len(fresh)-1].Seq)
+	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(st.table), Key: mk.av(),
+		UpdateExpression:          aws.String("SET #seq = :next, #ttl = :ttl"),
+		ConditionExpression:       aws.String("attribute_not_exists(#seq) OR #seq < :next"),
+		ExpressionAttributeNames:  map[string]string{"#seq": "seq", "#ttl": TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":next": avS(next), ":ttl": avN(st.now().Add(markerTTL).Unix())},
+	})
+	if conditionFailed(err) {
+		return nil // another reader moved it further
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: move the hooks marker: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,9 @@ package dynamo_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
+	"github.com/mailroom/mailroom/pkg/store/dynamo/streams"
 )
 
 // TestStreamReadAfterAFailedTransaction: moto rolls a failed transaction back by restoring a
@@ -24,7 +28,7 @@ func TestStreamReadAfterAFailedTransaction(t *testing.T) {
 	ctx := t.Context()
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	st.AfterCounts(func(_ context.Context, recs []dynamo.StreamRecord) error {
+	st.AfterCounts(func(_ context.Context, recs []dynamo.StreamRecord) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range recs {
@@ -32,7 +36,7 @@ func TestStreamReadAfterAFailedTransaction(t *testing.T) {
 				seen[sk.Value] = true
 			}
 		}
-		return nil
+		return false, nil
 	})
 	now := time.Now().UTC()
 	d := func(id int64, name string) store.Domain {
@@ -68,5 +72,65 @@ func TestStreamReadAfterAFailedTransaction(t *testing.T) {
 			t.Fatalf("the domain written after a failed transaction never came off the stream (read: %v)", seen)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestARestartedReaderHandsOnlyWhatItHadNotWorkedOn: a reader that starts again (the local
+// server after a restart) reads the stream from its oldest record; the records its webhook
+// work made events of before are not handed to it again, so a webhook made since gets none of
+// those events, and what was written meanwhile is handed once.
+func TestARestartedReaderHandsOnlyWhatItHadNotWorkedOn(t *testing.T) {
+	client, _ := newClient(t)
+	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
+	ctx := t.Context()
+	if err := dynamo.EnsureTable(ctx, client, name); err != nil {
+		t.Fatal(err)
+	}
+	reader := func() (*dynamo.Store, func() []string) {
+		st := dynamo.New(client, name)
+		st.ReadStream(streams.New(newStreamsClient(t)))
+		var mu sync.Mutex
+		var handed []string
+		st.AfterCounts(func(_ context.Context, recs []dynamo.StreamRecord) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			worked := false
+			for _, r := range recs {
+				if sk, ok := r.Keys["SK"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "DOMAIN#") {
+					handed = append(handed, sk.Value)
+					worked = true // a domain's write is a webhook event
+				}
+			}
+			return worked, nil
+		})
+		return st, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(handed)
+		}
+	}
+	now := time.Now().UTC()
+	d := func(id int64, name string) store.Domain {
+		return store.Domain{ID: id, TeamID: 1, Name: name, Region: "us-east-1", Status: store.DomainSuccess, CreatedAt: now, UpdatedAt: now}
+	}
+	first, handedFirst := reader()
+	if err := first.CreateDomain(ctx, d(1, "one.example")); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := handedFirst(); !slices.Equal(got, []string{"DOMAIN#00000000000000000001"}) {
+		t.Fatalf("the first reader handed %v, want domain 1", got)
+	}
+	second, handedSecond := reader() // the restart: its place in the stream is gone
+	if err := second.CreateDomain(ctx, d(2, "two.example")); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := handedSecond(); !slices.Equal(got, []string{"DOMAIN#00000000000000000002"}) {
+		t.Fatalf("the restarted reader handed %v, want domain 2 only (domain 1 was worked on before)", got)
 	}
 }
