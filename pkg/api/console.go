@@ -1121,7 +1121,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 	slices.SortStableFunc(v.Keys, func(a, b store.APIKey) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	// The page a revoke returns to says so, for a key that is indeed gone.
 	q := r.URL.Query()
-	if id := q.Get("revoked"); auth.IsKeyID(id) && hmac.Equal([]byte(q.Get("t")), []byte(revokedTag(si, id))) &&
+	if id := q.Get("revoked"); auth.IsKeyID(id) && si.csrf != "" && hmac.Equal([]byte(q.Get("t")), []byte(revokedTag(si, id))) &&
 		!slices.ContainsFunc(v.Keys, func(k store.APIKey) bool { return k.ID == id }) {
 		v.Revoked = id
 	}

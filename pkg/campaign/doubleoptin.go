@@ -157,15 +157,24 @@ func (d *DoubleOptIn) written(ctx context.Context, ids []string) ([]bool, error)
 	}
 	errs := make([]error, len(ids))
 	slots := make(chan struct{}, writtenLookups)
+	ctx, cancel := context.WithCancel(ctx) // a failed lookup ends the others
+	defer cancel()
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		slots <- struct{}{}
+		if ctx.Err() != nil {
+			<-slots
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
 			_, err := d.Store.GetEmail(ctx, id)
 			if !errors.Is(err, store.ErrNotFound) {
 				out[i], errs[i] = err == nil, err
+			}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				cancel()
 			}
 		}()
 	}

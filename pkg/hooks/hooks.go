@@ -421,6 +421,9 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	// function's timeout) is followed by one that says it is a retry (attempt 2,
 	// X-UseSend-Retry: true), not by a second "first" delivery.
 	claim := now.Add(webhook.Timeout + claimMargin)
+	if _, err := webhook.Body(c.ID, c.Type, c.EventAt, c.TeamID, c.Data, c.Attempts+1); err != nil {
+		return c, err // before the claim, which would count an attempt never made
+	}
 	c, err = s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
 		if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) {
 			return errDone

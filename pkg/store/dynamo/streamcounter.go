@@ -287,7 +287,10 @@ func (r *streamReader) handOn(ctx context.Context, st *Store, shardID string, re
 	if err != nil || !worked {
 		return err
 	}
-	next := padSeq(fresh[len(fresh)-1].Seq)
+	next := ""
+	for _, rec := range fresh { // the highest: a batch is read in order, but nothing relies on it
+		next = max(next, padSeq(rec.Seq))
+	}
 	_, err = st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(st.table), Key: mk.av(),
 		UpdateExpression:          aws.String("SET #seq = :next, #ttl = :ttl"),
