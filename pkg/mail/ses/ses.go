@@ -114,10 +114,16 @@ var rejectCodes = map[string]bool{
 	"BadRequestException":                true,
 }
 
-// pausedCodes say the account may not send now, whatever the message.
+// pausedCodes say the account may not send now, whatever the message: its sending is paused
+// or suspended, or the deployment may not send (a denial by IAM, which takes seconds to apply
+// after a deploy, or by an organisation's policy; a configuration set that is missing). None
+// says anything of the message: the emails wait, and the log says why.
 var pausedCodes = map[string]bool{
 	"AccountSuspendedException": true,
 	"SendingPausedException":    true,
+	"AccessDeniedException":     true,
+	"AccessDenied":              true,
+	"NotFoundException":         true,
 }
 
 // classify wraps err with the mail sentinel that tells the caller what to do.
@@ -138,6 +144,8 @@ func classify(err error) error {
 		switch code := respErr.HTTPStatusCode(); {
 		case code == http.StatusTooManyRequests:
 			return fmt.Errorf("ses: send: %w: %w", mail.ErrThrottled, err)
+		case code == http.StatusForbidden || code == http.StatusNotFound:
+			return fmt.Errorf("ses: send: %w: %w", mail.ErrPaused, err) // as pausedCodes
 		case code >= 400 && code < 500:
 			// SES answered and refused: it did not take the message, and will not.
 			return fmt.Errorf("ses: send: %w: %w", mail.ErrRejected, err)

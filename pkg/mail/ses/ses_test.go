@@ -172,6 +172,12 @@ func TestErrorMapping(t *testing.T) {
 		{"MailFromDomainNotVerified", &types.MailFromDomainNotVerifiedException{}, mail.ErrRejected},
 		{"AccountSuspended", &types.AccountSuspendedException{}, mail.ErrPaused},
 		{"SendingPaused", &types.SendingPausedException{}, mail.ErrPaused},
+		// The deployment may not send (IAM not applied yet, a missing configuration set):
+		// nothing about the message, so the emails wait instead of ending REJECTED.
+		{"AccessDenied", generic("AccessDeniedException"), mail.ErrPaused},
+		{"NotFound", &types.NotFoundException{}, mail.ErrPaused},
+		{"HTTP 403", httpErr(403, errors.New("denied")), mail.ErrPaused},
+		{"HTTP 404", httpErr(404, errors.New("no such configuration set")), mail.ErrPaused},
 		{"wrapped", fmt.Errorf("operation error SESv2: SendEmail: %w", &types.MessageRejected{}), mail.ErrRejected},
 		{"internal", &types.InternalServiceErrorException{}, mail.ErrAmbiguous},
 		{"HTTP 500", httpErr(500, errors.New("boom")), mail.ErrAmbiguous},
@@ -191,7 +197,7 @@ func TestErrorMapping(t *testing.T) {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("cause lost: %v", err)
 			}
-			for _, sentinel := range []error{mail.ErrThrottled, mail.ErrRejected, mail.ErrAmbiguous} {
+			for _, sentinel := range []error{mail.ErrThrottled, mail.ErrRejected, mail.ErrAmbiguous, mail.ErrPaused} {
 				if errors.Is(err, sentinel) != (sentinel == tc.want) {
 					t.Errorf("errors.Is(%v, %v) = %v", err, sentinel, !(sentinel == tc.want))
 				}
