@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mailroom/mailroom/pkg/api"
+	"github.com/mailroom/mailroom/pkg/config"
 	"github.com/mailroom/mailroom/pkg/deploy"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
 	"github.com/mailroom/mailroom/pkg/metric"
@@ -1251,4 +1252,87 @@ func TestEmailWritersFollowTheStreamFunction(t *testing.T) {
 			t.Errorf("%s DependsOn %v, want WebhookEventsFunction", id, dep)
 		}
 	}
+}
+
+// TestParametersAdmitOnlyWhatTheFunctionsAccept: every value a stack parameter's constraints
+// admit, where the parameter is a function's environment variable, is one the functions'
+// configuration accepts: CloudFormation takes a Number of any size with a fraction ("90.5"),
+// and a value the code then refuses fails every function at its cold start, after a deploy
+// that went through.
+func TestParametersAdmitOnlyWhatTheFunctionsAccept(t *testing.T) {
+	tpl := loadTemplate(t)
+	params, _ := tpl["Parameters"].(map[string]any)
+	byVar := map[string]string{} // environment variable → the parameter it is
+	collect := func(vars any) {
+		m, _ := vars.(map[string]any)
+		for name, v := range m {
+			intrinsic, _ := v.(map[string]any)
+			if ref, ok := intrinsic["Ref"].(string); ok && params[ref] != nil {
+				byVar[name] = ref
+			}
+		}
+	}
+	collect(path(t, tpl, "Globals", "Function", "Environment", "Variables"))
+	for _, r := range tpl["Resources"].(map[string]any) {
+		res, _ := r.(map[string]any)
+		if res["Type"] != "AWS::Serverless::Function" {
+			continue
+		}
+		props, _ := res["Properties"].(map[string]any)
+		if env, ok := props["Environment"].(map[string]any); ok {
+			collect(env["Variables"])
+		}
+	}
+	if byVar["RETENTION_DAYS"] == "" || byVar["API_RATE_LIMIT"] == "" {
+		t.Fatalf("no RETENTION_DAYS or API_RATE_LIMIT parameter among %v", byVar)
+	}
+	candidates := []string{"0", "1", "7", "10", "90", "007", "10.5", "90.5", "-1", "1e3", "36500", "36501", "40000", "99999999999", "", " 5", "abc"}
+	for name, param := range byVar {
+		p := params[param].(map[string]any)
+		vals := append([]string{fmt.Sprint(p["Default"])}, candidates...)
+		for _, v := range vals {
+			if !admits(p, v) {
+				continue
+			}
+			if _, err := config.FromEnv(func(k string) string {
+				if k == name {
+					return v
+				}
+				return ""
+			}); err != nil && strings.Contains(err.Error(), name) {
+				t.Errorf("parameter %s admits %q, which %s refuses: %v", param, v, name, err)
+			}
+		}
+	}
+	// And the two that were Numbers refuse what their variables refuse.
+	for param, v := range map[string]string{"RetentionDays": "90.5", "ApiRateLimit": "10.5"} {
+		if admits(params[param].(map[string]any), v) {
+			t.Errorf("parameter %s admits %q", param, v)
+		}
+	}
+}
+
+// admits reports whether CloudFormation takes v for a parameter of these constraints.
+func admits(p map[string]any, v string) bool {
+	switch p["Type"] {
+	case "Number":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return false
+		}
+		if lo, ok := p["MinValue"].(int); ok && f < float64(lo) {
+			return false
+		}
+		if hi, ok := p["MaxValue"].(int); ok && f > float64(hi) {
+			return false
+		}
+	case "String":
+		if pat, ok := p["AllowedPattern"].(string); ok && !regexp.MustCompile("^(?:"+pat+")$").MatchString(v) {
+			return false
+		}
+	}
+	if allowed, ok := p["AllowedValues"].([]any); ok {
+		return slices.ContainsFunc(allowed, func(a any) bool { return fmt.Sprint(a) == v })
+	}
+	return true
 }
