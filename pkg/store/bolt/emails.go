@@ -629,7 +629,9 @@ func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
 	n := 0
 	for start := 0; start < len(ids); start += 500 {
 		chunk := ids[start:min(start+500, len(ids))]
+		deleted := 0
 		err := s.update(ctx, func(tx *bbolt.Tx) error {
+			deleted = 0 // the function may run more than once
 			for _, id := range chunk {
 				e, err := readEmailRaw(tx, id)
 				if errors.Is(err, store.ErrNotFound) {
@@ -667,13 +669,14 @@ func (s *Store) ExpireEmails(ctx context.Context, limit int) (int, error) {
 				if err := tx.Bucket(bucketEmails).Delete([]byte(id)); err != nil {
 					return err
 				}
+				deleted++
 			}
 			return nil
 		})
 		if err != nil {
 			return n, err
 		}
-		n += len(chunk)
+		n += deleted // not the kept ones (scheduled later) nor those gone meanwhile
 	}
 	return n, nil
 }
