@@ -56,7 +56,7 @@ var Lifecycle = []Transition{
 	{store.StatusSending, store.StatusFailed, ByWorker, "SES refused it, or it cannot be sent (domain, content)"},
 	{store.StatusSending, store.StatusSuppressed, ByWorker, "every recipient is suppressed, or the contact unsubscribed"},
 	{store.StatusSending, store.StatusCancelled, ByWorker, "its campaign was deleted"},
-	{store.StatusSending, store.StatusQueued, ByWorker, "released without a send: shutdown, too little of the invocation left, or held until a time (SES throttled it, no send slot in time, the account paused)"},
+	{store.StatusSending, store.StatusQueued, ByWorker, "released without a send: shutdown, too little of the invocation left, or held until a time (SES throttled it, no send slot in time, the account paused, or the deployment may not send: a 403 or 404 from SES)"},
 	{store.StatusSending, store.StatusQueued, ByReconciler, "the claim is older than its lease plus the grace for SES's evidence"},
 	{store.StatusQueued, store.StatusSent, BySES, "SES accepted it (the claim, if any, is cleared); locally, every plain send: the local server claims it in memory, and the outbox's events record each send"},
 	{store.StatusSending, store.StatusSent, BySES, "SES accepted it: the worker died or lost the answer; locally, a send made under a claim in the store"},
