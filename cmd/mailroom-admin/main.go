@@ -55,7 +55,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 {
-		return fmt.Errorf("%s", admin.Usage)
+		return fmt.Errorf("%s\n%s", admin.UnknownCommand(args), admin.Usage)
 	}
 	if args[0] == "key" && args[1] == "import" && !slices.ContainsFunc(args, func(a string) bool {
 		return a == "-key" || a == "--key" || strings.HasPrefix(a, "-key=") || strings.HasPrefix(a, "--key=")

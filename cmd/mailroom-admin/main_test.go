@@ -104,8 +104,21 @@ func TestAdminTeamAndKeys(t *testing.T) {
 			t.Errorf("%v was accepted", args)
 		}
 	}
-	if err := run(ctx, []string{"bogus", "verb"}, &out2); err == nil || !strings.Contains(err.Error(), "usage") {
-		t.Errorf("unknown command: %v", err)
+	// An unknown command says which word is wrong, then the usage.
+	for args, want := range map[string]string{
+		"bogus verb": `unknown command "bogus"`,
+		"team bogus": `team: unknown command "bogus"`,
+		"webhook":    "webhook: which one?",
+	} {
+		if err := run(ctx, strings.Fields(args), &out2); err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "usage") {
+			t.Errorf("%s: %v, want %s and the usage", args, err, want)
+		}
+	}
+	// -1 (what the code reads as left out) and an empty -rate-limit are refused, not ignored.
+	for _, args := range [][]string{{"team", "set", "-team", "1", "-daily-limit", "-1"}, {"team", "set", "-team", "1", "-rate-limit", ""}} {
+		if err := run(ctx, args, &out2); err == nil {
+			t.Errorf("%q was accepted", args)
+		}
 	}
 	// Each command takes its own flags only, needs those it needs, and nothing after them.
 	for args, want := range map[string]string{

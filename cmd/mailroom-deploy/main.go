@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -23,6 +24,17 @@ import (
 func main() {
 	if len(os.Args) != 2 {
 		usage()
+	}
+	switch os.Args[1] {
+	case "-h", "-help", "--help", "help":
+		fmt.Print(help)
+		return
+	}
+	if os.Args[1] == "readme" || os.Args[1] == "mains" || os.Args[1] == "makefile" {
+		// The others rewrite files of the repository: only in its root.
+		if b, err := os.ReadFile("go.mod"); err != nil || !bytes.HasPrefix(b, []byte("module github.com/mailroom/mailroom\n")) {
+			fail(fmt.Errorf("%s rewrites files of the Mailroom repository: run it in its root (where go.mod is)", os.Args[1]))
+		}
 	}
 	switch os.Args[1] {
 	case "template":
@@ -69,9 +81,21 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | mains | makefile | sam-local")
+	fmt.Fprintln(os.Stderr, "usage: mailroom-deploy template | readme | mains | makefile | sam-local (-h says what each does)")
 	os.Exit(2)
 }
+
+const help = `usage: mailroom-deploy COMMAND
+
+  template    prints template.yaml (make template)
+  readme      rewrites the README's generated list of functions
+  mains       rewrites functions/<dir>/main.go of every function
+  makefile    rewrites pkg/deploy/functions.mk, the Makefile's list of functions
+  sam-local   moto on the host, the table and a key in it, the --env-vars file, then
+              sam local start-api on port 3000 (make sam-local)
+
+readme, mains and makefile run in the repository's root.
+`
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "mailroom-deploy:", err)

@@ -63,6 +63,27 @@ func commandOf(args []string) (command, bool) {
 	return command{}, false
 }
 
+// UnknownCommand says which word of a command line that names no command is wrong.
+func UnknownCommand(args []string) string {
+	if len(args) == 0 {
+		return "no command given"
+	}
+	known := false
+	for _, c := range commands {
+		if strings.HasPrefix(c.usage, args[0]+" ") {
+			known = true
+		}
+	}
+	switch {
+	case !known:
+		return fmt.Sprintf("unknown command %q", args[0])
+	case len(args) < 2:
+		return fmt.Sprintf("%s: which one? (a second word is missing)", args[0])
+	default:
+		return fmt.Sprintf("%s: unknown command %q", args[0], args[1])
+	}
+}
+
 // flagHelp is what each flag means.
 var flagHelp = map[string]string{
 	"name":        "name",
@@ -115,7 +136,7 @@ func (p parsed) int(name string, def int64) (int64, error) {
 func Parse(args []string, out io.Writer) (parsed, error) {
 	cmd, ok := commandOf(args)
 	if !ok {
-		return parsed{}, fmt.Errorf("%s", Usage)
+		return parsed{}, fmt.Errorf("%s\n%s", UnknownCommand(args), Usage)
 	}
 	fs := flag.NewFlagSet(args[0]+" "+args[1], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -215,14 +236,17 @@ func dispatch(ctx context.Context, admin *team.Admin, p parsed, args []string, o
 		}
 		fmt.Fprintf(out, "team %d %q created\n", t.ID, t.Name)
 	case "team set":
-		daily, err := p.int("daily-limit", -1)
+		daily, err := p.int("daily-limit", -1) // -1 when it is left out: unchanged
 		if err != nil {
 			return err
 		}
-		if daily < -1 { // -1: unchanged, as when it is left out
+		if p.given("daily-limit") && daily < 0 {
 			return fmt.Errorf("-daily-limit: want emails per UTC day, 0 for none")
 		}
 		rate := p.s("rate-limit")
+		if p.given("rate-limit") && rate == "" {
+			return fmt.Errorf("-rate-limit: want requests per second, 0 or default")
+		}
 		t, err := admin.Store.UpdateTeam(ctx, teamID, func(t *store.Team) error {
 			switch rate {
 			case "":
