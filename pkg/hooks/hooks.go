@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -129,7 +130,11 @@ func (s *Service) validate(ctx context.Context, teamID int64, f Fields) error {
 	}
 	if f.EventTypes != nil {
 		if bad := webhook.UnknownTypes(*f.EventTypes); len(bad) > 0 {
-			return fault.Field("eventTypes", "unknown event types %s", strings.Join(bad, ", "))
+			quoted := make([]string, len(bad))
+			for i, b := range bad {
+				quoted[i] = strconv.Quote(b) // an empty one is seen too
+			}
+			return fault.Field("eventTypes", "unknown event types %s", strings.Join(quoted, ", "))
 		}
 		if len(*f.EventTypes) > len(webhook.EventTypes) {
 			return fault.Field("eventTypes", "at most %d", len(webhook.EventTypes))

@@ -278,8 +278,13 @@ func TestCreateChecks(t *testing.T) {
 		}
 	}
 	_, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/"), EventTypes: ptr([]string{"email.sent", "email.sending", "bogus"})})
-	if fe, ok := fault.As(err); !ok || fe.Message != "eventTypes: unknown event types email.sending, bogus" {
+	if fe, ok := fault.As(err); !ok || fe.Message != `eventTypes: unknown event types "email.sending", "bogus"` {
 		t.Errorf("unknown types: %v", err)
+	}
+	// An empty one (a list's trailing comma) is named too, not left blank.
+	_, _, err = w.s.Create(ctx, w.team, Fields{URL: ptr("http://127.0.0.1:9/"), EventTypes: ptr([]string{"email.sent", ""})})
+	if fe, ok := fault.As(err); !ok || fe.Message != `eventTypes: unknown event types ""` {
+		t.Errorf("an empty type: %v", err)
 	}
 	// domainIds must be the team's own domains.
 	now := w.clock
