@@ -189,13 +189,9 @@ func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []Stre
 		if attempt >= maxConflictAttempts {
 			return skipped, &LostRaceError{Item: "count marker " + shardID, Attempts: attempt}
 		}
-		m, err := st.get(ctx, mk, true)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		last, err := st.markerSeq(ctx, mk)
+		if err != nil {
 			return skipped, err
-		}
-		last := ""
-		if v, ok := m["seq"].(*types.AttributeValueMemberS); ok {
-			last = v.Value
 		}
 		var rest []recordCounts
 		for _, r := range decoded {
@@ -214,6 +210,19 @@ func (st *Store) ApplyCounts(ctx context.Context, shardID string, records []Stre
 			return skipped, err
 		}
 	}
+}
+
+// markerSeq is the padded sequence number a shard's marker (mk) holds, read consistently; ""
+// when there is none yet.
+func (st *Store) markerSeq(ctx context.Context, mk key) (string, error) {
+	m, err := st.get(ctx, mk, true)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	if v, ok := m["seq"].(*types.AttributeValueMemberS); ok {
+		return v.Value, nil
+	}
+	return "", nil
 }
 
 // applyCountsFrom applies records (all after the marker's value last) in transactions of at

@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/mailroom/mailroom/pkg/store"
 )
 
 // streamReader reads the table's stream itself and applies its counts: what the WebhookEvents
@@ -266,13 +264,9 @@ func hooksMarkerKey(shardID string) key { return key{"HOOKS#" + shardID, "HOOKS"
 // marker's own writes, which the stream brings back, end there).
 func (r *streamReader) handOn(ctx context.Context, st *Store, shardID string, recs []StreamRecord) error {
 	mk := hooksMarkerKey(shardID)
-	m, err := st.get(ctx, mk, true)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	last, err := st.markerSeq(ctx, mk)
+	if err != nil {
 		return err
-	}
-	last := ""
-	if v, ok := m["seq"].(*types.AttributeValueMemberS); ok {
-		last = v.Value
 	}
 	var fresh []StreamRecord
 	for _, rec := range recs {
