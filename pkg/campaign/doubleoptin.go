@@ -169,11 +169,11 @@ func (d *DoubleOptIn) written(ctx context.Context, ids []string) ([]bool, error)
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			_, err := d.Store.GetEmail(ctx, id)
-			if !errors.Is(err, store.ErrNotFound) {
-				out[i], errs[i] = err == nil, err
-			}
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
+			switch _, err := d.Store.GetEmail(ctx, id); {
+			case err == nil:
+				out[i] = true
+			case !errors.Is(err, store.ErrNotFound):
+				errs[i] = err
 				cancel()
 			}
 		}()

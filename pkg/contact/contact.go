@@ -70,23 +70,17 @@ func WithKeyDomain(ctx context.Context, id int64) context.Context {
 	return context.WithValue(ctx, keyDomainKey{}, id)
 }
 
-// mayConfirm is the error of a contact write that would make a book with double opt-in mail a
-// confirmation from another domain than the one the caller's key is restricted to (such a key
-// sends only from its domain, and picks the recipient here); nil when the book's confirmations
-// may go out. The write is refused, before anything is written, only if it would mail one.
-func (s *Service) mayConfirm(ctx context.Context, book store.ContactBook) error {
+// otherDomain reports whether a book with double opt-in mails its confirmations from another
+// domain than the one the caller's key is restricted to (such a key sends only from its
+// domain, and picks the recipient here): a write that would mail one is then refused
+// (errOtherDomain), before anything is written.
+func (s *Service) otherDomain(ctx context.Context, book store.ContactBook) (bool, error) {
 	keyDomain, _ := ctx.Value(keyDomainKey{}).(int64)
 	if keyDomain == 0 || !book.DoubleOptInEnabled || s.DoubleOptIn == nil {
-		return nil
+		return false, nil
 	}
 	from, err := s.DoubleOptIn.SenderDomain(ctx, book)
-	if err != nil {
-		return err
-	}
-	if from != 0 && from != keyDomain {
-		return errOtherDomain
-	}
-	return nil
+	return err == nil && from != 0 && from != keyDomain, err
 }
 
 var errOtherDomain = fault.New(fault.Forbidden, "This API key may only send from its own domain, and this book's double opt-in emails are sent from another: "+
@@ -450,17 +444,17 @@ func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fie
 	if err != nil {
 		return store.Contact{}, err
 	}
-	forbidden := s.mayConfirm(ctx, book)
-	if forbidden != nil && !errors.Is(forbidden, errOtherDomain) {
-		return store.Contact{}, forbidden
+	other, err := s.otherDomain(ctx, book)
+	if err != nil {
+		return store.Contact{}, err
 	}
 	now := s.Now().UTC()
 	confirm := false
 	c, err := s.Store.PutContact(ctx, teamID, bookID, norm, NewID("ct"), func(c *store.Contact, existed bool) error {
 		f.merge(c, existed, false, now)
 		confirm = doubleOptIn(book, f, c, existed)
-		if confirm && forbidden != nil {
-			return forbidden // a contact it would mail; an update that mails nobody is written
+		if confirm && other {
+			return errOtherDomain // a contact it would mail; an update that mails nobody is written
 		}
 		return nil
 	})
@@ -537,13 +531,15 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	if err != nil {
 		return 0, err
 	}
-	if forbidden := s.mayConfirm(ctx, book); forbidden != nil {
-		// Whether an element mails depends on its contact as stored: one that says
-		// subscribed: false never does, any other may.
-		for _, f := range list {
-			if !errors.Is(forbidden, errOtherDomain) || f.Subscribed == nil || *f.Subscribed {
-				return 0, forbidden
-			}
+	other, err := s.otherDomain(ctx, book)
+	if err != nil {
+		return 0, err
+	}
+	// Whether an element mails depends on its contact as stored: one that says subscribed:
+	// false never does, any other may.
+	for _, f := range list {
+		if other && (f.Subscribed == nil || *f.Subscribed) {
+			return 0, errOtherDomain
 		}
 	}
 	puts := make([]store.ContactPut, len(list))
