@@ -425,26 +425,24 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	// The claim counts the attempt, so that a post its runner died making (a crash, a
 	// function's timeout) is followed by one that says it is a retry (attempt 2,
 	// X-UseSend-Retry: true), not by a second "first" delivery.
-	claim := now.Add(webhook.Timeout + claimMargin)
-	if _, err := webhook.Body(c.ID, c.Type, c.EventAt, c.TeamID, c.Data, c.Attempts+1); err != nil {
-		return c, err // before the claim, which would count an attempt never made
+	// The body is made before the claim, which would count an attempt never made; the claim
+	// holds only if no attempt was counted since the call was read.
+	attempt := c.Attempts + 1
+	body, err := webhook.Body(c.ID, c.Type, c.EventAt, c.TeamID, c.Data, attempt)
+	if err != nil {
+		return c, err
 	}
+	claim := now.Add(webhook.Timeout + claimMargin)
 	c, err = s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
-		if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) {
+		if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) || c.Attempts != attempt-1 {
 			return errDone
 		}
-		c.NextAttemptAt = &claim
-		c.Attempts++
+		c.NextAttemptAt, c.Attempts = &claim, attempt
 		return nil
 	})
 	if errors.Is(err, errDone) {
 		return s.Store.GetWebhookCall(ctx, webhookID, callID)
 	}
-	if err != nil {
-		return c, err
-	}
-	attempt := c.Attempts
-	body, err := webhook.Body(c.ID, c.Type, c.EventAt, c.TeamID, c.Data, attempt)
 	if err != nil {
 		return c, err
 	}
