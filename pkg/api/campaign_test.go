@@ -337,13 +337,21 @@ func TestCampaignPauseAndResume(t *testing.T) {
 	if got := e.campaign(c.ID); written(t, e, c.ID) != 1 || got.Status != "PAUSED" {
 		t.Fatalf("a paused campaign advanced: %+v", got)
 	}
-	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/pause", ""); r.status != 400 {
-		t.Errorf("pause twice = %d", r.status)
+	// A retried pause (as upstream answers it) succeeds and changes nothing.
+	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/pause", ""); r.status != 200 || e.campaign(c.ID).Status != "PAUSED" {
+		t.Errorf("pause twice = %d %s, campaign %s; want 200, still PAUSED", r.status, r.body, e.campaign(c.ID).Status)
 	}
 	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/resume", "", nil)
 	awaitSteps(t, e, c.ID, 2) // the resumed step has moved the cursor
 	if got := e.campaign(c.ID); got.Status != "RUNNING" || written(t, e, c.ID) != 2 {
 		t.Fatalf("after resume: %s, %d written; want RUNNING, 2", got.Status, written(t, e, c.ID))
+	}
+	// So does a retried resume: no second step, the cursor where it was.
+	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/resume", ""); r.status != 200 {
+		t.Errorf("resume twice = %d %s; want 200", r.status, r.body)
+	}
+	if got := e.campaign(c.ID); got.Status != "RUNNING" || written(t, e, c.ID) != 2 {
+		t.Fatalf("after a second resume: %s, %d written; want RUNNING, 2", got.Status, written(t, e, c.ID))
 	}
 	fire(t, e, c.ID, 2) // the window passed: the last contact, and the book is done
 	fire(t, e, c.ID, 2) // a repeated schedule is a no-op
@@ -351,8 +359,10 @@ func TestCampaignPauseAndResume(t *testing.T) {
 	if got.Total != 3 {
 		t.Errorf("total %d, want 3", got.Total)
 	}
-	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/resume", ""); r.status != 400 {
-		t.Errorf("resume a sent campaign = %d", r.status)
+	for _, action := range []string{"resume", "pause"} {
+		if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/"+action, ""); r.status != 400 {
+			t.Errorf("%s a sent campaign = %d", action, r.status)
+		}
 	}
 }
 

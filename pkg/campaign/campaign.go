@@ -377,14 +377,24 @@ func (s *Service) kick(ctx context.Context, c store.Campaign, step int) error {
 // Pause stops a running (or scheduled) campaign between steps.
 func (s *Service) Pause(ctx context.Context, teamID int64, id string) error {
 	_, err := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+		if c.Status == store.CampaignPaused {
+			return errAsWanted // a retried pause: it is paused, as the caller wants
+		}
 		if c.Status != store.CampaignRunning && c.Status != store.CampaignScheduled {
 			return fault.Field("", "Only a running or scheduled campaign can be paused (it is %s)", c.Status)
 		}
 		c.Status, c.UpdatedAt = store.CampaignPaused, s.Now().UTC()
 		return nil
 	})
+	if errors.Is(err, errAsWanted) {
+		return nil
+	}
 	return notFound(err)
 }
+
+// errAsWanted ends a pause or resume that finds the campaign already as the caller wants it
+// (a retried call): it succeeds without a write, as upstream answers it.
+var errAsWanted = errors.New("campaign: already as wanted")
 
 // Resume continues a paused campaign from its cursor, now; a campaign paused before its
 // scheduled start goes back to SCHEDULED for that time (resuming must not send it early).
@@ -400,6 +410,9 @@ func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
 		}
 	}
 	c, err := s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
+		if c.Status == store.CampaignRunning || c.Status == store.CampaignScheduled {
+			return errAsWanted // a retried resume: it is going on already
+		}
 		if c.Status != store.CampaignPaused {
 			return fault.Field("", "Only a paused campaign can be resumed (it is %s)", c.Status)
 		}
@@ -409,6 +422,9 @@ func (s *Service) Resume(ctx context.Context, teamID int64, id string) error {
 		}
 		return nil
 	})
+	if errors.Is(err, errAsWanted) {
+		return nil
+	}
 	if err != nil {
 		return notFound(err)
 	}
