@@ -1244,3 +1244,38 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// A book's variables are kept as upstream keeps them: trimmed, blanks dropped, a later spelling
+// of a name in another case dropped; a name of other characters or a contact's own field is a
+// 400 naming its place, on create and on PATCH.
+func TestBookVariablesAsUpstreamKeepsThem(t *testing.T) {
+	e := newEnv(t)
+	var b struct {
+		ID        string   `json:"id"`
+		Variables []string `json:"variables"`
+	}
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"V","variables":["Plan"," plan ","","plan_2","PLAN"]}`, &b)
+	if strings.Join(b.Variables, ",") != "Plan,plan_2" {
+		t.Errorf("variables %q, want [Plan plan_2]", b.Variables)
+	}
+	e.mustDo("PATCH", "/api/v1/contactBooks/"+b.ID, `{"variables":[" City","city","Zip"]}`, nil)
+	e.mustDo("GET", "/api/v1/contactBooks/"+b.ID, "", &b)
+	if strings.Join(b.Variables, ",") != "City,Zip" {
+		t.Errorf("after PATCH: variables %q, want [City Zip]", b.Variables)
+	}
+	for body, field := range map[string]string{
+		`{"name":"V","variables":["ok","a-b"]}`:        "variables[1]",
+		`{"name":"V","variables":["städt"]}`:           "variables[0]",
+		`{"name":"V","variables":["x","FirstName"]}`:   "variables[1]",
+		`{"name":"V","variables":["email"]}`:           "variables[0]",
+		`{"name":"V","variables":["a","","lastname"]}`: "variables[2]",
+	} {
+		r := e.do("POST", "/api/v1/contactBooks", body)
+		if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, field+":") {
+			t.Errorf("%s = %d %q, want a 400 naming %s", body, r.status, msg, field)
+		}
+	}
+	if r := e.do("PATCH", "/api/v1/contactBooks/"+b.ID, `{"variables":["a b"]}`); r.status != 400 {
+		t.Errorf("PATCH with a space in a name = %d, want 400", r.status)
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/editor"
@@ -156,10 +155,8 @@ func (f BookFields) validate(create bool) error {
 	if err := checkProperties("properties", f.Properties); err != nil {
 		return err
 	}
-	for i, v := range f.Variables {
-		if !validVariable(v) {
-			return fault.Field(fmt.Sprintf("variables[%d]", i), "%q is not a variable name (letters, digits, _ and -)", v)
-		}
+	if _, err := normalizeVariables(f.Variables); err != nil {
+		return err
 	}
 	if f.DoubleOptInFrom != nil && strings.TrimSpace(*f.DoubleOptInFrom) != "" {
 		from, err := email.ParseAddress(*f.DoubleOptInFrom)
@@ -219,12 +216,44 @@ func (s *Service) checkDoubleOptIn(ctx context.Context, f BookFields, b store.Co
 	return nil
 }
 
+// normalizeVariables is a book's variables as upstream keeps them: each name trimmed, blank
+// ones dropped, a name that differs from an earlier one only by case dropped (the first
+// spelling stays); each kept name is letters, digits and _ (ASCII, at most 64) and not one of
+// the contact's own fields (email, firstName, lastName, in any case). A refused name is a 400
+// naming its place in the request.
+func normalizeVariables(in []string) ([]string, error) {
+	out := make([]string, 0, len(in))
+	seen := make(map[string]bool, len(in))
+	for i, raw := range in {
+		v := strings.TrimSpace(raw)
+		if v == "" {
+			continue
+		}
+		field := fmt.Sprintf("variables[%d]", i)
+		if !validVariable(v) {
+			return nil, fault.Field(field, "%q is not a variable name (letters, digits and _, at most 64)", raw)
+		}
+		if reservedVariables[strings.ToLower(v)] {
+			return nil, fault.Field(field, "%q is a contact's own field, not a variable", raw)
+		}
+		if seen[strings.ToLower(v)] {
+			continue
+		}
+		seen[strings.ToLower(v)] = true
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// reservedVariables are the contact's own fields, which a book's variables may not name.
+var reservedVariables = map[string]bool{"email": true, "firstname": true, "lastname": true}
+
 func validVariable(v string) bool {
 	if v == "" || len(v) > 64 {
 		return false
 	}
 	for _, c := range v {
-		if !(c == '_' || c == '-' || unicode.IsLetter(c) || unicode.IsDigit(c)) {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
 			return false
 		}
 	}
@@ -258,7 +287,7 @@ func (f BookFields) apply(b *store.ContactBook) {
 		b.Properties = f.Properties
 	}
 	if f.Variables != nil {
-		b.Variables = f.Variables
+		b.Variables, _ = normalizeVariables(f.Variables) // validate refused what it would not take
 	}
 	if f.DoubleOptInEnabled != nil {
 		b.DoubleOptInEnabled = *f.DoubleOptInEnabled
