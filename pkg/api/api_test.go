@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	netmail "net/mail"
@@ -1277,5 +1278,27 @@ func TestBookVariablesAsUpstreamKeepsThem(t *testing.T) {
 	}
 	if r := e.do("PATCH", "/api/v1/contactBooks/"+b.ID, `{"variables":["a b"]}`); r.status != 400 {
 		t.Errorf("PATCH with a space in a name = %d, want 400", r.status)
+	}
+}
+
+// A contact's property named as one of its book's variables in another case is stored under
+// the variable's spelling (upsert and PATCH), as upstream stores it; other names as given.
+func TestContactPropertiesTakeTheVariablesSpelling(t *testing.T) {
+	e := newEnv(t)
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"P","variables":["company"]}`, &b)
+	contacts := "/api/v1/contactBooks/" + b.ID + "/contacts"
+	var created struct{ ContactID string }
+	e.mustDo("POST", contacts, `{"email":"ann@example.org","properties":{"company":"Acme","city":"Paris"}}`, &created)
+	e.mustDo("POST", contacts, `{"email":"ann@example.org","properties":{"Company":"Beta","City":"Lyon"}}`, nil)
+	var c struct{ Properties map[string]string }
+	e.mustDo("GET", contacts+"/"+created.ContactID, "", &c)
+	if want := map[string]string{"company": "Beta", "city": "Paris", "City": "Lyon"}; !maps.Equal(c.Properties, want) {
+		t.Errorf("after the upsert: %v, want %v", c.Properties, want)
+	}
+	e.mustDo("PATCH", contacts+"/"+created.ContactID, `{"properties":{"COMPANY":"Gamma"}}`, nil)
+	e.mustDo("GET", contacts+"/"+created.ContactID, "", &c)
+	if c.Properties["company"] != "Gamma" || len(c.Properties) != 3 {
+		t.Errorf("after the PATCH: %v, want company Gamma and nothing else added", c.Properties)
 	}
 }

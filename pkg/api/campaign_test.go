@@ -100,6 +100,8 @@ func TestCampaignEndToEnd(t *testing.T) {
 	)
 	// An import without "subscribed" must not re-subscribe Dan.
 	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"DAN@example.org","lastName":"Doe"}`, nil)
+	// A later value of the book's variable, spelt in another case, replaces Ann's first one.
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"ann@example.org","properties":{"Company":"Initech"}}`, nil)
 	var c campaignOut
 	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Launch","from":"News <news@example.com>","subject":"Hi {{firstName}}",
 		"previewText":"Big news","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true,"batchSize":2,
@@ -112,7 +114,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 		t.Errorf("counters %+v", c)
 	}
 	var link string
-	for name, want := range map[string]string{"ann": "Hi Ann from Acme", "bob": "Hi Bob from your team", "cid": "Hi Cid from your team"} {
+	for name, want := range map[string]string{"ann": "Hi Ann from Initech", "bob": "Hi Bob from your team", "cid": "Hi Cid from your team"} {
 		msgs := e.outboxFor(name + "@example.org")
 		if len(msgs) != 1 {
 			t.Fatalf("%s has %d messages, want 1", name, len(msgs))

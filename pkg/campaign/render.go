@@ -2,6 +2,8 @@ package campaign
 
 import (
 	"html"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/mailroom/mailroom/pkg/store"
@@ -28,10 +30,16 @@ func vars(c store.Contact, unsubscribeURL string) map[string]string {
 		"lastname":  c.LastName,
 		"email":     c.Email,
 	}
-	for k, val := range c.Properties {
-		v["contact."+strings.ToLower(k)] = val
-		if _, builtin := v[strings.ToLower(k)]; !builtin {
-			v[strings.ToLower(k)] = val
+	// Names that differ only by case (a contact written before its book had the variable)
+	// are taken in sorted order, the first one winning, so the email does not depend on a
+	// map's order.
+	for _, k := range slices.Sorted(maps.Keys(c.Properties)) {
+		val, low := c.Properties[k], strings.ToLower(k)
+		if _, taken := v["contact."+low]; !taken {
+			v["contact."+low] = val
+		}
+		if _, taken := v[low]; !taken {
+			v[low] = val
 		}
 	}
 	for n := range unsubscribeNames {

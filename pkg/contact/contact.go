@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -428,7 +429,11 @@ func (f Fields) Validate(at string, requireEmail bool) (string, error) {
 // (patch) saying subscribed: true: an upsert or an import (POST, PUT, bulk) that says so leaves
 // it unsubscribed, as in useSend, so that an app's routine sync of its users never undoes an
 // unsubscribe.
-func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
+// Property names that name one of the book's variables in another case (or with spaces
+// around) are stored under the variable's own spelling, the contact's and the request's alike,
+// as upstream stores them: a later {"Company": …} replaces an earlier {"company": …} of a book
+// with the variable "company" instead of standing beside it.
+func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time, variables []string) {
 	if f.FirstName != nil {
 		c.FirstName = *f.FirstName
 	}
@@ -439,8 +444,8 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
 		// A new map: the one c holds may be shared with the stored contact the change is
 		// compared with (a store's "before"), which must not change with it.
 		props := make(map[string]string, len(c.Properties)+len(f.Properties))
-		maps.Copy(props, c.Properties)
-		maps.Copy(props, f.Properties)
+		putProperties(props, c.Properties, variables)
+		putProperties(props, f.Properties, variables)
 		c.Properties = props
 	}
 	switch {
@@ -462,6 +467,23 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time) {
 	c.UpdatedAt = now
 }
 
+// putProperties copies from into to, each name that is one of variables in another case (or
+// with spaces around it) under the variable's spelling. Two names of from that land on one
+// variable are taken in sorted order, the last one winning, so the outcome does not depend on
+// a map's order.
+func putProperties(to, from map[string]string, variables []string) {
+	for _, k := range slices.Sorted(maps.Keys(from)) {
+		name := k
+		for _, v := range variables {
+			if strings.EqualFold(strings.TrimSpace(k), v) {
+				name = v
+				break
+			}
+		}
+		to[name] = from[k]
+	}
+}
+
 // Upsert creates the contact with that email in the book or updates it (POST and PUT). In a
 // book with double opt-in a new contact waits for its confirmation (doubleOptIn).
 func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fields) (store.Contact, error) {
@@ -480,7 +502,7 @@ func (s *Service) Upsert(ctx context.Context, teamID int64, bookID string, f Fie
 	now := s.Now().UTC()
 	confirm := false
 	c, err := s.Store.PutContact(ctx, teamID, bookID, norm, NewID("ct"), func(c *store.Contact, existed bool) error {
-		f.merge(c, existed, false, now)
+		f.merge(c, existed, false, now, book.Variables)
 		confirm = doubleOptIn(book, f, c, existed)
 		if confirm && other {
 			return errOtherDomain // a contact it would mail; an update that mails nobody is written
@@ -577,7 +599,7 @@ func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []
 	for i, f := range list {
 		norm := norms[i]
 		puts[i] = store.ContactPut{Email: norm, NewID: NewID("ct"), Fn: func(c *store.Contact, existed bool) error {
-			f.merge(c, existed, false, now)
+			f.merge(c, existed, false, now, book.Variables)
 			confirm[norm] = doubleOptIn(book, f, c, existed)
 			return nil
 		}}
@@ -630,12 +652,16 @@ func (s *Service) Update(ctx context.Context, teamID int64, bookID, id string, f
 	if err != nil {
 		return store.Contact{}, err
 	}
+	book, err := s.Book(ctx, teamID, bookID)
+	if err != nil {
+		return store.Contact{}, err
+	}
 	now := s.Now().UTC()
 	c, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
 		if norm != "" {
 			c.Email = norm
 		}
-		f.merge(c, true, true, now)
+		f.merge(c, true, true, now, book.Variables)
 		return nil
 	})
 	switch {
