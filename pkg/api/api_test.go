@@ -735,6 +735,10 @@ func TestDomains(t *testing.T) {
 	if strings.Contains(strings.ToLower(string(r.body)), "private") {
 		t.Error("a domain response mentions the private key")
 	}
+	// As upstream's: only the DMARC record says recommended; the others leave it out.
+	if n := strings.Count(string(r.body), `"recommended"`); n != 1 {
+		t.Errorf("%d records carry recommended, want 1 (DMARC): %s", n, r.body)
+	}
 	want := map[string]string{
 		"MX mail":                 "feedback-smtp.us-east-1.amazonses.com",
 		"TXT mailroom._domainkey": "p=" + d.PublicKey,

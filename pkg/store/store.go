@@ -78,7 +78,7 @@ type DNSRecord struct {
 	TTL         string `json:"ttl"`
 	Status      string `json:"status"`
 	Priority    string `json:"priority,omitempty"`
-	Recommended bool   `json:"recommended"`
+	Recommended bool   `json:"recommended,omitempty"` // DMARC only, as upstream
 }
 
 // Domain is a sending domain of a team. PrivateKey never leaves the store through the API.
