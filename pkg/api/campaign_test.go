@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -790,5 +791,77 @@ func TestCampaignEmailsOfADeletedBookAreSettled(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(e.app.OutboxDir, "*.eml")); len(files) != 0 {
 		t.Errorf("%d messages mailed, want none", len(files))
+	}
+}
+
+// A campaign email's hard bounce or complaint unsubscribes the contact, in every book of the
+// team that has the address, with the reason, and the campaign counts it unsubscribed, as
+// upstream does; a soft bounce or a send outside a campaign unsubscribes nobody.
+func TestCampaignBounceAndComplaintUnsubscribe(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"bounce@simulator.amazonses.com"}`, `{"email":"complaint@simulator.amazonses.com"}`,
+		`{"email":"ooto@simulator.amazonses.com"}`, `{"email":"success@simulator.amazonses.com"}`)
+	other := e.book(`{"email":"complaint@simulator.amazonses.com"}`, `{"email":"success@simulator.amazonses.com"}`)
+	// A single send's complaint suppresses the address but unsubscribes nobody (upstream's
+	// rule is for campaign emails).
+	third := e.book(`{"email":"complaint+single@simulator.amazonses.com"}`)
+	e.send(`{"to":"complaint+single@simulator.amazonses.com","from":"hello@example.com","subject":"s","text":"t"}`)
+
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"B","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"sendNow":true}`, &c)
+	c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Complained == 1 && c.HardBounced == 1 })
+	c = e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Unsubscribed == 2 })
+	if c.Bounced != 1 || c.Delivered != 3 { // the complaint was delivered first
+		t.Errorf("counters %+v, want 1 bounced, 3 delivered", c)
+	}
+	type contactOut struct {
+		Email             string
+		Subscribed        bool
+		UnsubscribeReason *string
+	}
+	reasons := func(book string) map[string]string {
+		var list []contactOut
+		e.mustDo("GET", "/api/v1/contactBooks/"+book+"/contacts", "", &list)
+		got := map[string]string{}
+		for _, ct := range list {
+			r := "null"
+			if ct.UnsubscribeReason != nil {
+				r = *ct.UnsubscribeReason
+			}
+			if ct.Subscribed != (ct.UnsubscribeReason == nil) {
+				t.Errorf("%s: subscribed %v with reason %s", ct.Email, ct.Subscribed, r)
+			}
+			got[ct.Email] = r
+		}
+		return got
+	}
+	for book, want := range map[string]map[string]string{
+		bookID: {"bounce@simulator.amazonses.com": "BOUNCED", "complaint@simulator.amazonses.com": "COMPLAINED",
+			"ooto@simulator.amazonses.com": "null", "success@simulator.amazonses.com": "null"},
+		other: {"complaint@simulator.amazonses.com": "COMPLAINED", "success@simulator.amazonses.com": "null"},
+		third: {"complaint+single@simulator.amazonses.com": "null"},
+	} {
+		if got := reasons(book); !maps.Equal(got, want) {
+			t.Errorf("book %s: %v, want %v", book, got, want)
+		}
+	}
+	// The reason follows the contact: a PATCH that unsubscribes says UNSUBSCRIBED, one that
+	// subscribes again clears it.
+	var list []struct{ ID, Email string }
+	e.mustDo("GET", "/api/v1/contactBooks/"+other+"/contacts", "", &list)
+	for _, ct := range list {
+		if ct.Email != "success@simulator.amazonses.com" {
+			continue
+		}
+		path := "/api/v1/contactBooks/" + other + "/contacts/" + ct.ID
+		var got contactOut
+		e.mustDo("PATCH", path, `{"subscribed":false}`, nil)
+		if e.mustDo("GET", path, "", &got); got.UnsubscribeReason == nil || *got.UnsubscribeReason != "UNSUBSCRIBED" {
+			t.Errorf("after unsubscribing: %+v, want UNSUBSCRIBED", got)
+		}
+		e.mustDo("PATCH", path, `{"subscribed":true}`, nil)
+		if e.mustDo("GET", path, "", &got); got.UnsubscribeReason != nil || !got.Subscribed {
+			t.Errorf("after subscribing again: %+v, want subscribed, reason null", got)
+		}
 	}
 }

@@ -60,8 +60,11 @@ type contactView struct {
 	Subscribed    bool              `json:"subscribed"`
 	Properties    map[string]string `json:"properties"`
 	ContactBookID string            `json:"contactBookId"`
-	CreatedAt     string            `json:"createdAt"`
-	UpdatedAt     string            `json:"updatedAt"`
+	// UnsubscribeReason is upstream's: UNSUBSCRIBED, BOUNCED or COMPLAINED, null while
+	// subscribed or waiting for its confirmation.
+	UnsubscribeReason *string `json:"unsubscribeReason"`
+	CreatedAt         string  `json:"createdAt"`
+	UpdatedAt         string  `json:"updatedAt"`
 }
 
 func newContactView(c store.Contact) contactView {
@@ -70,6 +73,14 @@ func newContactView(c store.Contact) contactView {
 		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt)}
 	if v.Properties == nil {
 		v.Properties = map[string]string{}
+	}
+	switch {
+	case c.Subscribed || c.Pending:
+	case c.UnsubscribeReason != "":
+		v.UnsubscribeReason = &c.UnsubscribeReason
+	default: // unsubscribed before contacts kept a reason: by a link or a request
+		r := store.UnsubscribeUnsubscribed
+		v.UnsubscribeReason = &r
 	}
 	return v
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/mailroom/mailroom/pkg/api"
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/config"
+	"github.com/mailroom/mailroom/pkg/contact"
 	"github.com/mailroom/mailroom/pkg/deliver"
 	"github.com/mailroom/mailroom/pkg/email"
 	"github.com/mailroom/mailroom/pkg/hooks"
@@ -150,6 +151,7 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 		return nil, err
 	}
 	a.Ingester.Store = a.Store
+	a.Ingester.Contacts = &contact.Service{Store: a.Store, Now: now, Log: a.Log}
 	if err := a.secret(ctx); err != nil {
 		_ = a.Close(ctx)
 		return nil, err
@@ -298,7 +300,9 @@ func (a *App) useEmbedded() error {
 	}
 	st.SetRetention(a.Config.Retention)
 	a.Store = st
-	a.Ingester.Store = st // before the outbox: it may publish events spooled at the last stop
+	// Before the outbox: it may publish events spooled at the last stop.
+	a.Ingester.Store = st
+	a.Ingester.Contacts = &contact.Service{Store: st, Now: a.Ingester.Now, Log: a.Log}
 	a.closeStore = st.Close
 	a.OutboxDir = filepath.Join(a.Config.DataDir, "outbox")
 	ob, err := outbox.New(a.OutboxDir, a.Ingester, outbox.WithLogger(a.Log))

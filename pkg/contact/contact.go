@@ -461,6 +461,14 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time, vari
 	case !existed:
 		c.Subscribed = true
 	}
+	// As upstream keeps it: an unsubscribe the request asks for is UNSUBSCRIBED, whatever
+	// unsubscribed the contact before; a subscribed contact has none.
+	switch {
+	case c.Subscribed:
+		c.UnsubscribeReason = ""
+	case f.Subscribed != nil && !*f.Subscribed:
+		c.UnsubscribeReason = store.UnsubscribeUnsubscribed
+	}
 	if !existed {
 		c.CreatedAt = now
 	}
@@ -527,7 +535,7 @@ func doubleOptIn(book store.ContactBook, f Fields, c *store.Contact, existed boo
 		return false
 	}
 	if !existed && c.Subscribed {
-		c.Subscribed, c.Pending = false, true
+		c.Subscribed, c.Pending, c.UnsubscribeReason = false, true, ""
 	}
 	return c.Pending
 }
@@ -686,7 +694,7 @@ func (s *Service) Confirm(ctx context.Context, teamID int64, bookID, id, addr st
 		}
 		if c.Pending {
 			now := s.Now().UTC()
-			c.Subscribed, c.Pending, c.SubscribedAt, c.UpdatedAt = true, false, now, now
+			c.Subscribed, c.Pending, c.SubscribedAt, c.UpdatedAt, c.UnsubscribeReason = true, false, now, now, ""
 		}
 		subscribed = c.Subscribed
 		return nil
@@ -744,9 +752,73 @@ func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, add
 			return ErrLinkBeforeResubscribe
 		}
 		changed = c.Subscribed
+		if c.Subscribed || c.UnsubscribeReason == "" {
+			c.UnsubscribeReason = store.UnsubscribeUnsubscribed
+		}
 		c.Subscribed, c.Pending = false, false
 		c.UpdatedAt = s.Now().UTC()
 		return nil
 	})
 	return changed, err
 }
+
+// UnsubscribeAddress is what a campaign email's hard bounce or complaint does to contacts, as
+// upstream does it: every subscribed contact of the team with the address, in any book, is
+// unsubscribed with reason (store.UnsubscribeBounced or store.UnsubscribeComplained), and so
+// is the campaign's own contact (contactID), found by id should its address have changed
+// since. It reports whether that contact is now unsubscribed for that reason (its campaign
+// counts it unsubscribed, once per email: an event handled again counts nothing more). Every
+// step is idempotent, so a retried event repeats them safely.
+func (s *Service) UnsubscribeAddress(ctx context.Context, teamID int64, addr, reason, contactID string) (bool, error) {
+	addr = strings.ToLower(email.AddressOnly(addr))
+	books, err := s.Store.ListContactBooks(ctx, teamID)
+	if err != nil {
+		return false, err
+	}
+	counted := false
+	for _, b := range books {
+		found, _, err := s.Store.ListContacts(ctx, teamID, b.ID, store.ContactFilter{Emails: []string{addr}, Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		ids := make([]string, 0, 2)
+		for _, c := range found {
+			ids = append(ids, c.ID)
+		}
+		if contactID != "" && !slices.Contains(ids, contactID) {
+			switch _, err := s.Store.GetContact(ctx, teamID, b.ID, contactID); {
+			case err == nil:
+				ids = append(ids, contactID)
+			case !errors.Is(err, store.ErrNotFound):
+				return false, err
+			}
+		}
+		for _, id := range ids {
+			var before store.Contact
+			c, err := s.Store.UpdateContact(ctx, teamID, b.ID, id, func(c *store.Contact) error {
+				before = *c
+				if !c.Subscribed {
+					return errUnchanged
+				}
+				c.Subscribed, c.Pending, c.UnsubscribeReason = false, false, reason
+				c.UpdatedAt = s.Now().UTC()
+				return nil
+			})
+			switch {
+			case errors.Is(err, errUnchanged):
+				c = before
+			case errors.Is(err, store.ErrNotFound): // removed meanwhile
+				continue
+			case err != nil:
+				return false, err
+			}
+			if id == contactID {
+				counted = !c.Subscribed && c.UnsubscribeReason == reason
+			}
+		}
+	}
+	return counted, nil
+}
+
+// errUnchanged ends an update that has nothing to change.
+var errUnchanged = errors.New("contact: unchanged")

@@ -54,6 +54,15 @@ type Ingester struct {
 	Now   func() time.Time
 	// Metrics counts the emails delivered, bounced and complained about (nil: none).
 	Metrics metric.Counter
+	// Contacts unsubscribes a campaign email's address after its hard bounce or complaint
+	// (contact.Service; nil: nobody is unsubscribed, the address is only suppressed).
+	Contacts Unsubscriber
+}
+
+// Unsubscriber unsubscribes every contact of a team with an address, and reports whether the
+// campaign's own contact is now unsubscribed for that reason (contact.Service).
+type Unsubscriber interface {
+	UnsubscribeAddress(ctx context.Context, teamID int64, addr, reason, contactID string) (bool, error)
 }
 
 // eventMetric is the metric each recorded status counts in (once per event recorded: a
@@ -91,12 +100,18 @@ func (in *Ingester) Publish(ctx context.Context, ev sesevent.Event) error {
 	if err := in.suppress(ctx, ev, e); err != nil {
 		return err
 	}
-	settled, teamID, err := in.record(ctx, ev, status, at, e.ID)
+	// So are its contacts unsubscribed, for a campaign's email, as upstream does; the campaign
+	// counts its recipient unsubscribed with the event.
+	extra, err := in.unsubscribe(ctx, ev, e)
+	if err != nil {
+		return err
+	}
+	settled, teamID, err := in.record(ctx, ev, status, at, e.ID, extra)
 	if errors.Is(err, store.ErrNotFound) && direct {
 		if e, err = in.find(ctx, ev); err != nil {
 			return err
 		}
-		settled, teamID, err = in.record(ctx, ev, status, at, e.ID)
+		settled, teamID, err = in.record(ctx, ev, status, at, e.ID, extra)
 	}
 	switch {
 	case errors.Is(err, store.ErrDuplicateEvent), errors.Is(err, errAlreadyRecorded):
@@ -134,7 +149,7 @@ func suppression(ev sesevent.Event) (reason string, addrs []string) {
 
 // record writes the event into the email's history (UpdateEmail). settled reports that SES's
 // evidence made the email SENT; teamID is the email's team.
-func (in *Ingester) record(ctx context.Context, ev sesevent.Event, status string, at time.Time, id string) (settled bool, teamID int64, err error) {
+func (in *Ingester) record(ctx context.Context, ev sesevent.Event, status string, at time.Time, id string, extra []string) (settled bool, teamID int64, err error) {
 	detail := ev.Detail()
 	rec := store.Event{ID: eventID(ev.EventType, ev.Mail.MessageID, detail), EmailID: id,
 		Status: status, CreatedAt: at.UTC(), Data: detail}
@@ -148,7 +163,7 @@ func (in *Ingester) record(ctx context.Context, ev sesevent.Event, status string
 		}
 		now := in.Now().UTC()
 		events := []store.Event{rec}
-		kinds := counterKinds(status, ev)
+		kinds := append(counterKinds(status, ev), extra...)
 		if acceptance[status] && unsettled(e.Status) {
 			// SES accepted the message: its evidence wins over whatever the worker knows or
 			// did not get to record (it died after SES answered, its outcome write failed, or
@@ -241,6 +256,32 @@ func (in *Ingester) suppress(ctx context.Context, ev sesevent.Event, e store.Ema
 		}
 	}
 	return nil
+}
+
+// unsubscribe unsubscribes the contacts of a campaign email's address after a hard bounce or a
+// complaint, and returns the counter kinds that adds to the email (unsubscribed, when its own
+// contact is unsubscribed for it).
+func (in *Ingester) unsubscribe(ctx context.Context, ev sesevent.Event, e store.Email) ([]string, error) {
+	reason, addrs := suppression(ev)
+	if in.Contacts == nil || e.CampaignID == "" || reason == "" {
+		return nil, nil
+	}
+	why := store.UnsubscribeBounced
+	if reason == store.ReasonComplaint {
+		why = store.UnsubscribeComplained
+	}
+	counted := false
+	for _, a := range addrs {
+		c, err := in.Contacts.UnsubscribeAddress(ctx, e.TeamID, a, why, e.ContactID)
+		if err != nil {
+			return nil, fmt.Errorf("unsubscribe: %w", err)
+		}
+		counted = counted || c
+	}
+	if counted {
+		return []string{store.CountUnsubscribed}, nil
+	}
+	return nil, nil
 }
 
 // eventID identifies an event by its content, so a redelivery maps to the same ID.

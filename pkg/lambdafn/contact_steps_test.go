@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/campaign"
 	"github.com/mailroom/mailroom/pkg/lambdafn"
+	"github.com/mailroom/mailroom/pkg/sesevent"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -225,6 +226,24 @@ var contactSteps = []step{
 		if err := json.Unmarshal(out, &r); err != nil || r.StatusCode != 404 {
 			e.t.Errorf("an unsubscribe token at /subscribe: %d (%v), want 404", r.StatusCode, err)
 		}
+	}},
+	// A complaint about the campaign's email to alan unsubscribes him, for that reason, and the
+	// campaign counts him unsubscribed: through the SESEvents function's own grants.
+	{function: lambdafn.SESEventsFunction, sample: "ses-events-complaint", prepare: campaignComplaint, after: func(e *env, out []byte) {
+		check := func(when string) {
+			if c := e.fixture.contact(e, e.contacts["alan@example.org"]); c.Subscribed || c.UnsubscribeReason != store.UnsubscribeComplained {
+				e.t.Errorf("%s: alan subscribed %v, reason %q; want unsubscribed, COMPLAINED", when, c.Subscribed, c.UnsubscribeReason)
+			}
+			if n := e.fixture.campaign(e).Counters[store.CountUnsubscribed]; n != 2 {
+				e.t.Errorf("%s: unsubscribed counter %d, want 2 (margaret's link, alan's complaint)", when, n)
+			}
+		}
+		check("after the complaint")
+		// EventBridge delivers at least once: a second delivery counts nothing more.
+		if _, err := e.handler.Invoke(context.Background(), campaignComplaint(e, readSample(e.t, "ses-events-complaint"))); err != nil {
+			e.t.Fatal(err)
+		}
+		check("after a redelivery")
 	}},
 	{function: "DeleteCampaign", prepare: campaignPath, check: func(e *env, b map[string]any) {
 		e.wantField(b, "id", e.campaignID)
@@ -543,3 +562,27 @@ func (f *fixture) doubleOptIn(e *env) string {
 // confirmLink is the whole link, on the stack's PUBLIC_URL: a recipient's mail client has no
 // other base to resolve it against.
 var confirmLink = regexp.MustCompile(`href="https?://[^"/]+[^"]*/subscribe/([A-Za-z0-9._-]+)"`)
+
+// campaignComplaint is the complaint sample about the campaign's email to alan.
+func campaignComplaint(e *env, raw []byte) []byte {
+	const alan = "alan@example.org"
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		e.t.Fatal(err)
+	}
+	id := campaign.EmailID(e.campaignID, e.contacts[alan])
+	mail, _ := path(ev, "detail", "mail").(map[string]any)
+	mail["messageId"], mail["destination"] = "0100-campaign-complaint-"+id, []string{alan}
+	for _, h := range mail["headers"].([]any) {
+		if h := h.(map[string]any); strings.EqualFold(fmt.Sprint(h["name"]), sesevent.EmailIDHeader) {
+			h["value"] = id
+		}
+	}
+	complaint, _ := path(ev, "detail", "complaint").(map[string]any)
+	complaint["complainedRecipients"] = []any{map[string]any{"emailAddress": alan}}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}

@@ -242,7 +242,7 @@ func (w *Wiring) Handler() lambda.Handler {
 	case CampaignBatchFunction:
 		return lambda.NewHandler(CampaignBatch(s.Campaigns.Fire, w.Log))
 	case SESEventsFunction:
-		in := &ingest.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics}
+		in := &ingest.Ingester{Store: w.Store, Log: w.Log, Now: w.Now, Metrics: w.Metrics, Contacts: s.Contacts}
 		return lambda.NewHandler(SESEvents(in.Publish, w.Now, w.Log))
 	case ReconcilerFunction:
 		rq := &housekeeping.Requeue{Store: w.Store, Now: w.Now, Log: w.Log}

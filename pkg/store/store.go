@@ -266,9 +266,20 @@ type Contact struct {
 	// SubscribedAt is when the contact last went from unsubscribed to subscribed (zero: never
 	// unsubscribed). An unsubscribe link made before it no longer unsubscribes the contact.
 	SubscribedAt time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// UnsubscribeReason says why an unsubscribed contact is (Unsubscribe* constants, as
+	// upstream's unsubscribeReason); "" while subscribed or waiting for its confirmation.
+	UnsubscribeReason string `json:",omitempty" dynamodbav:",omitempty"`
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
+
+// A contact's UnsubscribeReason: it (or its app) unsubscribed it, or a campaign email to it
+// bounced for good or was reported as spam.
+const (
+	UnsubscribeUnsubscribed = "UNSUBSCRIBED"
+	UnsubscribeBounced      = "BOUNCED"
+	UnsubscribeComplained   = "COMPLAINED"
+)
 
 // ContactPut is one upsert of PutContacts: PutContact's email, newID and fn.
 type ContactPut struct {
