@@ -50,13 +50,24 @@ var consoleFiles embed.FS
 // package, and parsing them took half a millisecond of each one's cold start.
 var consolePages = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("console").Funcs(template.FuncMap{
-		"join":  strings.Join,
-		"stamp": func(t any) string { return timeOf(t).Format(time.RFC3339) },
-		"when":  func(t any) string { return timeOf(t).Format("2006-01-02 15:04:05 UTC") },
+		"join": strings.Join,
+		// subject is an email's subject, or "(no subject)" for one that shows nothing.
+		"subject": subjectOrNone,
+		"stamp":   func(t any) string { return timeOf(t).Format(time.RFC3339) },
+		"when":    func(t any) string { return timeOf(t).Format("2006-01-02 15:04:05 UTC") },
 		// bar is the width of a rate (a percentage) on a bar of width w spanning 0–10%.
 		"bar": func(rate float64, w int) int { return int(min(max(rate, 0), 10) * float64(w) / 10) },
 	}).ParseFS(consoleFiles, "consoleui/*.html"))
 })
+
+// subjectOrNone is s, or "(no subject)" when s shows nothing (empty, or only spaces): a link
+// on it would be 0 pixels wide.
+func subjectOrNone(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(no subject)"
+	}
+	return s
+}
 
 // timeOf reads a template's time.Time or *time.Time, in UTC.
 func timeOf(v any) time.Time {
@@ -669,10 +680,7 @@ func (c *Console) email(w http.ResponseWriter, r *http.Request, si signedIn) err
 	if fired := r.URL.Query().Get("fired"); firedTypes[fired] {
 		v.Fired = fired
 	}
-	v.PageTitle = e.Subject
-	if v.PageTitle == "" {
-		v.PageTitle = "(no subject)"
-	}
+	v.PageTitle = subjectOrNone(e.Subject)
 	for _, ev := range events {
 		ce := consoleEvent{Status: ev.Status, CreatedAt: ev.CreatedAt}
 		if len(ev.Data) > 0 && string(ev.Data) != "null" {

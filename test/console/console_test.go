@@ -256,11 +256,39 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, shot("6-domains")); err != nil {
 		t.Fatal(err)
 	}
+	// A subject and an address of one long word wrap instead of widening the page past the
+	// screen, and a subject of spaces still shows a link to open its email.
+	long := send(t, srv.URL, `{"from":"hi@example.com","to":"averyveryverylonglocalpartaddressthatgoesonandonandon1234567890@sub.domain.example-long-name.net","subject":"Invoice_`+strings.Repeat("ABCDEFGHIJ", 25)+`","text":"x"}`)
+	blank := send(t, srv.URL, `{"from":"hi@example.com","to":"reader@example.org","subject":"   ","text":"x"}`)
+	fits := func(page string) {
+		t.Helper()
+		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+page), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		widths, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if widths[0] > widths[1] {
+			t.Errorf("%s is %d px wide on a %d px screen", page, widths[0], widths[1])
+		}
+	}
+	fits("/console/emails")
+	fits("/console/emails/" + long)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatal(err)
+	}
+	if link, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+		const a = document.querySelector('a[href="/console/emails/`+blank+`"]');
+		return a ? [a.textContent, String(Math.round(a.getBoundingClientRect().width))] : ["", "0"];
+	})()`)); err != nil || link[0] != "(no subject)" || link[1] == "0" {
+		t.Errorf("the email with a blank subject is listed as %q, %s px wide (%v); want a visible (no subject)", link, link[1], err)
+	}
 	// On a phone's width, no page is wider than the screen (the menu wraps, tables fold).
 	if err := chromedp.Do(bctx, chromedp.EmulateViewport(390, 844)); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{"/console/emails", "/console/emails/" + id, "/console/campaigns", "/console/books",
+	for _, page := range []string{"/console/emails", "/console/emails/" + id, "/console/emails/" + long, "/console/campaigns", "/console/books",
 		"/console/domains", "/console/templates", "/console/analytics", "/console/suppressions", "/console/webhooks", "/console/keys"} {
 		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+page), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 			t.Fatalf("%s: %v", page, err)

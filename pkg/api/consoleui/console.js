@@ -66,6 +66,7 @@ document.addEventListener("submit", (ev) => {
 
 // Copy buttons (a domain's DNS records): the clipboard where the browser allows it, otherwise
 // the text is selected for the user's own Ctrl-C. Without JavaScript the text is plain.
+for (const button of document.querySelectorAll("button[data-copy]")) button.hidden = false;
 document.addEventListener("click", async (ev) => {
   const button = ev.target.closest("button[data-copy]");
   if (!button) return;
