@@ -317,7 +317,32 @@ func (w *Worker) deliverClaimed(ctx context.Context, id string) error {
 		log.Info("no time left to send and record; email released")
 		return w.release(ctx, id, now, nil, nil)
 	}
-	messageID, retryAt, err := w.send(ctx, log, out)
+	// A campaign email that waited for its send slot is checked again before it goes: the
+	// campaign may have been paused or deleted, or the contact unsubscribed, meanwhile.
+	var changed campaignChange
+	var recheck func(context.Context) error
+	if e.CampaignID != "" {
+		recheck = func(ctx context.Context) error {
+			paused, status, why, err := w.campaignState(ctx, e)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%w: %w", errPacing, err)
+			case paused || status != "":
+				changed = campaignChange{paused: paused, status: status, why: why}
+				return errCampaignChanged
+			}
+			return nil
+		}
+	}
+	messageID, retryAt, err := w.send(ctx, log, out, recheck)
+	if errors.Is(err, errCampaignChanged) {
+		if changed.paused {
+			log.Info("campaign email held: the campaign was paused while it waited for a send slot", "campaignId", e.CampaignID)
+			return w.hold(ctx, id, now)
+		}
+		log.Info("campaign email not sent", "campaignId", e.CampaignID, "status", changed.status, "reason", changed.why)
+		return w.finish(ctx, id, now, changed.status, "", map[string]string{"error": changed.why})
+	}
 	if !retryAt.IsZero() && err == nil {
 		// Not now (throttled, no send slot in time, the account paused): back to QUEUED,
 		// held until retryAt. Throttling never fails an email.
@@ -645,7 +670,10 @@ func suppressionKind(supp map[string]store.Suppression, to []string) string {
 // throttled attempt is tried again in a later slot while the invocation has time; then, or
 // when the account is paused, send returns the time to try again instead of an error. A
 // rejection or an ambiguous answer is final; other errors are retried with backoff.
-func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) (string, time.Time, error) {
+//
+// recheck (nil: none) runs once a send slot was waited for RecheckAfterWait or longer, before
+// the send; its error ends send with that error, unsent.
+func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing, recheck func(context.Context) error) (string, time.Time, error) {
 	attempts := w.Attempts
 	if attempts <= 0 {
 		attempts = 5
@@ -654,6 +682,7 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 	for n := 1; ; n++ {
 		if w.Pacer != nil {
 			actx, cancel := pacing(ctx)
+			asked := time.Now()
 			retryAt, err := w.Pacer.Acquire(actx, by)
 			cancel()
 			if err != nil && stopping(ctx) {
@@ -664,6 +693,11 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 			}
 			if !retryAt.IsZero() {
 				return "", retryAt, nil
+			}
+			if recheck != nil && time.Since(asked) >= RecheckAfterWait {
+				if err := recheck(ctx); err != nil {
+					return "", time.Time{}, err
+				}
 			}
 		}
 		id, err := w.Mailer.Send(ctx, out)
@@ -700,6 +734,41 @@ func (w *Worker) send(ctx context.Context, log *slog.Logger, out mail.Outgoing) 
 
 // errPacing marks a failure to take a send slot (the store), which is not the email's fault.
 var errPacing = errors.New("pacing")
+
+// RecheckAfterWait is how long a campaign email may wait for its send slot before its campaign
+// and contact are read again (a slot that comes at once needs no second look).
+var RecheckAfterWait = 100 * time.Millisecond
+
+// errCampaignChanged: the campaign was paused or deleted, or the contact unsubscribed, while
+// the email waited for its send slot (campaignChange says which).
+var errCampaignChanged = errors.New("the campaign changed while the email waited")
+
+type campaignChange struct {
+	paused      bool
+	status, why string
+}
+
+// hold puts a claimed campaign email back in QUEUED, held for its paused campaign (as a claim
+// that finds the campaign paused does).
+func (w *Worker) hold(ctx context.Context, id string, claimedAt time.Time) error {
+	e, err := w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
+		if !ours(e, claimedAt) {
+			return nil, errSkip
+		}
+		if err := email.Move(e, store.StatusQueued, email.ByWorker, w.Now().UTC()); err != nil {
+			return nil, err
+		}
+		e.Held = true
+		return nil, nil
+	})
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hold %s: %w", id, err)
+	}
+	return w.recheckHeld(ctx, e)
+}
 
 // errStopping: the process is stopping (WithStop) while the send waited for its slot.
 var errStopping = errors.New("stopping")

@@ -467,6 +467,89 @@ func TestCampaignStateAtSendTime(t *testing.T) {
 	}
 }
 
+// TestCampaignChangedWhileWaitingForASendSlot: a campaign email that waits for its send slot
+// (a low rate, a busy second) is checked again before it goes: a pause that came meanwhile
+// holds it, a delete cancels it, an unsubscribe leaves the contact unmailed.
+func TestCampaignChangedWhileWaitingForASendSlot(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, st store.Store)
+		want   string
+	}{
+		{"unchanged: sent", nil, store.StatusSent},
+		{"paused: held", func(t *testing.T, st store.Store) { setCampaign(t, st, store.CampaignPaused) }, store.StatusQueued},
+		{"deleted: cancelled", func(t *testing.T, st store.Store) {
+			if err := st.DeleteCampaign(context.Background(), 1, "cp1"); err != nil {
+				t.Fatal(err)
+			}
+		}, store.StatusCancelled},
+		{"unsubscribed: not mailed", func(t *testing.T, st store.Store) {
+			if _, err := st.UpdateContact(context.Background(), 1, "cb1", "ct1", func(x *store.Contact) error {
+				x.Subscribed = false
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}, store.StatusSuppressed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &countingMailer{sent: map[string]int{}}
+			w, st, ids := setup(t, m, 2)
+			ctx := context.Background()
+			now := time.Now().UTC()
+			if err := st.CreateContactBook(ctx, store.ContactBook{ID: "cb1", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.PutContact(ctx, 1, "cb1", "b@example.org", "ct1", func(x *store.Contact, _ bool) error {
+				x.Subscribed = true
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, ContactBookID: "cb1",
+				Status: store.CampaignRunning, CreatedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
+				e.CampaignID, e.ContactID = "cp1", "ct1"
+				return nil, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// One send a second, just after a second began: another email takes its slot, the
+			// campaign's waits most of a second for the next one.
+			w.Pacer = &Pacer{Slots: st, Rate: 1, Now: time.Now}
+			time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+			if err := w.Deliver(ctx, ids[1]); err != nil || m.emails() != 1 {
+				t.Fatalf("the first email: %v, %d sent", err, m.emails())
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Deliver(ctx, ids[0]) }()
+			time.Sleep(300 * time.Millisecond)
+			if m.emails() != 1 {
+				t.Fatal("the campaign email did not wait for its slot")
+			}
+			if c.change != nil {
+				c.change(t, st)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			e, err := st.GetEmail(ctx, ids[0])
+			wantSent := 0
+			if c.want == store.StatusSent {
+				wantSent = 1
+			}
+			m.mu.Lock()
+			sent := m.sent[ids[0]]
+			m.mu.Unlock()
+			if err != nil || e.Status != c.want || sent != wantSent || e.Held != (c.want == store.StatusQueued) {
+				t.Errorf("status %s (held %v), sent %d (%v); want %s, sent %d", e.Status, e.Held, sent, err, c.want, wantSent)
+			}
+		})
+	}
+}
+
 func setCampaign(t *testing.T, st store.Store, status string) {
 	t.Helper()
 	if _, err := st.UpdateCampaign(context.Background(), 1, "cp1", func(c *store.Campaign) error {
