@@ -340,6 +340,10 @@ func TestCampaignPauseAndResume(t *testing.T) {
 	if got := e.campaign(c.ID); written(t, e, c.ID) != 1 || got.Status != "PAUSED" {
 		t.Fatalf("a paused campaign advanced: %+v", got)
 	}
+	// Paused after a batch went out, it is resumed, not scheduled again.
+	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/schedule", `{"scheduledAt":"`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`); r.status != 400 || !strings.Contains(string(r.body), "resume it") {
+		t.Errorf("schedule a campaign paused mid-send = %d %s, want a 400 saying to resume it", r.status, r.body)
+	}
 	// A retried pause (as upstream answers it) succeeds and changes nothing.
 	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/pause", ""); r.status != 200 || e.campaign(c.ID).Status != "PAUSED" {
 		t.Errorf("pause twice = %d %s, campaign %s; want 200, still PAUSED", r.status, r.body, e.campaign(c.ID).Status)
@@ -865,3 +869,28 @@ func TestCampaignBounceAndComplaintUnsubscribe(t *testing.T) {
 		}
 	}
 }
+
+// A campaign paused before its start is scheduled again for a new time (the schedule call
+// resumes it), as upstream schedules a campaign of any status.
+func TestCampaignPausedBeforeItsStartIsScheduledAgain(t *testing.T) {
+	e := newEnv(t)
+	bookID := e.book(`{"email":"a@example.org"}`)
+	first := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"Later","from":"news@example.com","subject":"s","contactBookId":"`+bookID+`","html":`+jsonString(campaignHTML)+`,"scheduledAt":"`+first.Format(time.RFC3339)+`"}`, &c)
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/pause", "", nil)
+	second := first.Add(time.Hour)
+	e.mustDo("POST", "/api/v1/campaigns/"+c.ID+"/schedule", `{"scheduledAt":"`+second.Format(time.RFC3339)+`"}`, nil)
+	got := e.campaign(c.ID)
+	if got.Status != "SCHEDULED" || got.ScheduledAt == nil || *got.ScheduledAt != second.Format("2006-01-02T15:04:05.000Z") {
+		at := "<nil>"
+		if got.ScheduledAt != nil {
+			at = *got.ScheduledAt
+		}
+		t.Errorf("after pause and schedule: %s at %s, want SCHEDULED at %s", got.Status, at, second.Format(time.RFC3339))
+	}
+	if written(t, e, c.ID) != 0 {
+		t.Error("the campaign sent before its new time")
+	}
+}
+

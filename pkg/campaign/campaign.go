@@ -232,8 +232,14 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 	if err != nil {
 		return err
 	}
-	if c.Status != store.CampaignDraft && c.Status != store.CampaignScheduled {
-		return fault.Field("", "Campaign is %s and cannot be scheduled", c.Status)
+	if !schedulable(c) {
+		return fault.Field("", "Campaign is %s and cannot be scheduled%s", c.Status, resumeHint(c))
+	}
+	if c.Status == store.CampaignPaused {
+		// What paused it (its book deleted, its domain gone) would pause it again: say so now.
+		if err := s.ready(ctx, c); err != nil {
+			return err
+		}
 	}
 	if err := s.checkAudience(ctx, c); err != nil {
 		return err
@@ -249,14 +255,14 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 	}
 	var before store.Campaign
 	c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
-		if c.Status != store.CampaignDraft && c.Status != store.CampaignScheduled {
-			return fault.Field("", "Campaign is %s and cannot be scheduled", c.Status)
+		if !schedulable(*c) {
+			return fault.Field("", "Campaign is %s and cannot be scheduled%s", c.Status, resumeHint(*c))
 		}
 		before = *c
 		if batchSize > 0 {
 			c.BatchSize = batchSize
 		}
-		c.Status, c.ScheduledAt, c.UpdatedAt = store.CampaignScheduled, &at, now
+		c.Status, c.ScheduledAt, c.UpdatedAt, c.PausedReason = store.CampaignScheduled, &at, now, ""
 		return nil
 	})
 	if err != nil {
@@ -278,6 +284,26 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 	return err
 }
 
+// schedulable reports whether a campaign may be scheduled: a draft, one scheduled already (a
+// new time), or one paused before its first batch (scheduling resumes it for the new time).
+func schedulable(c store.Campaign) bool {
+	switch c.Status {
+	case store.CampaignDraft, store.CampaignScheduled:
+		return true
+	case store.CampaignPaused:
+		return c.BatchesDone == 0
+	}
+	return false
+}
+
+// resumeHint tells the caller of a campaign paused mid-send to resume it instead.
+func resumeHint(c store.Campaign) string {
+	if c.Status == store.CampaignPaused {
+		return " (it has sent batches already: resume it)"
+	}
+	return ""
+}
+
 // undoSchedule puts a campaign whose start could not be scheduled or made back as it was
 // (a draft, or scheduled for its earlier time, with that schedule again), so that the caller,
 // told of the failure, finds nothing changed. wrote is the campaign as this request wrote it:
@@ -294,6 +320,7 @@ func (s *Service) undoSchedule(ctx context.Context, before, wrote store.Campaign
 			return errChanged
 		}
 		c.Status, c.ScheduledAt, c.BatchSize, c.UpdatedAt = before.Status, before.ScheduledAt, before.BatchSize, s.Now().UTC()
+		c.PausedReason = before.PausedReason
 		return nil
 	})
 	switch {
