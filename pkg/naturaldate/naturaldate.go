@@ -7,7 +7,8 @@
 //	a month written out, with a year  ("December 24, 2026 9:00", "Dec 24 2026 at 9am",
 //	                                   "24 December 2026")
 //
-// (without a zone, in UTC; without a time, at midnight). A phrase names a time to come:
+// (without a zone, or with UTC or GMT as its last word, in UTC; without a time, at midnight). A
+// phrase names a time to come:
 //
 //	now
 //	in <n> minute(s) | hour(s) | day(s) | week(s)       ("in 2 hours", "in an hour")
@@ -58,6 +59,14 @@ func Parse(s string, now time.Time) (time.Time, error) {
 	}
 	if t, ok := Absolute(s); ok {
 		return t, nil
+	}
+	// The zone everything here is read in, said outright ("Dec 24 2026 9:00 UTC", "tomorrow
+	// 9am GMT"), changes nothing.
+	if rest, ok := cutUTC(s); ok {
+		if t, ok := Absolute(rest); ok {
+			return t, nil
+		}
+		s = rest
 	}
 	now = now.UTC().Truncate(time.Second)
 	s = strings.NewReplacer(",", " ", "a.m.", "am", "p.m.", "pm").Replace(strings.ToLower(s))
@@ -299,4 +308,17 @@ func timeOfDay(s string) (time.Duration, bool) {
 		}
 	}
 	return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute, true
+}
+
+// cutUTC returns s without a last word UTC or GMT (in any case), and whether it had one.
+func cutUTC(s string) (string, bool) {
+	i := strings.LastIndexAny(s, " \t")
+	if i < 0 {
+		return s, false
+	}
+	switch strings.ToLower(s[i+1:]) {
+	case "utc", "gmt":
+		return strings.TrimSpace(s[:i]), true
+	}
+	return s, false
 }

@@ -40,6 +40,13 @@ func TestParse(t *testing.T) {
 		{"tomorrow 5 p.m.", at(5, 17, 0)},
 		{"tomorrow 9:30 A.M.", at(5, 9, 30)},
 		{"tomorrow 09:00", at(5, 9, 0)},
+		// The zone all this is read in, said outright, changes nothing.
+		{"tomorrow 9am UTC", at(5, 9, 0)},
+		{"next monday 10:00 gmt", at(9, 10, 0)},
+		{"Dec 24 2026 9:00 GMT", time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)},
+		{"December 24, 2026 9:00 UTC", time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)},
+		{"24 December 2026 09:00 GMT", time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)},
+		{"2026-12-24 09:00:00 UTC", time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)},
 		// Dates written out in full, UTC unless they say otherwise; midnight without a time.
 		{"2026-05-01T09:00:00", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
 		{"2026-05-01T09:00:00.250", time.Date(2026, 5, 1, 9, 0, 0, 250e6, time.UTC)},
