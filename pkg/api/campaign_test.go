@@ -893,4 +893,3 @@ func TestCampaignPausedBeforeItsStartIsScheduledAgain(t *testing.T) {
 		t.Error("the campaign sent before its new time")
 	}
 }
-
