@@ -67,6 +67,9 @@ type App struct {
 	Metrics metric.Counter
 	// Pool is the in-process delivery pool (local server only; nil in Lambda).
 	Pool *deliver.Pool
+
+	pruneMu  sync.Mutex
+	prunedAt time.Time // the outbox's last pruning (pruneOutbox)
 	// EmailScheduler fires scheduled emails: in process with Options.Local, else EventBridge
 	// Scheduler (nil with the embedded backend outside Options.Local).
 	EmailScheduler email.Scheduler
@@ -560,7 +563,28 @@ func (a *App) requeue() *housekeeping.Requeue {
 // Periodic is the background housekeeping (pkg/housekeeping): locally it runs on a timer; on
 // AWS the Reconciler function runs the same jobs. The error joins the jobs that failed.
 func (a *App) Periodic(ctx context.Context) error {
-	return housekeeping.Run(ctx, a.Log, housekeeping.Jobs(a.requeue().Run, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts))
+	jobs := housekeeping.Jobs(a.requeue().Run, a.Services.Emails, a.Services.Campaigns, a.Services.Contacts, a.Store)
+	if ob, ok := a.Mailer.(*outbox.Outbox); ok && a.Config.Retention > 0 {
+		jobs = append(jobs, housekeeping.Job{Name: "removed outbox messages past their retention", Run: func(context.Context) (int, error) {
+			return a.pruneOutbox(ob)
+		}})
+	}
+	return housekeeping.Run(ctx, a.Log, jobs)
+}
+
+// pruneOutbox removes, at most once an hour (it reads the whole folder), the outbox's message
+// files written more than the retention and a day ago: every email they were written for has
+// expired by then (an email expires at the end of the day its retention ends, counted from its
+// creation or its scheduled time, both before its send).
+func (a *App) pruneOutbox(ob *outbox.Outbox) (int, error) {
+	a.pruneMu.Lock()
+	defer a.pruneMu.Unlock()
+	now := time.Now()
+	if now.Sub(a.prunedAt) < time.Hour {
+		return 0, nil
+	}
+	a.prunedAt = now
+	return ob.Prune(now.Add(-a.Config.Retention - 24*time.Hour))
 }
 
 // fireLocal routes a local schedule to its target. A campaign runs apart from the scheduler's

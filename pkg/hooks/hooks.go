@@ -605,6 +605,9 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string, fresh bool) int
 				if errors.Is(err, errLeft) {
 					return // this webhook's other calls are the runner's too
 				}
+				if errors.Is(err, store.ErrNotFound) {
+					continue // past its retention (its due entry goes with it)
+				}
 				if err != nil {
 					s.log().Error("webhook call", "webhookId", wh, "callId", id, "err", err.Error())
 					continue

@@ -24,9 +24,10 @@ type Job struct {
 // send of its own),
 // SCHEDULED emails whose schedule never fired are queued, running campaigns that stopped
 // moving get their next step again, paused campaigns of deleted books let their held emails
-// go (to be settled), and the contacts of deleted books are removed.
+// go (to be settled), and the contacts of deleted books are removed; so are, on the embedded
+// store, emails, webhook calls and idempotency keys past their time.
 func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, campaigns *campaign.Service,
-	contacts *contact.Service) []Job {
+	contacts *contact.Service, records Expiring) []Job {
 	expire := func(ctx context.Context) (int, error) {
 		return emails.Store.ExpireEmails(ctx, 10000) // the embedded store; DynamoDB's TTL does it itself
 	}
@@ -42,7 +43,20 @@ func Jobs(reconcile func(context.Context) (int, error), emails *email.Service, c
 		{"released held emails of campaigns whose book was deleted", campaigns.SettleDeletedBooks},
 		{"removed contacts of deleted books", contacts.PurgeDeletedBooks},
 		{"removed emails past their retention", expire},
+		{"removed webhook calls past their retention or of deleted webhooks", func(ctx context.Context) (int, error) {
+			return records.ExpireWebhookCalls(ctx, 10000)
+		}},
+		{"removed expired idempotency keys", func(ctx context.Context) (int, error) {
+			return records.ExpireIdempotency(ctx, 10000)
+		}},
 	}
+}
+
+// Expiring is the records the embedded store removes itself once past their time (DynamoDB's
+// TTL does it on AWS, where these remove nothing).
+type Expiring interface {
+	ExpireWebhookCalls(ctx context.Context, limit int) (int, error)
+	ExpireIdempotency(ctx context.Context, limit int) (int, error)
 }
 
 // Run runs every job, logs each that did something or failed, and returns the failures

@@ -246,7 +246,7 @@ func (w *Wiring) Handler() lambda.Handler {
 		return lambda.NewHandler(SESEvents(in.Publish, w.Now, w.Log))
 	case ReconcilerFunction:
 		rq := &housekeeping.Requeue{Store: w.Store, Now: w.Now, Log: w.Log}
-		jobs := housekeeping.Jobs(rq.Run, s.Emails, s.Campaigns, s.Contacts)
+		jobs := housekeeping.Jobs(rq.Run, s.Emails, s.Campaigns, s.Contacts, w.Store)
 		return lambda.NewHandler(Housekeeping(func(ctx context.Context) error {
 			return housekeeping.Run(ctx, w.Log, jobs)
 		}, w.Log))

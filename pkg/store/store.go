@@ -541,6 +541,12 @@ type Webhooks interface {
 	// DueWebhookCalls lists PENDING calls whose NextAttemptAt is not after t, earliest first,
 	// at most limit, as webhook id and call id pairs.
 	DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error)
+	// ExpireWebhookCalls removes up to limit calls made the store's retention ago or earlier
+	// (their payloads carry the emails' recipients and subjects) and calls of deleted
+	// webhooks, and returns how many it removed. An adapter whose database expires items
+	// itself (DynamoDB's TTL) removes none. Either way a call past its retention is not found
+	// or listed from then on (CallExpired).
+	ExpireWebhookCalls(ctx context.Context, limit int) (int, error)
 }
 
 // RateLimits counts each team's API requests per second, across every process (the API's
@@ -666,6 +672,11 @@ type IdempotencyKeys interface {
 	ClaimIdempotency(ctx context.Context, c IdemClaim) (rec Idempotency, claimed bool, err error)
 	// ReleaseIdempotency deletes a PENDING record after a failed request so it can be retried.
 	ReleaseIdempotency(ctx context.Context, teamID int64, key string) error
+	// ExpireIdempotency removes up to limit records past their ExpiresAt and returns how many
+	// it removed (a key used once would otherwise stay for ever). An adapter whose database
+	// expires items itself (DynamoDB's TTL) removes none; an expired record is absent to
+	// ClaimIdempotency either way.
+	ExpireIdempotency(ctx context.Context, limit int) (int, error)
 }
 
 // Contacts is the contact books and their contacts.
@@ -745,6 +756,12 @@ func ExpiresAt(e Email, retention time.Duration) time.Time {
 		base = *e.ScheduledAt
 	}
 	return base.UTC().Truncate(24 * time.Hour).Add(retention + 24*time.Hour)
+}
+
+// CallExpired reports whether a webhook call has passed retention at now: it is kept
+// retention after it was made (zero retention: for ever).
+func CallExpired(c WebhookCall, retention time.Duration, now time.Time) bool {
+	return retention > 0 && !now.Before(c.CreatedAt.Add(retention))
 }
 
 // Expired reports whether e has expired at now under retention.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"mime"
@@ -426,6 +427,32 @@ func (o *Outbox) Pending(emailID string) bool {
 	defer o.mu.Unlock()
 	_, ok := o.inflight[emailID]
 	return ok
+}
+
+// Prune removes the message files last written before before (their emails are past their
+// retention), but for a message whose events are not all recorded yet, and returns how many
+// it removed: without it the folder keeps every message ever sent.
+func (o *Outbox) Prune(before time.Time) (int, error) {
+	entries, err := os.ReadDir(o.dir)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	n := 0
+	for _, de := range entries {
+		id, ok := strings.CutSuffix(de.Name(), ".eml")
+		if !ok || !de.Type().IsRegular() || o.Pending(id) {
+			continue
+		}
+		info, err := de.Info()
+		if err != nil || !info.ModTime().Before(before) {
+			continue // gone meanwhile, or recent
+		}
+		if err := os.Remove(filepath.Join(o.dir, de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("outbox: %w", err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // Path returns the file a message with this email id is written to.

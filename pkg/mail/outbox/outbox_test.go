@@ -634,3 +634,52 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestPruneRemovesOnlyOldSettledMessages: Prune removes the message files written before its
+// time whose events are recorded, and keeps a recent one, one whose events are still pending
+// and every file that is not a message (the journal).
+func TestPruneRemovesOnlyOldSettledMessages(t *testing.T) {
+	dir := t.TempDir()
+	sink := &recorder{}
+	o, err := New(dir, sink, WithLogger(quiet()), WithDelay(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	for _, id := range []string{"em-old", "em-new"} {
+		if _, err := o.Send(context.Background(), build(t, id, []string{"a@b.test"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); (o.Pending("em-old") || o.Pending("em-new")) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A third whose events cannot be recorded yet: it stays pending.
+	sink.mu.Lock()
+	sink.fail = 1 << 30
+	sink.mu.Unlock()
+	if _, err := o.Send(context.Background(), build(t, "em-pending", []string{"a@b.test"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-100 * 24 * time.Hour)
+	for _, id := range []string{"em-old", "em-pending"} {
+		if err := os.Chtimes(o.Path(id), long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(filepath.Join(dir, journalName), long, long); err != nil {
+		t.Fatal(err)
+	}
+	n, err := o.Prune(time.Now().Add(-90 * 24 * time.Hour))
+	if err != nil || n != 1 {
+		t.Errorf("Prune = %d, %v; want the old settled message only", n, err)
+	}
+	for id, want := range map[string]bool{"em-old": false, "em-new": true, "em-pending": true} {
+		if _, err := os.Stat(o.Path(id)); (err == nil) != want {
+			t.Errorf("%s present %v after the pruning, want %v", id, err == nil, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, journalName)); err != nil {
+		t.Errorf("the journal: %v", err)
+	}
+}

@@ -458,3 +458,57 @@ func TestUpdateEmailContent(t *testing.T) {
 		t.Errorf("after the updates: html %v, status %s; want the second html, SENDING", got.Content.HTML, got.Status)
 	}
 }
+
+// TestExpireRemovesWhatIsPastItsTime: the embedded store removes what DynamoDB's TTL removes
+// on AWS: an idempotency record past its ExpiresAt, and a webhook call past the retention or
+// of a deleted webhook, with its entry in the due bucket; what is live stays.
+func TestExpireRemovesWhatIsPastItsTime(t *testing.T) {
+	ctx := t.Context()
+	s := openTemp(t)
+	now := time.Now().UTC()
+	for i, at := range []time.Time{now.Add(-48 * time.Hour), now} {
+		if _, _, err := s.ClaimIdempotency(ctx, store.IdemClaim{TeamID: 1, Key: fmt.Sprint("k", i), Fingerprint: "fp",
+			Nonce: "n", Now: at, TTL: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.ExpireIdempotency(ctx, 0); err != nil || n != 1 {
+		t.Errorf("ExpireIdempotency = %d, %v; want the expired record", n, err)
+	}
+	if n, err := s.ExpireIdempotency(ctx, 0); err != nil || n != 0 {
+		t.Errorf("ExpireIdempotency again = %d, %v; want nothing left to remove", n, err)
+	}
+	for _, id := range []string{"wh_kept", "wh_gone"} {
+		if err := s.CreateWebhook(ctx, store.Webhook{ID: id, TeamID: 1, URL: "https://h.example", Status: store.WebhookActive, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(wh string, made time.Time) store.WebhookCall {
+		next := made.Add(time.Minute)
+		return store.WebhookCall{ID: fmt.Sprintf("whc_%012x", made.UnixMilli()), WebhookID: wh, TeamID: 1, Type: "email.sent",
+			Status: store.CallPending, NextAttemptAt: &next, CreatedAt: made, UpdatedAt: made}
+	}
+	calls := []store.WebhookCall{call("wh_kept", now.Add(-40*24*time.Hour)), call("wh_kept", now.Add(-39*24*time.Hour)),
+		call("wh_kept", now.Add(-time.Hour)), call("wh_gone", now.Add(-2*time.Hour)), call("wh_gone", now.Add(-time.Hour))}
+	if _, err := s.CreateWebhookCalls(ctx, calls); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteWebhook(ctx, 1, "wh_gone"); err != nil {
+		t.Fatal(err)
+	}
+	s.SetRetention(30 * 24 * time.Hour)
+	if n, err := s.ExpireWebhookCalls(ctx, 0); err != nil || n != 4 {
+		t.Errorf("ExpireWebhookCalls = %d, %v; want the 2 old calls and the deleted webhook's 2", n, err)
+	}
+	due, err := s.DueWebhookCalls(ctx, now.Add(time.Hour), 0)
+	if err != nil || len(due) != 1 || due[0][1] != calls[2].ID {
+		t.Errorf("due after the sweep: %v (%v), want the recent call only", due, err)
+	}
+	s.SetRetention(0) // read the bucket itself: nothing but the recent call is left
+	for i, c := range calls {
+		_, err := s.GetWebhookCall(ctx, c.WebhookID, c.ID)
+		if found := err == nil; found != (i == 2) {
+			t.Errorf("call %d found %v after the sweep (%v)", i, found, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package bolt
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/mailroom/mailroom/pkg/store"
 	bbolt "go.etcd.io/bbolt"
@@ -80,4 +81,51 @@ func (s *Store) ReleaseIdempotency(ctx context.Context, teamID int64, key string
 		}
 		return b.Delete(k)
 	})
+}
+
+// ExpireIdempotency scans the records for those past their ExpiresAt (one transaction to read,
+// one to remove: a record claimed again meanwhile is kept).
+func (s *Store) ExpireIdempotency(ctx context.Context, limit int) (int, error) {
+	now := time.Now()
+	var keys [][]byte
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketIdem).Cursor()
+		for k, v := c.First(); k != nil && (limit <= 0 || len(keys) < limit); k, v = c.Next() {
+			rec, err := decode[store.Idempotency](v, "idempotency record")
+			if err != nil {
+				return err
+			}
+			if !rec.ExpiresAt.After(now) {
+				keys = append(keys, append([]byte(nil), k...))
+			}
+		}
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	n := 0
+	err = s.updateNow(ctx, func(tx *bbolt.Tx) error {
+		n = 0 // the function may run more than once
+		b := tx.Bucket(bucketIdem)
+		for _, k := range keys {
+			v := b.Get(k)
+			if v == nil {
+				continue
+			}
+			rec, err := decode[store.Idempotency](v, "idempotency record")
+			if err != nil {
+				return err
+			}
+			if rec.ExpiresAt.After(now) {
+				continue // claimed again since
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

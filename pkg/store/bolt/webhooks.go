@@ -143,6 +143,9 @@ func (s *Store) GetWebhookCall(ctx context.Context, webhookID, id string) (store
 	var c store.WebhookCall
 	err := s.viewNow(ctx, func(tx *bbolt.Tx) (err error) {
 		c, err = get[store.WebhookCall](tx.Bucket(bucketCalls), callKey(webhookID, id))
+		if err == nil && store.CallExpired(c, s.retention, time.Now()) {
+			return store.ErrNotFound // past its retention, not removed yet
+		}
 		return err
 	})
 	return c, err
@@ -168,6 +171,9 @@ func (s *Store) ListWebhookCalls(ctx context.Context, webhookID string, limit in
 			call, err := decode[store.WebhookCall](v, "webhook call")
 			if err != nil {
 				return err
+			}
+			if store.CallExpired(call, s.retention, time.Now()) {
+				continue // past its retention, not removed yet
 			}
 			out = append(out, call)
 		}
@@ -234,4 +240,78 @@ func (s *Store) DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([]
 		return nil
 	})
 	return out, err
+}
+
+// ExpireWebhookCalls walks each webhook's calls oldest first (their ids sort by time) up to the
+// first one still kept, and every call of a webhook that no longer exists, then removes those
+// (and their entries in the due bucket), 500 to a transaction.
+func (s *Store) ExpireWebhookCalls(ctx context.Context, limit int) (int, error) {
+	now := time.Now()
+	var keys [][]byte
+	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
+		hooks := tx.Bucket(bucketWebhooks)
+		c := tx.Bucket(bucketCalls).Cursor()
+		var webhook []byte
+		gone := false
+		for k, v := c.First(); k != nil && (limit <= 0 || len(keys) < limit); {
+			wh, _, ok := bytes.Cut(k, []byte{0})
+			if !ok {
+				k, v = c.Next()
+				continue
+			}
+			call, err := decode[store.WebhookCall](v, "webhook call")
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(wh, webhook) { // the first (oldest) call of the next webhook
+				webhook = append(webhook[:0], wh...)
+				gone = hooks.Get(teamKey(call.TeamID, wh)) == nil
+			}
+			if !gone && !store.CallExpired(call, s.retention, now) {
+				// This webhook's later calls are newer: on to the next webhook.
+				k, v = c.Seek(join(wh, []byte{1}))
+				continue
+			}
+			keys = append(keys, append([]byte(nil), k...))
+			k, v = c.Next()
+		}
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	n := 0
+	for start := 0; start < len(keys); start += 500 {
+		chunk := keys[start:min(start+500, len(keys))]
+		removed := 0
+		err := s.updateNow(ctx, func(tx *bbolt.Tx) error {
+			removed = 0 // the function may run more than once
+			b, due := tx.Bucket(bucketCalls), tx.Bucket(bucketCallsDue)
+			for _, k := range chunk {
+				v := b.Get(k)
+				if v == nil {
+					continue
+				}
+				call, err := decode[store.WebhookCall](v, "webhook call")
+				if err != nil {
+					return err
+				}
+				if pendingDue(call) {
+					if err := due.Delete(dueKey(call)); err != nil {
+						return err
+					}
+				}
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+				removed++
+			}
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+		n += removed
+	}
+	return n, nil
 }

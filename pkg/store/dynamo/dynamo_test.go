@@ -1064,3 +1064,47 @@ func TestSentEventDataNotStoredTwice(t *testing.T) {
 		t.Errorf("SENT data read back %s and %s, want %s and %s", events[1].Data, events[2].Data, data, other)
 	}
 }
+
+// TestWebhookCallsExpire: a webhook call's item (its payload names an email's recipients and
+// subject) expires the retention after it was made, written new or updated.
+func TestWebhookCallsExpire(t *testing.T) {
+	s, _ := newStore(t)
+	client, _ := newClient(t)
+	ctx := t.Context()
+	s.SetRetention(30 * 24 * time.Hour)
+	made := time.Now().UTC().Truncate(time.Second)
+	c := store.WebhookCall{ID: "whc_ttl", WebhookID: "wh_ttl", TeamID: 1, Type: "email.sent", Status: store.CallPending,
+		NextAttemptAt: &made, CreatedAt: made, UpdatedAt: made}
+	if _, err := s.CreateWebhookCalls(ctx, []store.WebhookCall{c}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint(made.Add(30 * 24 * time.Hour).Unix())
+	check := func(when string) {
+		t.Helper()
+		items, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(s.Table())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, it := range items.Items {
+			if id, ok := it["ID"].(*types.AttributeValueMemberS); !ok || id.Value != c.ID {
+				continue
+			}
+			found = true
+			if ttl, ok := it[dynamo.TTLAttribute].(*types.AttributeValueMemberN); !ok || ttl.Value != want {
+				t.Errorf("%s: the call's ttl %v, want %s", when, it[dynamo.TTLAttribute], want)
+			}
+		}
+		if !found {
+			t.Fatalf("%s: no item of the call", when)
+		}
+	}
+	check("created")
+	if _, err := s.UpdateWebhookCall(ctx, c.WebhookID, c.ID, func(x *store.WebhookCall) error {
+		x.Status, x.Attempts, x.NextAttemptAt = store.CallDelivered, 1, nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("delivered")
+}

@@ -95,22 +95,32 @@ func (st *Store) DeleteWebhook(ctx context.Context, teamID int64, id string) err
 	return st.deleteExisting(ctx, webhookKey(teamID, id), "", nil)
 }
 
-// callAttrs is a call's item, in the due index while PENDING.
-func callAttrs(c store.WebhookCall) (map[string]types.AttributeValue, error) {
+// callAttrs is a call's item, in the due index while PENDING, expiring (TTL) the store's
+// retention after it was made: its payload carries an email's recipients and subject.
+func (st *Store) callAttrs(c store.WebhookCall) (map[string]types.AttributeValue, error) {
 	it := callItem{keys: callKey(c.WebhookID, c.ID).keys(), WebhookCall: c}
 	if c.Status == store.CallPending && c.NextAttemptAt != nil {
 		it.GSI4PK = dueIndexKey(c.ID)
 		it.GSI4SK = c.NextAttemptAt.UTC().Format(dueTimeFmt) + "#" + c.WebhookID + "#" + c.ID
 	}
-	return marshal(it)
+	m, err := marshal(it)
+	if err == nil && st.retention > 0 {
+		m[TTLAttribute] = avN(c.CreatedAt.Add(st.retention).Unix())
+	}
+	return m, err
 }
+
+// ExpireWebhookCalls removes nothing: DynamoDB's TTL deletes a call once its retention has
+// passed (a deleted webhook's calls with them), and reads pass over one that is due but not
+// deleted yet.
+func (st *Store) ExpireWebhookCalls(context.Context, int) (int, error) { return 0, nil }
 
 // CreateWebhookCalls puts each call that does not exist (a conditional put each).
 func (st *Store) CreateWebhookCalls(ctx context.Context, calls []store.WebhookCall) ([]store.WebhookCall, error) {
 	var created []store.WebhookCall
 	for _, c := range calls {
 		c.Version = 1
-		m, err := callAttrs(c)
+		m, err := st.callAttrs(c)
 		if err != nil {
 			return created, err
 		}
@@ -127,6 +137,9 @@ func (st *Store) CreateWebhookCalls(ctx context.Context, calls []store.WebhookCa
 func (st *Store) GetWebhookCall(ctx context.Context, webhookID, id string) (store.WebhookCall, error) {
 	var it callItem
 	err := st.getInto(ctx, callKey(webhookID, id), true, &it)
+	if err == nil && store.CallExpired(it.WebhookCall, st.retention, st.now()) {
+		return store.WebhookCall{}, store.ErrNotFound // TTL deletes it within days
+	}
 	return it.WebhookCall, err
 }
 
@@ -149,7 +162,9 @@ func (st *Store) ListWebhookCalls(ctx context.Context, webhookID string, limit i
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(items, func(it callItem) store.WebhookCall { return it.WebhookCall })
+	calls, err := decodeAll(items, func(it callItem) store.WebhookCall { return it.WebhookCall })
+	now := st.now()
+	return slices.DeleteFunc(calls, func(c store.WebhookCall) bool { return store.CallExpired(c, st.retention, now) }), err
 }
 
 func (st *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*store.WebhookCall) error) (store.WebhookCall, error) {
@@ -164,7 +179,7 @@ func (st *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn
 			return store.WebhookCall{}, err
 		}
 		c.ID, c.WebhookID, c.TeamID, c.CreatedAt, c.Version = id, webhookID, old.TeamID, old.CreatedAt, old.Version+1
-		m, err := callAttrs(c)
+		m, err := st.callAttrs(c)
 		if err != nil {
 			return store.WebhookCall{}, err
 		}

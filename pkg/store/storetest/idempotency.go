@@ -155,3 +155,24 @@ func testIdempotencyConcurrent(t *testing.T, s store.Store) {
 		checkIdem(t, fmt.Sprintf("goroutine %d", i), rec, team, key, "fp", store.IdemPending, fmt.Sprintf("nonce-%d", winner))
 	}
 }
+
+// testIdempotencyExpire: ExpireIdempotency removes records past their ExpiresAt (or none,
+// where the database's TTL does it) and keeps a live one: its key still answers with its
+// record afterwards.
+func testIdempotencyExpire(t *testing.T, s store.Store) {
+	team := newTeam(t, s)
+	at := now()
+	expired, live := randID("gone-"), randID("live-")
+	claim(t, s, store.IdemClaim{TeamID: team, Key: expired, Fingerprint: "fp", Nonce: "n1", Now: at.Add(-48 * time.Hour)})
+	claim(t, s, store.IdemClaim{TeamID: team, Key: live, Fingerprint: "fp", Nonce: "n2", Now: at})
+	_, err := s.ExpireIdempotency(t.Context(), 0) // how many: the adapter's own test (0 where TTL does it)
+	noErr(t, "ExpireIdempotency", err)
+	rec, claimed := claim(t, s, store.IdemClaim{TeamID: team, Key: live, Fingerprint: "fp-other", Nonce: "n3", Now: at.Add(time.Second)})
+	if claimed {
+		t.Fatal("the live record was removed: its key was claimed anew")
+	}
+	checkIdem(t, "the live record after the sweep", rec, team, live, "fp", store.IdemPending, "n2")
+	if rec, claimed := claim(t, s, store.IdemClaim{TeamID: team, Key: expired, Fingerprint: "fp-new", Nonce: "n4", Now: at}); !claimed || rec.Nonce != "n4" {
+		t.Errorf("the expired key: claimed %v, nonce %s; want a new record", claimed, rec.Nonce)
+	}
+}

@@ -97,6 +97,7 @@ var (
 		{name: "Idempotency", fn: testIdempotency},
 		{name: "IdempotencyExpiryAndTakeover", fn: testIdempotencyExpiryAndTakeover},
 		{name: "IdempotencyConcurrent", fn: testIdempotencyConcurrent},
+		{name: "IdempotencyExpire", fn: testIdempotencyExpire},
 	}
 	suppressions = []contract{{name: "Suppressions", fn: testSuppressions}}
 	contacts     = []contract{
@@ -125,6 +126,7 @@ var (
 	webhooks = []contract{
 		{name: "Webhooks", fn: testWebhooks},
 		{name: "WebhookCalls", fn: testWebhookCalls},
+		{name: "WebhookCallRetention", fn: testWebhookCallRetention},
 	}
 )
 

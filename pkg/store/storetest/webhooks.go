@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -166,4 +167,71 @@ func callIDs(cs []store.WebhookCall) []string {
 		out = append(out, c.ID)
 	}
 	return out
+}
+
+// testWebhookCallRetention: with a 30-day retention a call made 40 days ago is not found or
+// listed, before ExpireWebhookCalls and after it, and a recent one is; an adapter that removes
+// calls itself also removes the calls of a deleted webhook (one whose database expires items,
+// DynamoDB's TTL, removes none).
+func testWebhookCallRetention(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, ok := s.(interface{ SetRetention(time.Duration) })
+	if !ok {
+		t.Fatal("the store has no SetRetention")
+	}
+	team := newTeam(t, s)
+	at := now()
+	hook := func() string {
+		id := randID("wh_")
+		noErr(t, "CreateWebhook", s.CreateWebhook(ctx, store.Webhook{ID: id, TeamID: team, URL: "https://hooks.example.com/r",
+			Status: store.WebhookActive, SecretSealed: "s", CreatedAt: at, UpdatedAt: at}))
+		return id
+	}
+	call := func(wh string, made time.Time) store.WebhookCall {
+		next := made.Add(time.Minute)
+		return store.WebhookCall{ID: fmt.Sprintf("whc_%012x%s", made.UnixMilli(), randID("")), WebhookID: wh, TeamID: team,
+			Type: "email.sent", Data: []byte(`{"to":["ann@example.org"]}`), EventAt: made, Status: store.CallPending,
+			NextAttemptAt: &next, CreatedAt: made, UpdatedAt: made}
+	}
+	kept, gone := hook(), hook()
+	old, recent, orphan := call(kept, at.Add(-40*24*time.Hour)), call(kept, at.Add(-time.Hour)), call(gone, at.Add(-time.Hour))
+	_, err := s.CreateWebhookCalls(ctx, []store.WebhookCall{old, recent, orphan})
+	noErr(t, "CreateWebhookCalls", err)
+	noErr(t, "DeleteWebhook", s.DeleteWebhook(ctx, team, gone))
+	r.SetRetention(30 * 24 * time.Hour)
+	defer r.SetRetention(0)
+	check := func(when string) {
+		t.Helper()
+		if _, err := s.GetWebhookCall(ctx, kept, old.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: GetWebhookCall of the 40-day-old call = %v, want not found", when, err)
+		}
+		if _, err := s.GetWebhookCall(ctx, kept, recent.ID); err != nil {
+			t.Errorf("%s: the recent call: %v", when, err)
+		}
+		list, err := s.ListWebhookCalls(ctx, kept, 10, "")
+		noErr(t, "ListWebhookCalls", err)
+		if len(list) != 1 || list[0].ID != recent.ID {
+			t.Errorf("%s: ListWebhookCalls = %v, want the recent call only", when, callIDs(list))
+		}
+	}
+	check("before the sweep")
+	n, err := s.ExpireWebhookCalls(ctx, 0)
+	noErr(t, "ExpireWebhookCalls", err)
+	switch n {
+	case 0: // the database's TTL does it
+	case 2:
+		if _, err := s.GetWebhookCall(ctx, gone, orphan.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the deleted webhook's call after the sweep: %v, want not found", err)
+		}
+		refs, err := s.DueWebhookCalls(ctx, at.Add(time.Hour), 0)
+		noErr(t, "DueWebhookCalls", err)
+		for _, ref := range refs {
+			if ref[1] == old.ID || ref[1] == orphan.ID {
+				t.Errorf("a removed call %s is still due", ref[1])
+			}
+		}
+	default:
+		t.Errorf("ExpireWebhookCalls = %d, want the old call and the deleted webhook's (or none)", n)
+	}
+	check("after the sweep")
 }
