@@ -94,8 +94,9 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Normalize checks s and returns it with At in UTC, truncated to the second (the precision
-// of an at() expression). Adapters call it first in Put.
+// Normalize checks s and returns it with At in UTC, to the second (the precision of an at()
+// expression), a fraction rounded up: a schedule never fires before its time (a campaign's
+// next batch not before its whole window). Adapters call it first in Put.
 func Normalize(s Schedule) (Schedule, error) {
 	if err := CheckName(s.Name); err != nil {
 		return s, err
@@ -103,6 +104,10 @@ func Normalize(s Schedule) (Schedule, error) {
 	if s.At.IsZero() {
 		return s, fmt.Errorf("%w: schedule %q has no time", ErrInvalidTime, s.Name)
 	}
-	s.At = s.At.UTC().Truncate(time.Second)
+	at := s.At.UTC()
+	if whole := at.Truncate(time.Second); whole.Before(at) {
+		at = whole.Add(time.Second)
+	}
+	s.At = at
 	return s, nil
 }

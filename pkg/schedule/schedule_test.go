@@ -39,7 +39,11 @@ func TestNormalize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Normalize: %v", err)
 	}
-	want := time.Date(2030, 5, 6, 16, 30, 15, 0, time.UTC)
+	want := time.Date(2030, 5, 6, 16, 30, 16, 0, time.UTC) // a fraction rounds up: never early
+	whole := time.Date(2030, 5, 6, 16, 30, 15, 0, time.UTC)
+	if got, err := Normalize(Schedule{Name: "email-2", At: whole}); err != nil || !got.At.Equal(whole) {
+		t.Errorf("a whole second: %v, %v; want it unchanged", got.At, err)
+	}
 	if !got.At.Equal(want) || got.At.Location() != time.UTC {
 		t.Errorf("At = %v, want %v", got.At, want)
 	}
