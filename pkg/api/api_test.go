@@ -707,6 +707,10 @@ func TestScheduledSendIsStoredScheduled(t *testing.T) {
 	drift := e.clock.Now().Add(-5 * time.Minute).Format(time.RFC3339)
 	past := e.send(`{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"` + drift + `"}`)
 	e.await(past, "DELIVERED")
+	// Its scheduledAt stays as given (upstream's, and a reschedule's, way), not null.
+	if d := e.get(past); d.ScheduledAt == nil || *d.ScheduledAt != strings.Replace(drift, "Z", ".000Z", 1) {
+		t.Errorf("the email sent at once for a time just past has scheduledAt %v, want %s", d.ScheduledAt, drift)
+	}
 	r := e.do("POST", "/api/v1/emails", `{"to":"a@example.org","from":"hello@example.com","subject":"s","text":"t","scheduledAt":"2001-01-01T00:00:00Z"}`)
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "scheduledAt: ") {
 		t.Errorf("scheduledAt in 2001: %d %s, want 400 naming scheduledAt", r.status, msg)

@@ -479,10 +479,14 @@ func (s *Service) build(ctx context.Context, p auth.Principal, r Request, templa
 			return store.Email{}, err
 		}
 	}
-	if r.ScheduledAt != nil && r.ScheduledAt.After(now) {
+	if r.ScheduledAt != nil {
+		// Kept as given, as upstream keeps it (and as a reschedule does), even a time just
+		// past, which sends now.
 		t := scheduleSecond(*r.ScheduledAt)
 		e.ScheduledAt = &t
-		return e, Create(&e, store.StatusScheduled, now)
+		if r.ScheduledAt.After(now) {
+			return e, Create(&e, store.StatusScheduled, now)
+		}
 	}
 	return e, Create(&e, store.StatusQueued, now)
 }
