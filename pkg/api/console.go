@@ -298,6 +298,7 @@ type view struct {
 	Signed    bool
 	CSRF      string
 	Error     string
+	Notice    string // what the action the page answers did (the sign-in page after a revoke)
 	Manage    bool   // the key is not a SENDING key (the nav shows what it may read)
 	Admin     bool   // the key may manage the team's keys (the nav shows Keys)
 	Next      string // the sign-in form's: the console page to go back to
@@ -1161,6 +1162,15 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, si signedIn)
 	}
 	c.s.Auth.Forget(id)
 	c.s.Log.Info("console: API key revoked", "teamId", si.p.TeamID, "keyId", id)
+	if id == si.p.KeyID {
+		// The session's own key: the session ends with it, and the sign-in page says why.
+		c.endSession(si.id)
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
+		c.render(w, http.StatusOK, "signin", view{Title: "Sign in",
+			Notice: "The key " + id + " is revoked, and this session, which it signed in, has ended: sign in with another key."})
+		return nil
+	}
 	http.Redirect(w, r, "/console/keys?revoked="+id+"&t="+revokedTag(si, id), http.StatusSeeOther)
 	return nil
 }

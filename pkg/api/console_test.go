@@ -888,3 +888,24 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestConsoleRevokingItsOwnKeySaysSo: revoking the key the session signed in with ends the
+// session and answers the sign-in page saying why (it answered a 401 sign-in page, silent).
+func TestConsoleRevokingItsOwnKeySaysSo(t *testing.T) {
+	e := newEnv(t)
+	srv := consoleServer(t, e)
+	key := e.keyFor(store.PermissionFull, 0)
+	id := strings.SplitN(key, "_", 3)[1]
+	c := signedIn(t, srv, key)
+	token := csrfOf(t, c, srv.URL+"/console/keys")
+	code, page := postForm(t, c, srv.URL+"/console/keys/"+id+"/revoke", url.Values{"csrf": {token}}, srv.URL)
+	if code != 200 || !strings.Contains(page, `<p role="status" id="notice">The key `+id+` is revoked`) || !strings.Contains(page, `action="/console/session"`) {
+		t.Fatalf("revoking the session's own key = %d:\n%s", code, page)
+	}
+	if code, _ := get(t, c, srv.URL+"/console/keys"); code != 401 {
+		t.Errorf("the keys page after the session's key was revoked = %d, want the sign-in page (401)", code)
+	}
+	if r := e.request(key, "GET", "/api/v1/emails", nil); r.status != 403 {
+		t.Errorf("the revoked key in the API: %d, want 403", r.status)
+	}
+}
