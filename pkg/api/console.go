@@ -1101,23 +1101,27 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, si signedIn) erro
 		}
 		domainID, isID := formDomain(r.PostFormValue("domain"))
 		perm := store.Permission(r.PostFormValue("permission"))
-		if perm != store.PermissionFull && perm != store.PermissionSending {
-			return fault.Field("permission", "FULL or SENDING")
-		}
 		var full string
 		var made store.APIKey
-		err := store.ErrNotFound // a domain that is no id is no domain of the team
-		if isID {
+		var err error
+		switch {
+		case perm != store.PermissionFull && perm != store.PermissionSending:
+			err = fault.Field("permission", "FULL or SENDING")
+		case !isID:
+			err = store.ErrNotFound // a domain that is no id is no domain of the team
+		default:
 			full, made, err = c.Keys.CreateKey(r.Context(), team.KeyRequest{TeamID: si.p.TeamID, Name: strings.TrimSpace(r.PostFormValue("name")),
 				Permission: perm, DomainID: domainID})
 		}
 		if err == nil { // as the admin CLI's commands are: who, not the key
 			c.s.Log.Info("console: API key created", "teamId", si.p.TeamID, "keyId", made.ID, "permission", perm, "domainId", domainID)
 		}
-		switch {
-		case errors.Is(err, store.ErrNotFound):
+		// A refusal is said on the keys page, next to the form, as the API would say it.
+		if f, ok := fault.As(err); ok && f.Kind == fault.Invalid {
+			v.Error, status = "The key was not created: "+f.Message, http.StatusBadRequest
+		} else if errors.Is(err, store.ErrNotFound) {
 			v.Error, status = "The key was not created: its domain is not one of the team's.", http.StatusBadRequest
-		case err != nil:
+		} else if err != nil {
 			return err
 		}
 		v.Created = full

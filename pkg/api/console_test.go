@@ -322,8 +322,14 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the key's log lines (its id, never the key or its secret):\n%s", out)
 		}
 	}
-	if code, _ := postForm(t, c, srv.URL+"/console/keys", url.Values{"csrf": {token[1]}, "permission": {"ROOT"}}, srv.URL); code != 400 {
-		t.Errorf("an unknown permission = %d", code)
+	// A refused key is said on the keys page, next to its form, naming what was wrong.
+	for form, want := range map[string]url.Values{
+		"The key was not created: permission: FULL or SENDING": {"csrf": {token[1]}, "permission": {"ROOT"}},
+		"The key was not created: name: at most 100 characters": {"csrf": {token[1]}, "permission": {"FULL"}, "name": {strings.Repeat("n", 101)}},
+	} {
+		if code, page := postForm(t, c, srv.URL+"/console/keys", want, srv.URL); code != 400 || !strings.Contains(page, form) || !strings.Contains(page, `action="/console/keys"`) {
+			t.Errorf("a refused key = %d, want 400 and the keys page saying %q:\n%.2000s", code, form, page)
+		}
 	}
 	if code, _ := get(t, sending, srv.URL+"/console/keys"); code != 403 {
 		t.Errorf("a SENDING key on the keys page = %d", code)
