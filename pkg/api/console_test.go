@@ -324,7 +324,7 @@ func TestConsole(t *testing.T) {
 	}
 	// A refused key is said on the keys page, next to its form, naming what was wrong.
 	for form, want := range map[string]url.Values{
-		"The key was not created: permission: FULL or SENDING": {"csrf": {token[1]}, "permission": {"ROOT"}},
+		"The key was not created: permission: FULL or SENDING":  {"csrf": {token[1]}, "permission": {"ROOT"}},
 		"The key was not created: name: at most 100 characters": {"csrf": {token[1]}, "permission": {"FULL"}, "name": {strings.Repeat("n", 101)}},
 	} {
 		if code, page := postForm(t, c, srv.URL+"/console/keys", want, srv.URL); code != 400 || !strings.Contains(page, form) || !strings.Contains(page, `action="/console/keys"`) {
