@@ -55,8 +55,8 @@ var consolePages = sync.OnceValue(func() *template.Template {
 		"subject": subjectOrNone,
 		"stamp":   func(t any) string { return timeOf(t).Format(time.RFC3339) },
 		"when":    func(t any) string { return timeOf(t).Format("2006-01-02 15:04:05 UTC") },
-		// bar is the width of a rate (a percentage) on a bar of width w spanning 0–10%.
-		"bar": func(rate float64, w int) int { return int(min(max(rate, 0), 10) * float64(w) / 10) },
+		// bar is the width of a rate (a percentage) on a bar of width w spanning 0–full%.
+		"bar": func(rate float64, w int, full float64) int { return int(min(max(rate, 0), full) * float64(w) / full) },
 	}).ParseFS(consoleFiles, "consoleui/*.html"))
 })
 

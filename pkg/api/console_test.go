@@ -269,6 +269,20 @@ func TestConsole(t *testing.T) {
 		!strings.Contains(body, `<svg id="reputation-chart"`) {
 		t.Errorf("analytics = %d:\n%s", code, body)
 	}
+	// The bars: the bounce rate on 0–10%, the complaint rate on 0–1% (SES's limits are 0.1%
+	// and 0.5% there), each as the API reports it.
+	var rep struct{ BounceRate, ComplaintRate float64 }
+	e.mustDo("GET", "/api/v1/analytics/reputation-metrics", "", &rep)
+	for _, b := range []struct {
+		y    string
+		rate float64
+		full float64
+	}{{"30", rep.BounceRate, 10}, {"100", rep.ComplaintRate, 1}} {
+		want := fmt.Sprintf(`<rect x="0" y="%s" width="%d" height="18"`, b.y, int(min(b.rate, b.full)*720/b.full))
+		if strings.Count(body, `<rect x="0" y="`+b.y+`"`) != 2 || !strings.Contains(body, want) {
+			t.Errorf("the reputation bar at y=%s for %.2f%% is not %s", b.y, b.rate, want)
+		}
+	}
 	e.mustDo("POST", "/api/v1/templates", `{"name":"Welcome","subject":"Hi","html":"<p>Welcome aboard</p>"}`, nil)
 	if code, body := get(t, c, srv.URL+"/console/templates"); code != 200 || !strings.Contains(body, `sandbox=""`) || !strings.Contains(body, "&lt;p&gt;Welcome aboard") {
 		t.Errorf("templates = %d:\n%s", code, body)
