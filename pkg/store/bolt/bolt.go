@@ -180,6 +180,9 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
+		if err := checkFormat(tx); err != nil {
+			return err
+		}
 		backfill := tx.Bucket(bucketSchedAt) == nil && tx.Bucket(bucketEmails) != nil
 		for _, name := range allBuckets() {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -191,6 +194,10 @@ func Open(path string) (*Store, error) {
 		}
 		return nil
 	})
+	if errors.Is(err, ErrNewerFormat) {
+		_ = db.Close()
+		return nil, fmt.Errorf("bolt: %s: %w", path, err)
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt: init %s: %w", path, err)
@@ -203,6 +210,31 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, commits: commits, attempts: maxRetries, slots: &slots{}, requests: &requests{}, wal: w, Replayed: n}, nil
+}
+
+// Format is the version of the database's layout this code writes and reads. Open records it
+// in a database that has none (or an older one) and refuses one a later Mailroom wrote: its
+// records, or its write-ahead log, may mean what this code does not know, and reading them as
+// if they did not would lose emails silently. Raise it with a change older code would misread.
+const Format = 1
+
+// ErrNewerFormat: the database was written by a later Mailroom (a downgrade).
+var ErrNewerFormat = errors.New("the data folder was written by a newer Mailroom")
+
+var formatKey = []byte("\x00format") // in bucketSeq, beside the sequence counters
+
+// checkFormat refuses a database of a later format, and records this one's.
+func checkFormat(tx *bbolt.Tx) error {
+	b, err := tx.CreateBucketIfNotExists(bucketSeq)
+	if err != nil {
+		return err
+	}
+	if v := b.Get(formatKey); len(v) == 8 {
+		if f := binary.BigEndian.Uint64(v); f > Format {
+			return fmt.Errorf("%w (its format is %d, this one reads up to %d): run that version, or a later one", ErrNewerFormat, f, Format)
+		}
+	}
+	return b.Put(formatKey, u64(Format))
 }
 
 // YieldTo makes the writes of logged emails into bbolt yield to foreground work, as delivery

@@ -2,6 +2,8 @@ package bolt_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -510,5 +512,39 @@ func TestExpireRemovesWhatIsPastItsTime(t *testing.T) {
 		if found := err == nil; found != (i == 2) {
 			t.Errorf("call %d found %v after the sweep (%v)", i, found, err)
 		}
+	}
+}
+
+// TestOpenRefusesANewerFormat: a data folder a later Mailroom wrote (its format above Format)
+// is refused at Open with a message saying so, not read as if it were this version's; one of
+// this format opens again.
+func TestOpenRefusesANewerFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mailroom.db")
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = bolt.Open(path); err != nil { // its own format: opens
+		t.Fatalf("reopen: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("seq")).Put([]byte("\x00format"), binary.BigEndian.AppendUint64(nil, bolt.Format+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = bolt.Open(path)
+	if !errors.Is(err, bolt.ErrNewerFormat) || !strings.Contains(err.Error(), "newer Mailroom") {
+		t.Fatalf("Open of a newer format = %v, want ErrNewerFormat", err)
 	}
 }
