@@ -60,6 +60,23 @@ var consolePages = sync.OnceValue(func() *template.Template {
 	}).ParseFS(consoleFiles, "consoleui/*.html"))
 })
 
+// searchMatches reports whether the console's search (lower-cased) is in the email's subject
+// or one of its recipients (to, cc or bcc, as its page shows them), each on its own: a search
+// does not match across the end of one and the start of the next.
+func searchMatches(e store.Email, needle string) bool {
+	if strings.Contains(strings.ToLower(e.Subject), needle) {
+		return true
+	}
+	for _, list := range [][]string{e.To, e.CC, e.BCC} {
+		for _, a := range list {
+			if strings.Contains(strings.ToLower(a), needle) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // subjectOrNone is s, or "(no subject)" when s shows nothing (empty, or only spaces): a link
 // on it would be 0 pixels wide.
 func subjectOrNone(s string) string {
@@ -603,7 +620,7 @@ func (c *Console) list(ctx context.Context, p auth.Principal, f filter) (list []
 			if f.status != "" && e.LatestStatus != f.status {
 				continue
 			}
-			if needle != "" && !strings.Contains(strings.ToLower(e.Subject+" "+strings.Join(e.To, " ")), needle) {
+			if needle != "" && !searchMatches(e, needle) {
 				continue
 			}
 			matched = append(matched, e)

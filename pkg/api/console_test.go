@@ -144,6 +144,7 @@ func TestConsole(t *testing.T) {
 	if _, body := get(t, c, srv.URL+"/console/?q=nobody-here"); strings.Contains(body, id) {
 		t.Error("a search for someone else lists the email")
 	}
+
 	if _, body := get(t, c, srv.URL+"/console/?status=BOUNCED"); strings.Contains(body, id) {
 		t.Error("the BOUNCED filter lists a delivered email")
 	}
@@ -927,5 +928,20 @@ func TestConsoleRevokingItsOwnKeySaysSo(t *testing.T) {
 	}
 	if r := e.request(key, "GET", "/api/v1/emails", nil); r.status != 403 {
 		t.Errorf("the revoked key in the API: %d, want 403", r.status)
+	}
+}
+
+// TestConsoleSearchFindsCcAndBcc: a recipient in cc or bcc is found as one in to is (the
+// email's page shows them all); a search does not match across the end of the subject and the
+// start of a recipient.
+func TestConsoleSearchFindsCcAndBcc(t *testing.T) {
+	e := newEnv(t)
+	srv := consoleServer(t, e)
+	c := signedIn(t, srv, e.key)
+	copied := e.send(`{"from":"a@example.com","to":"main@example.org","cc":"carbon@example.net","bcc":"blind@example.net","subject":"Copies","text":"x"}`)
+	for q, want := range map[string]bool{"carbon@example": true, "blind@": true, "copies": true, "main@": true, "copies main": false} {
+		if _, body := get(t, c, srv.URL+"/console/?q="+url.QueryEscape(q)); strings.Contains(body, "/console/emails/"+copied) != want {
+			t.Errorf("a search for %q lists the email with cc and bcc: %v, want %v", q, !want, want)
+		}
 	}
 }
