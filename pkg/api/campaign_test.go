@@ -340,7 +340,7 @@ func TestCampaignPauseAndResume(t *testing.T) {
 	if got := e.campaign(c.ID); written(t, e, c.ID) != 1 || got.Status != "PAUSED" {
 		t.Fatalf("a paused campaign advanced: %+v", got)
 	}
-	// Paused after a batch went out, it is resumed, not scheduled again.
+	// Paused once under way, it is resumed, not scheduled again.
 	if r := e.do("POST", "/api/v1/campaigns/"+c.ID+"/schedule", `{"scheduledAt":"`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`); r.status != 400 || !strings.Contains(string(r.body), "resume it") {
 		t.Errorf("schedule a campaign paused mid-send = %d %s, want a 400 saying to resume it", r.status, r.body)
 	}

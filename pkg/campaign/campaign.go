@@ -232,7 +232,7 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 	if err != nil {
 		return err
 	}
-	if !schedulable(c) {
+	if !schedulable(c, s.Now().UTC()) {
 		return fault.Field("", "Campaign is %s and cannot be scheduled%s", c.Status, resumeHint(c))
 	}
 	if c.Status == store.CampaignPaused {
@@ -255,7 +255,7 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 	}
 	var before store.Campaign
 	c, err = s.Store.UpdateCampaign(ctx, teamID, id, func(c *store.Campaign) error {
-		if !schedulable(*c) {
+		if !schedulable(*c, now) {
 			return fault.Field("", "Campaign is %s and cannot be scheduled%s", c.Status, resumeHint(*c))
 		}
 		before = *c
@@ -285,21 +285,23 @@ func (s *Service) Schedule(ctx context.Context, teamID int64, id string, w When,
 }
 
 // schedulable reports whether a campaign may be scheduled: a draft, one scheduled already (a
-// new time), or one paused before its first batch (scheduling resumes it for the new time).
-func schedulable(c store.Campaign) bool {
+// new time), or one paused before its start whose time is still ahead (scheduling resumes it
+// for the new time). One paused once its time had come may have a first step under way, which
+// sets its cursor after writing its batch: only a resume may go on from there.
+func schedulable(c store.Campaign, now time.Time) bool {
 	switch c.Status {
 	case store.CampaignDraft, store.CampaignScheduled:
 		return true
 	case store.CampaignPaused:
-		return c.BatchesDone == 0
+		return notStarted(c, now)
 	}
 	return false
 }
 
-// resumeHint tells the caller of a campaign paused mid-send to resume it instead.
+// resumeHint tells the caller of a campaign paused once under way to resume it instead.
 func resumeHint(c store.Campaign) string {
 	if c.Status == store.CampaignPaused {
-		return " (it has sent batches already: resume it)"
+		return " (it was paused once its time had come: resume it)"
 	}
 	return ""
 }

@@ -476,10 +476,11 @@ func (f Fields) merge(c *store.Contact, existed, patch bool, now time.Time, vari
 }
 
 // putProperties copies from into to, each name that is one of variables in another case (or
-// with spaces around it) under the variable's spelling. Two names of from that land on one
-// variable are taken in sorted order, the last one winning, so the outcome does not depend on
-// a map's order.
+// with spaces around it) under the variable's spelling. Of two names of from that land on one
+// variable the first in sorted order wins, as a campaign renders such a pair (campaign.vars),
+// so that what a contact shows does not change when it is written again.
 func putProperties(to, from map[string]string, variables []string) {
+	set := make(map[string]bool, len(from))
 	for _, k := range slices.Sorted(maps.Keys(from)) {
 		name := k
 		for _, v := range variables {
@@ -488,7 +489,9 @@ func putProperties(to, from map[string]string, variables []string) {
 				break
 			}
 		}
-		to[name] = from[k]
+		if !set[name] {
+			to[name], set[name] = from[k], true
+		}
 	}
 }
 
@@ -763,57 +766,61 @@ func (s *Service) Unsubscribe(ctx context.Context, teamID int64, bookID, id, add
 }
 
 // UnsubscribeAddress is what a campaign email's hard bounce or complaint does to contacts, as
-// upstream does it: every subscribed contact of the team with the address, in any book, is
-// unsubscribed with reason (store.UnsubscribeBounced or store.UnsubscribeComplained), and so
-// is the campaign's own contact (contactID), found by id should its address have changed
-// since. It reports whether that contact is now unsubscribed for that reason (its campaign
-// counts it unsubscribed, once per email: an event handled again counts nothing more). Every
-// step is idempotent, so a retried event repeats them safely.
-func (s *Service) UnsubscribeAddress(ctx context.Context, teamID int64, addr, reason, contactID string) (bool, error) {
+// upstream does it: the campaign's own contact (contactID in bookID, found by id should its
+// address have changed since) and every subscribed contact of the team with the address, in
+// any other book, are unsubscribed with reason (store.UnsubscribeBounced or
+// store.UnsubscribeComplained). It reports whether the campaign's contact is now unsubscribed
+// for that reason (its campaign counts it unsubscribed, once per email: an event handled again
+// counts nothing more). Every step is idempotent, so a retried event repeats them safely; a
+// book or a contact removed meanwhile is passed over. It reads each book of the team once
+// (bounces and complaints are rare; the team's books are few).
+func (s *Service) UnsubscribeAddress(ctx context.Context, teamID int64, addr, reason, bookID, contactID string) (bool, error) {
 	addr = strings.ToLower(email.AddressOnly(addr))
-	books, err := s.Store.ListContactBooks(ctx, teamID)
-	if err != nil {
-		return false, err
+	unsubscribe := func(bookID, id string) (store.Contact, bool, error) {
+		var before store.Contact
+		c, err := s.Store.UpdateContact(ctx, teamID, bookID, id, func(c *store.Contact) error {
+			before = *c
+			if !c.Subscribed {
+				return errUnchanged
+			}
+			c.Subscribed, c.Pending, c.UnsubscribeReason = false, false, reason
+			c.UpdatedAt = s.Now().UTC()
+			return nil
+		})
+		switch {
+		case errors.Is(err, errUnchanged):
+			return before, true, nil
+		case errors.Is(err, store.ErrNotFound):
+			return store.Contact{}, false, nil // removed meanwhile
+		}
+		return c, err == nil, err
 	}
 	counted := false
-	for _, b := range books {
-		found, _, err := s.Store.ListContacts(ctx, teamID, b.ID, store.ContactFilter{Emails: []string{addr}, Limit: 1})
+	if bookID != "" && contactID != "" {
+		c, found, err := unsubscribe(bookID, contactID)
 		if err != nil {
 			return false, err
 		}
-		ids := make([]string, 0, 2)
+		counted = found && !c.Subscribed && c.UnsubscribeReason == reason
+	}
+	books, err := s.Store.ListContactBooks(ctx, teamID)
+	if err != nil {
+		return counted, err
+	}
+	for _, b := range books {
+		found, _, err := s.Store.ListContacts(ctx, teamID, b.ID, store.ContactFilter{Emails: []string{addr}, Limit: 1})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // the book was deleted meanwhile
+		case err != nil:
+			return counted, err
+		}
 		for _, c := range found {
-			ids = append(ids, c.ID)
-		}
-		if contactID != "" && !slices.Contains(ids, contactID) {
-			switch _, err := s.Store.GetContact(ctx, teamID, b.ID, contactID); {
-			case err == nil:
-				ids = append(ids, contactID)
-			case !errors.Is(err, store.ErrNotFound):
-				return false, err
-			}
-		}
-		for _, id := range ids {
-			var before store.Contact
-			c, err := s.Store.UpdateContact(ctx, teamID, b.ID, id, func(c *store.Contact) error {
-				before = *c
-				if !c.Subscribed {
-					return errUnchanged
-				}
-				c.Subscribed, c.Pending, c.UnsubscribeReason = false, false, reason
-				c.UpdatedAt = s.Now().UTC()
-				return nil
-			})
-			switch {
-			case errors.Is(err, errUnchanged):
-				c = before
-			case errors.Is(err, store.ErrNotFound): // removed meanwhile
+			if !c.Subscribed || c.ID == contactID {
 				continue
-			case err != nil:
-				return false, err
 			}
-			if id == contactID {
-				counted = !c.Subscribed && c.UnsubscribeReason == reason
+			if _, _, err := unsubscribe(b.ID, c.ID); err != nil {
+				return counted, err
 			}
 		}
 	}

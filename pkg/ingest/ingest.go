@@ -27,6 +27,8 @@ import (
 type Store interface {
 	store.Emails
 	store.Suppressions
+	// GetCampaignState finds a campaign email's contact book (store.Campaigns).
+	GetCampaignState(ctx context.Context, teamID int64, id string) (store.Campaign, error)
 }
 
 // statusOf maps SES event types to email statuses (COMPAT.md).
@@ -62,7 +64,7 @@ type Ingester struct {
 // Unsubscriber unsubscribes every contact of a team with an address, and reports whether the
 // campaign's own contact is now unsubscribed for that reason (contact.Service).
 type Unsubscriber interface {
-	UnsubscribeAddress(ctx context.Context, teamID int64, addr, reason, contactID string) (bool, error)
+	UnsubscribeAddress(ctx context.Context, teamID int64, addr, reason, bookID, contactID string) (bool, error)
 }
 
 // eventMetric is the metric each recorded status counts in (once per event recorded: a
@@ -270,9 +272,16 @@ func (in *Ingester) unsubscribe(ctx context.Context, ev sesevent.Event, e store.
 	if reason == store.ReasonComplaint {
 		why = store.UnsubscribeComplained
 	}
+	bookID := ""
+	switch c, err := in.Store.GetCampaignState(ctx, e.TeamID, e.CampaignID); {
+	case err == nil:
+		bookID = c.ContactBookID
+	case !errors.Is(err, store.ErrNotFound): // a deleted campaign: its address's contacts still go
+		return nil, fmt.Errorf("unsubscribe: %w", err)
+	}
 	counted := false
 	for _, a := range addrs {
-		c, err := in.Contacts.UnsubscribeAddress(ctx, e.TeamID, a, why, e.ContactID)
+		c, err := in.Contacts.UnsubscribeAddress(ctx, e.TeamID, a, why, bookID, e.ContactID)
 		if err != nil {
 			return nil, fmt.Errorf("unsubscribe: %w", err)
 		}

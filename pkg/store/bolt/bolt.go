@@ -92,6 +92,7 @@ type Store struct {
 	attempts int        // of an optimistic update: maxRetries (tests lower it)
 	slots    *slots     // shared by the copies WithAttempts makes
 	requests *requests  // likewise
+	sweep    *sweep     // likewise
 	// retention is how long an email is kept (0: for ever): an older one is not read, listed
 	// or counted, and ExpireEmails deletes it.
 	retention time.Duration
@@ -209,7 +210,7 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	return &Store{db: db, commits: commits, attempts: maxRetries, slots: &slots{}, requests: &requests{}, wal: w, Replayed: n}, nil
+	return &Store{db: db, commits: commits, attempts: maxRetries, slots: &slots{}, requests: &requests{}, sweep: &sweep{}, wal: w, Replayed: n}, nil
 }
 
 // Format is the version of the database's layout this code writes and reads. Open records it

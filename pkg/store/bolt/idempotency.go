@@ -2,7 +2,10 @@ package bolt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/store"
@@ -83,21 +86,43 @@ func (s *Store) ReleaseIdempotency(ctx context.Context, teamID int64, key string
 	})
 }
 
-// ExpireIdempotency scans the records for those past their ExpiresAt (one transaction to read,
-// one to remove: a record claimed again meanwhile is kept).
+// idemScanStep bounds the records one ExpireIdempotency reads (their keys are in no time
+// order): a day of keys is read over several runs, never in one long transaction.
+const idemScanStep = 5000
+
+// sweep is where ExpireIdempotency's next run goes on from.
+type sweep struct {
+	mu       sync.Mutex
+	idemFrom []byte // nil: the start
+}
+
+// ExpireIdempotency reads up to idemScanStep records from where its previous run stopped (from
+// the start again once it reached the end) for those past their ExpiresAt, and removes them
+// (one transaction to read, one to remove: a record claimed again meanwhile is kept).
 func (s *Store) ExpireIdempotency(ctx context.Context, limit int) (int, error) {
+	s.sweep.mu.Lock()
+	defer s.sweep.mu.Unlock()
 	now := time.Now()
 	var keys [][]byte
 	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketIdem).Cursor()
-		for k, v := c.First(); k != nil && (limit <= 0 || len(keys) < limit); k, v = c.Next() {
-			rec, err := decode[store.Idempotency](v, "idempotency record")
-			if err != nil {
-				return err
+		k, v := c.First()
+		if s.sweep.idemFrom != nil {
+			k, v = c.Seek(s.sweep.idemFrom)
+		}
+		for read := 0; k != nil && read < idemScanStep && (limit <= 0 || len(keys) < limit); k, v = c.Next() {
+			read++
+			var rec struct{ ExpiresAt time.Time }
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("bolt: decode idempotency record: %w", err)
 			}
 			if !rec.ExpiresAt.After(now) {
 				keys = append(keys, append([]byte(nil), k...))
 			}
+		}
+		s.sweep.idemFrom = nil
+		if k != nil {
+			s.sweep.idemFrom = append([]byte(nil), k...)
 		}
 		return nil
 	})
