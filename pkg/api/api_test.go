@@ -1310,3 +1310,22 @@ func TestContactPropertiesTakeTheVariablesSpelling(t *testing.T) {
 		t.Errorf("after the PATCH: %v, want company Gamma and nothing else added", c.Properties)
 	}
 }
+
+// A property with a control character (JSON writes one as six bytes: 50 such values made a
+// contact's webhook call larger than a DynamoDB item) is a 400 naming it; tab and line breaks
+// are kept.
+func TestContactPropertiesRefuseControlCharacters(t *testing.T) {
+	e := newEnv(t)
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"C"}`, &b)
+	contacts := "/api/v1/contactBooks/" + b.ID + "/contacts"
+	r := e.do("POST", contacts, `{"email":"ann@example.org","properties":{"p":"a\u0001b"}}`)
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "properties.p:") {
+		t.Errorf("a control character = %d %q, want a 400 naming properties.p", r.status, msg)
+	}
+	r = e.do("POST", contacts+"/bulk", `[{"email":"bob@example.org","properties":{"q":"\u0007"}}]`)
+	if r.status != 400 {
+		t.Errorf("a control character in a bulk import = %d, want 400", r.status)
+	}
+	e.mustDo("POST", contacts, `{"email":"cid@example.org","properties":{"address":"1 Main St\n\tSpringfield"}}`, nil)
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/jsonout"
@@ -123,6 +124,9 @@ type eventView struct {
 	Status    string          `json:"status"`
 	CreatedAt string          `json:"createdAt"`
 	Data      json.RawMessage `json:"data"`
+	// DataOmitted says that the event's data was left out (null) for the detail's size: a
+	// history of many large events (a click's link and user agent are the clicker's).
+	DataOmitted bool `json:"dataOmitted,omitempty"`
 }
 
 // emailDetail is GET /emails/{id}: the list item plus teamId and the history.
@@ -160,7 +164,23 @@ func newEmailDetail(e store.Email, events []store.Event) emailDetail {
 		d.Text, d.TextOmitted, text = nil, true, 0
 	}
 	if rest+html+text > maxDetailBytes && html > 0 {
-		d.HTML, d.HTMLOmitted = nil, true
+		d.HTML, d.HTMLOmitted, html = nil, true, 0
+	}
+	// Still over (the events themselves): their data goes, the largest first.
+	if rest+html+text > maxDetailBytes {
+		order := make([]int, len(d.EmailEvents))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return len(d.EmailEvents[b].Data) - len(d.EmailEvents[a].Data) })
+		for _, i := range order {
+			if rest+html+text <= maxDetailBytes {
+				break
+			}
+			ev := &d.EmailEvents[i]
+			rest -= len(ev.Data) - len("null")
+			ev.Data, ev.DataOmitted = json.RawMessage("null"), true
+		}
 	}
 	return d
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/hooks"
+	"github.com/mailroom/mailroom/pkg/jsonout"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -199,8 +200,18 @@ func (s *Services) listWebhookCalls(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	out := views(calls, newCallView)
-	writeJSON(w, http.StatusOK, map[string]any{"data": out, "count": len(out)})
+	list := views(calls, newCallView)
+	out, err := json.Marshal(map[string]any{"data": list, "count": len(list)})
+	if err != nil {
+		return err
+	}
+	// At most Lambda's 6 MB as its invocation carries the answer, here as on AWS (as for
+	// contacts): calls of large events are asked for fewer at a time.
+	if n, _ := jsonout.InvocationLen(string(out)); n > jsonout.MaxInvocationBody {
+		return fault.Field("limit", "these %d calls come to %.1f MB as an answer carries them, more than it may (%.1f MB, Lambda's limit on AWS): ask for fewer at a time",
+			len(list), float64(n)/(1<<20), float64(jsonout.MaxInvocationBody)/(1<<20))
+	}
+	writeRaw(w, http.StatusOK, out)
 	return nil
 }
 

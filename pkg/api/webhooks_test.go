@@ -287,3 +287,31 @@ func TestWebhookRecordEvents(t *testing.T) {
 		t.Errorf("the upsert's contact.updated carries properties %v, want plan pro", datas[1]["properties"])
 	}
 }
+
+// TestWebhookCallsPageWithinLambdasAnswer: a page of calls that would pass Lambda's 6 MB as its
+// invocation carries it is a 400 naming limit (as for contacts), here as on AWS, where it was
+// a bare 500; fewer at a time go through.
+func TestWebhookCallsPageWithinLambdasAnswer(t *testing.T) {
+	e := newEnv(t)
+	var hook struct{ ID string }
+	e.mustDo("POST", "/api/v1/webhooks", `{"url":"https://hooks.example.com/x","eventTypes":["contact.created"]}`, &hook)
+	data := []byte(`{"note":"` + strings.Repeat(`\"`, 125_000) + `"}`) // 250 KB, twice that escaped
+	var calls []store.WebhookCall
+	at := time.Now().UTC()
+	for i := range 20 {
+		calls = append(calls, store.WebhookCall{ID: fmt.Sprintf("whc_%012x%04d", at.UnixMilli(), i), WebhookID: hook.ID, TeamID: e.teamID,
+			Type: "contact.created", Data: data, EventAt: at, Status: store.CallDelivered, CreatedAt: at, UpdatedAt: at})
+	}
+	if _, err := e.app.Store.CreateWebhookCalls(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("GET", "/api/v1/webhooks/"+hook.ID+"/calls", "")
+	if _, msg := r.errorOf(t); r.status != 400 || !strings.HasPrefix(msg, "limit: these 20 calls") {
+		t.Errorf("20 calls of 250 KB = %d %q, want a 400 naming limit", r.status, msg)
+	}
+	var page struct{ Count int }
+	e.mustDo("GET", "/api/v1/webhooks/"+hook.ID+"/calls?limit=5", "", &page)
+	if page.Count != 5 {
+		t.Errorf("limit=5 gave %d calls", page.Count)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mailroom/mailroom/pkg/editor"
@@ -266,11 +267,18 @@ func checkProperties(field string, p map[string]string) error {
 		return fault.Field(field, "at most %d properties", MaxProperties)
 	}
 	for k, v := range p {
-		if k == "" || len(k) > 64 || len(v) > MaxValue || !utf8.ValidString(k+v) {
-			return fault.Field(field+"."+k, "names are 1 to 64 characters, values at most %d", MaxValue)
+		if k == "" || len(k) > 64 || len(v) > MaxValue || !utf8.ValidString(k+v) || strings.ContainsFunc(k+v, isControl) {
+			return fault.Field(field+"."+k, "names are 1 to 64 characters, values at most %d, without control characters", MaxValue)
 		}
 	}
 	return nil
+}
+
+// isControl reports a control character but tab and line breaks, which a property value may
+// hold (an address written on lines): JSON writes one of the others as six bytes, which a
+// contact's 50 values could spend on nothing but escapes.
+func isControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
 }
 
 func (f BookFields) apply(b *store.ContactBook) {

@@ -310,6 +310,9 @@ func wants(w store.Webhook, ev Event) bool {
 	return true
 }
 
+// MaxCallData is the most event data a webhook call carries (a DynamoDB item is at most 400 KB).
+const MaxCallData = 256 << 10
+
 // Publish makes the calls of events for the webhooks that want them (a call once, however
 // often an event is published) and returns the calls it made, due at once. It does not attempt
 // them: the caller does (Attempt), or the runner that works through due calls (RunDue).
@@ -333,6 +336,13 @@ func (s *Service) publish(ctx context.Context, events []Event, byTeam map[int64]
 		data, err := jsonout.Marshal(ev.Data) // < > & as they are: a receiver reads JSON, not HTML
 		if err != nil {
 			return nil, fmt.Errorf("hooks: event data: %w", err)
+		}
+		if len(data) > MaxCallData {
+			// A call must fit one DynamoDB item with its envelope; one that could not would fail
+			// its whole batch of stream records, again and again. The API's bounds keep every
+			// event far below this: it is a guard, said in the log, not a path.
+			s.log().Error("webhook event too large to deliver; no call made", "type", ev.Type, "teamId", ev.TeamID, "bytes", len(data))
+			continue
 		}
 		for _, w := range hooks {
 			if !wants(w, ev) {

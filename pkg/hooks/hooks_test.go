@@ -556,3 +556,22 @@ func (d *diesRecording) UpdateWebhookCall(ctx context.Context, webhookID, id str
 	}
 	return d.Store.UpdateWebhookCall(ctx, webhookID, id, fn)
 }
+
+// TestAnEventTooLargeForACallMakesNone: an event whose data is over MaxCallData makes no call
+// (it could not be stored as one DynamoDB item, and would fail its whole stream batch again
+// and again) and is no error; the events beside it make theirs.
+func TestAnEventTooLargeForACallMakesNone(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/all")}); err != nil {
+		t.Fatal(err)
+	}
+	big := Event{TeamID: w.team, Type: "contact.created", At: w.clock, Key: "big",
+		Data: map[string]any{"note": strings.Repeat("x", MaxCallData)}}
+	small := Event{TeamID: w.team, Type: "contact.created", At: w.clock, Key: "small", Data: map[string]any{"note": "x"}}
+	calls, err := w.s.Publish(ctx, []Event{big, small})
+	if err != nil || len(calls) != 1 || !strings.Contains(string(calls[0].Data), `"note":"x"`) {
+		t.Fatalf("publish: %d calls, %v; want the small event's only", len(calls), err)
+	}
+}

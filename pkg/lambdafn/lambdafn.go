@@ -398,7 +398,9 @@ func HTTP(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) 
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		headers := make(map[string]string, len(req.Headers)+1)
 		for k, v := range req.Headers {
-			headers[http.CanonicalHeaderKey(k)] = v
+			// Without the spaces and tabs around it, as the local server's net/http reads a
+			// header: " B-1 " is the Idempotency-Key B-1 on both.
+			headers[http.CanonicalHeaderKey(k)] = strings.Trim(v, " \t")
 		}
 		if len(req.Cookies) > 0 {
 			headers["Cookie"] = strings.Join(req.Cookies, "; ")
