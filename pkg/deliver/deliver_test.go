@@ -399,19 +399,7 @@ func TestCampaignStateAtSendTime(t *testing.T) {
 			w, st, ids := setup(t, m, 1)
 			ctx := context.Background()
 			now := time.Now().UTC()
-			if err := st.CreateContactBook(ctx, store.ContactBook{ID: "cb1", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.PutContact(ctx, 1, "cb1", "b@example.org", "ct1", func(x *store.Contact, _ bool) error {
-				x.Subscribed = true
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, ContactBookID: "cb1",
-				Status: store.CampaignRunning, CreatedAt: now}); err != nil {
-				t.Fatal(err)
-			}
+			campaignOf(t, st, now)
 			// The email was written by a batch step for the contact.
 			if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
 				e.CampaignID, e.ContactID = "cp1", "ct1"
@@ -497,19 +485,7 @@ func TestCampaignChangedWhileWaitingForASendSlot(t *testing.T) {
 			w, st, ids := setup(t, m, 2)
 			ctx := context.Background()
 			now := time.Now().UTC()
-			if err := st.CreateContactBook(ctx, store.ContactBook{ID: "cb1", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.PutContact(ctx, 1, "cb1", "b@example.org", "ct1", func(x *store.Contact, _ bool) error {
-				x.Subscribed = true
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, ContactBookID: "cb1",
-				Status: store.CampaignRunning, CreatedAt: now}); err != nil {
-				t.Fatal(err)
-			}
+			campaignOf(t, st, now)
 			if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
 				e.CampaignID, e.ContactID = "cp1", "ct1"
 				return nil, nil
@@ -547,6 +523,25 @@ func TestCampaignChangedWhileWaitingForASendSlot(t *testing.T) {
 				t.Errorf("status %s (held %v), sent %d (%v); want %s, sent %d", e.Status, e.Held, sent, err, c.want, wantSent)
 			}
 		})
+	}
+}
+
+// campaignOf makes the running campaign cp1 to the book cb1 of one subscribed contact, ct1.
+func campaignOf(t *testing.T, st store.Store, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.CreateContactBook(ctx, store.ContactBook{ID: "cb1", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutContact(ctx, 1, "cb1", "b@example.org", "ct1", func(x *store.Contact, _ bool) error {
+		x.Subscribed = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, ContactBookID: "cb1",
+		Status: store.CampaignRunning, CreatedAt: now}); err != nil {
+		t.Fatal(err)
 	}
 }
 
