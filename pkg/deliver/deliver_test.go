@@ -398,15 +398,7 @@ func TestCampaignStateAtSendTime(t *testing.T) {
 			m := &countingMailer{sent: map[string]int{}}
 			w, st, ids := setup(t, m, 1)
 			ctx := context.Background()
-			now := time.Now().UTC()
-			campaignOf(t, st, now)
-			// The email was written by a batch step for the contact.
-			if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
-				e.CampaignID, e.ContactID = "cp1", "ct1"
-				return nil, nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			campaignOf(t, st, ids[0])
 			if c.change != nil {
 				c.change(t, st)
 			}
@@ -484,14 +476,7 @@ func TestCampaignChangedWhileWaitingForASendSlot(t *testing.T) {
 			m := &countingMailer{sent: map[string]int{}}
 			w, st, ids := setup(t, m, 2)
 			ctx := context.Background()
-			now := time.Now().UTC()
-			campaignOf(t, st, now)
-			if _, err := st.UpdateEmail(ctx, ids[0], func(e *store.Email) ([]store.Event, error) {
-				e.CampaignID, e.ContactID = "cp1", "ct1"
-				return nil, nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			campaignOf(t, st, ids[0])
 			// One send a second, just after a second began: another email takes its slot, the
 			// campaign's waits most of a second for the next one.
 			w.Pacer = &Pacer{Slots: st, Rate: 1, Now: time.Now}
@@ -526,10 +511,12 @@ func TestCampaignChangedWhileWaitingForASendSlot(t *testing.T) {
 	}
 }
 
-// campaignOf makes the running campaign cp1 to the book cb1 of one subscribed contact, ct1.
-func campaignOf(t *testing.T, st store.Store, now time.Time) {
+// campaignOf makes the running campaign cp1 to the book cb1 of one subscribed contact, ct1,
+// and the email id its email to ct1, as a batch step writes it.
+func campaignOf(t *testing.T, st store.Store, id string) {
 	t.Helper()
 	ctx := context.Background()
+	now := time.Now().UTC()
 	if err := st.CreateContactBook(ctx, store.ContactBook{ID: "cb1", TeamID: 1, Name: "b", CreatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -541,6 +528,12 @@ func campaignOf(t *testing.T, st store.Store, now time.Time) {
 	}
 	if err := st.CreateCampaign(ctx, store.Campaign{ID: "cp1", TeamID: 1, DomainID: 1, ContactBookID: "cb1",
 		Status: store.CampaignRunning, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateEmail(ctx, id, func(e *store.Email) ([]store.Event, error) {
+		e.CampaignID, e.ContactID = "cp1", "ct1"
+		return nil, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 }
