@@ -371,8 +371,17 @@ var errDone = errors.New("nothing to attempt")
 // is AUTO_DISABLED after webhook.DisableAfter of them over webhook.DisableSpan. A call of a
 // webhook that is gone, paused or disabled is given up.
 func (s *Service) Attempt(ctx context.Context, webhookID, callID string) (store.WebhookCall, error) {
-	return s.attemptCall(ctx, webhookID, callID, false, false)
+	c, err := s.attemptCall(ctx, webhookID, callID, false, false)
+	if errors.Is(err, errNotDue) {
+		return c, nil // another runner is on it, or it is due later: as it stands
+	}
+	return c, err
 }
+
+// errNotDue ends an attempt of a call that is not due: another runner claimed it (and is
+// posting it now), or it waits for a later time. The caller made no attempt, so it learns
+// nothing about the receiver from it.
+var errNotDue = errors.New("the call is not due")
 
 // errLeft ends a fresh call's attempt that the runner is left to make: its webhook has older
 // calls waiting for a retry, which it must not overtake.
@@ -391,8 +400,11 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 		return c, err
 	}
 	now := s.now()
-	if c.Status != store.CallPending || c.NextAttemptAt == nil || c.NextAttemptAt.After(now) {
+	if c.Status != store.CallPending || c.NextAttemptAt == nil {
 		return c, nil
+	}
+	if c.NextAttemptAt.After(now) {
+		return c, errNotDue
 	}
 	w, err := s.Store.GetWebhook(ctx, c.TeamID, webhookID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && w.Status != store.WebhookActive) {
@@ -450,8 +462,12 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 		c.NextAttemptAt, c.Attempts = &claim, attempt
 		return nil
 	})
-	if errors.Is(err, errDone) {
-		return s.Store.GetWebhookCall(ctx, webhookID, callID)
+	if errors.Is(err, errDone) { // claimed by another runner since it was read, or settled
+		c, err := s.Store.GetWebhookCall(ctx, webhookID, callID)
+		if err == nil && c.Status == store.CallPending {
+			return c, errNotDue
+		}
+		return c, err
 	}
 	if err != nil {
 		return c, err
@@ -614,6 +630,11 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string, fresh bool) int
 				c, err := s.attemptCall(ctx, wh, id, true, fresh)
 				if errors.Is(err, errLeft) {
 					return // this webhook's other calls are the runner's too
+				}
+				if errors.Is(err, errNotDue) {
+					// Another runner posts it now (the stream's and the retries' runners both
+					// see a fresh call due): not a failing receiver, nothing to hold.
+					continue
 				}
 				if errors.Is(err, store.ErrNotFound) {
 					continue // past its retention (its due entry goes with it)

@@ -575,3 +575,43 @@ func TestAnEventTooLargeForACallMakesNone(t *testing.T) {
 		t.Fatalf("publish: %d calls, %v; want the small event's only", len(calls), err)
 	}
 }
+
+// TestACallClaimedElsewhereHoldsNothing: a call another runner has claimed (the stream's and
+// the retries' runners both see a fresh call due) is left to it, and the calls behind it are
+// posted now: a claim is no failing receiver (the webhook's other calls were held 15-25 s).
+func TestACallClaimedElsewhereHoldsNothing(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/all")}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []Event
+	for i := range 2 {
+		evs = append(evs, Event{TeamID: w.team, Type: "email.sent", At: w.clock.Add(time.Duration(i) * time.Millisecond),
+			Key: fmt.Sprint("em_", i), Data: map[string]any{"id": fmt.Sprint("em_", i)}})
+	}
+	calls, err := w.s.Publish(ctx, evs)
+	if err != nil || len(calls) != 2 {
+		t.Fatalf("publish: %d calls, %v", len(calls), err)
+	}
+	claim := w.clock.Add(15 * time.Second) // the other runner's claim on the first call
+	if _, err := w.st.UpdateWebhookCall(ctx, calls[0].WebhookID, calls[0].ID, func(c *store.WebhookCall) error {
+		c.NextAttemptAt, c.Attempts = &claim, 1
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock = w.clock.Add(time.Millisecond) // both are due (made 1 ns apart)
+	if n := w.s.AttemptCalls(ctx, calls); n != 1 {
+		t.Errorf("attempted %d calls, want the second one", n)
+	}
+	second, _ := w.st.GetWebhookCall(ctx, calls[1].WebhookID, calls[1].ID)
+	first, _ := w.st.GetWebhookCall(ctx, calls[0].WebhookID, calls[0].ID)
+	if second.Status != store.CallDelivered || len(r.calls()) != 1 {
+		t.Errorf("the call behind the claimed one: %s, %d posts; want DELIVERED, 1", second.Status, len(r.calls()))
+	}
+	if first.Status != store.CallPending || first.Attempts != 1 || !first.NextAttemptAt.Equal(claim) {
+		t.Errorf("the claimed call was touched: %+v", first)
+	}
+}

@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -59,5 +61,28 @@ func DecodeChange(keys, before, after map[string]types.AttributeValue) (c store.
 			return c, false, fmt.Errorf("dynamo: decode %s: %w", sk.Value, err)
 		}
 	}
+	if a := c.After.Contact; len(before) == 0 && a != nil && a.CreatedAt.Before(a.UpdatedAt) {
+		// A contact's item is keyed by its address: a change of address writes a new item
+		// (and deletes the old one, which the reader of the stream passes over once it finds
+		// the contact still there, Moved). A new item of a contact made earlier is that
+		// change, an update, not a contact created: as before, it was the same contact at
+		// another address.
+		moved := *a
+		moved.Email = ""
+		c.Before.Contact = &moved
+	}
 	return c, len(before) > 0 || len(after) > 0, nil
+}
+
+// Moved reports whether a contact whose item a stream record deleted is still in its book
+// (under another address: a change of address), so that the deletion is no contact.deleted.
+func (st *Store) Moved(ctx context.Context, c store.Contact) (bool, error) {
+	got, err := st.GetContact(ctx, c.TeamID, c.BookID, c.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return !strings.EqualFold(got.Email, c.Email), nil
 }

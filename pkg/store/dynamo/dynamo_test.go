@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/mailroom/mailroom/pkg/awstest"
+	"github.com/mailroom/mailroom/pkg/hooks"
 	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 	"github.com/mailroom/mailroom/pkg/store/dynamo/streams"
@@ -869,7 +871,7 @@ func streamRecords(t *testing.T, s *dynamo.Store) (string, []dynamo.StreamRecord
 			break
 		}
 		for _, r := range page.Records {
-			out = append(out, dynamo.StreamRecord{Seq: aws.ToString(r.Dynamodb.SequenceNumber),
+			out = append(out, dynamo.StreamRecord{Seq: aws.ToString(r.Dynamodb.SequenceNumber), Keys: streams.FromStream(r.Dynamodb.Keys),
 				Old: streams.FromStream(r.Dynamodb.OldImage), New: streams.FromStream(r.Dynamodb.NewImage)})
 		}
 		iter = page.NextShardIterator
@@ -1107,4 +1109,62 @@ func TestWebhookCallsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("delivered")
+}
+
+// TestAContactsNewAddressIsAnUpdate: a change of a contact's address deletes its item and
+// writes one under the new address; read from the stream, the new item is the contact's
+// contact.updated, and the deleted one is a move (Moved), not a contact.deleted. A contact
+// really deleted is not moved.
+func TestAContactsNewAddressIsAnUpdate(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	at := time.Now().UTC().Add(-time.Minute)
+	if err := s.CreateContactBook(ctx, store.ContactBook{ID: "cb-move", TeamID: 31, Name: "b", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ email, id string }{{"old@example.org", "ct-move"}, {"gone@example.org", "ct-gone"}} {
+		if _, err := s.PutContact(ctx, 31, "cb-move", c.email, c.id, func(x *store.Contact, _ bool) error {
+			x.Subscribed, x.CreatedAt, x.UpdatedAt = true, at, at
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.UpdateContact(ctx, 31, "cb-move", "ct-move", func(x *store.Contact) error {
+		x.Email, x.UpdatedAt = "new@example.org", time.Now().UTC()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteContacts(ctx, 31, "cb-move", []string{"ct-gone"}); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := streamRecords(t, s)
+	seen := map[string]string{} // by the address each event names
+	for _, rec := range recs {
+		c, ok, err := dynamo.DecodeChange(rec.Keys, rec.Old, rec.New)
+		if err != nil || !ok || (c.Before.Contact == nil && c.After.Contact == nil) {
+			continue
+		}
+		ev, ok := hooks.ChangeEvent(c, rec.Seq)
+		if !ok {
+			continue
+		}
+		d := ev.Data.(hooks.ContactData)
+		if ev.Type == "contact.deleted" {
+			moved, err := s.Moved(ctx, store.Contact{ID: d.ID, TeamID: ev.TeamID, BookID: d.ContactBookID, Email: d.Email})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if moved {
+				ev.Type = "moved"
+			}
+		}
+		seen[d.Email] += ev.Type + " "
+	}
+	want := map[string]string{"old@example.org": "contact.created moved ", "new@example.org": "contact.updated ",
+		"gone@example.org": "contact.created contact.deleted "}
+	if !maps.Equal(seen, want) {
+		t.Errorf("events by address %v, want %v", seen, want)
+	}
 }
