@@ -313,6 +313,20 @@ func wants(w store.Webhook, ev Event) bool {
 // MaxCallData is the most event data a webhook call carries (a DynamoDB item is at most 400 KB).
 const MaxCallData = 256 << 10
 
+// Wanted reports whether a webhook of the event's team wants it, reading the team's webhooks
+// once for all the calls that share byTeam.
+func (s *Service) Wanted(ctx context.Context, byTeam map[int64][]store.Webhook, ev Event) (bool, error) {
+	hooks, ok := byTeam[ev.TeamID]
+	if !ok {
+		var err error
+		if hooks, err = s.Store.ListWebhooks(ctx, ev.TeamID); err != nil {
+			return false, err
+		}
+		byTeam[ev.TeamID] = hooks
+	}
+	return slices.ContainsFunc(hooks, func(w store.Webhook) bool { return wants(w, ev) }), nil
+}
+
 // Publish makes the calls of events for the webhooks that want them (a call once, however
 // often an event is published) and returns the calls it made, due at once. It does not attempt
 // them: the caller does (Attempt), or the runner that works through due calls (RunDue).

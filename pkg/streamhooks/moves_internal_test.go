@@ -19,16 +19,29 @@ func (m movedStore) Moved(_ context.Context, c store.Contact) (bool, error) {
 	return m.moved[c.ID], nil
 }
 
-// TestDropMoves: the contact.deleted of a contact that moved to another address is left out;
-// a real deletion and every other event stay, in order.
+// webhooksOf lists team 1's one webhook, which wants contact events; team 2 has none.
+type webhooksOf struct{ hooks.Store }
+
+func (webhooksOf) ListWebhooks(_ context.Context, team int64) ([]store.Webhook, error) {
+	if team != 1 {
+		return nil, nil
+	}
+	return []store.Webhook{{ID: "wh", TeamID: 1, Status: store.WebhookActive, EventTypes: []string{"contact.deleted", "contact.updated"}}}, nil
+}
+
+// TestDropMoves: the contact.deleted of a contact that moved to another address is left out,
+// and so is one no webhook wants (it is not read); a real deletion and every other event stay,
+// in order.
 func TestDropMoves(t *testing.T) {
 	evs := []hooks.Event{
 		{Type: "contact.deleted", TeamID: 1, Data: hooks.ContactData{ID: "ct-moved", Email: "old@example.org"}},
 		{Type: "contact.updated", TeamID: 1, Data: hooks.ContactData{ID: "ct-moved", Email: "new@example.org"}},
 		{Type: "contact.deleted", TeamID: 1, Data: hooks.ContactData{ID: "ct-gone", Email: "gone@example.org"}},
 		{Type: "domain.updated", TeamID: 1},
+		{Type: "contact.deleted", TeamID: 2, Data: hooks.ContactData{ID: "ct-other", Email: "x@example.org"}},
 	}
-	got, err := dropMoves(context.Background(), movedStore{moved: map[string]bool{"ct-moved": true}}, evs)
+	h := &hooks.Service{Store: webhooksOf{}}
+	got, err := dropMoves(context.Background(), h, movedStore{moved: map[string]bool{"ct-moved": true}}, evs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func Work(recs []dynamo.StreamRecord) (entries []hooks.Entries, changes []hooks.
 // have the same ids.
 func Publish(ctx context.Context, h *hooks.Service, st hooks.EmailReader, recs []dynamo.StreamRecord) (Result, error) {
 	entries, changes, undecoded := Work(recs)
-	changes, err := dropMoves(ctx, st, changes)
+	changes, err := dropMoves(ctx, h, st, changes)
 	if err != nil {
 		return Result{}, err
 	}
@@ -126,15 +126,24 @@ type mover interface {
 
 // dropMoves leaves out the contact.deleted of a contact whose item went because its address
 // changed: the contact is still in its book, and the new item's record is its contact.updated
-// (dynamo.DecodeChange).
-func dropMoves(ctx context.Context, st hooks.EmailReader, changes []hooks.Event) ([]hooks.Event, error) {
+// (dynamo.DecodeChange). It reads the contact only where a webhook wants the event (a book's
+// deletion removes its contacts one by one: no read each for a team without such a webhook).
+func dropMoves(ctx context.Context, h *hooks.Service, st hooks.EmailReader, changes []hooks.Event) ([]hooks.Event, error) {
 	m, ok := st.(mover)
 	if !ok {
 		return changes, nil
 	}
+	byTeam := map[int64][]store.Webhook{}
 	kept := changes[:0]
 	for _, ev := range changes {
 		if d, isContact := ev.Data.(hooks.ContactData); isContact && ev.Type == "contact.deleted" {
+			wanted, err := h.Wanted(ctx, byTeam, ev)
+			if err != nil {
+				return nil, err
+			}
+			if !wanted {
+				continue // no webhook wants it: nothing to tell
+			}
 			moved, err := m.Moved(ctx, store.Contact{ID: d.ID, TeamID: ev.TeamID, BookID: d.ContactBookID, Email: d.Email})
 			if err != nil {
 				return nil, err
