@@ -751,16 +751,7 @@ type campaignChange struct {
 // hold puts a claimed campaign email back in QUEUED, held for its paused campaign (as a claim
 // that finds the campaign paused does).
 func (w *Worker) hold(ctx context.Context, id string, claimedAt time.Time) error {
-	e, err := w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
-		if !ours(e, claimedAt) {
-			return nil, errSkip
-		}
-		if err := email.Move(e, store.StatusQueued, email.ByWorker, w.Now().UTC()); err != nil {
-			return nil, err
-		}
-		e.Held = true
-		return nil, nil
-	})
+	e, err := w.requeue(ctx, id, claimedAt, func(e *store.Email) { e.Held = true })
 	if errors.Is(err, errSkip) {
 		return nil
 	}
@@ -894,20 +885,27 @@ var outcomeMetric = map[string]string{store.StatusSent: metric.EmailsSent, store
 // release puts a claimed email back to QUEUED after a failure that was not the email's fault,
 // held back until notBefore when it is set.
 func (w *Worker) release(ctx context.Context, id string, claimedAt time.Time, cause error, notBefore *time.Time) error {
-	_, err := w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
+	_, err := w.requeue(ctx, id, claimedAt, func(e *store.Email) { e.NotBefore = notBefore })
+	if err != nil && !errors.Is(err, errSkip) {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// requeue moves an email this worker claimed at claimedAt back to QUEUED, with set's change
+// (errSkip: the claim is no longer this worker's). It writes even when ctx is done: a claim
+// must not be left to run out.
+func (w *Worker) requeue(ctx context.Context, id string, claimedAt time.Time, set func(*store.Email)) (store.Email, error) {
+	return w.Store.UpdateEmail(context.WithoutCancel(ctx), id, func(e *store.Email) ([]store.Event, error) {
 		if !ours(e, claimedAt) {
 			return nil, errSkip
 		}
 		if err := email.Move(e, store.StatusQueued, email.ByWorker, w.Now().UTC()); err != nil {
 			return nil, err
 		}
-		e.NotBefore = notBefore
+		set(e)
 		return nil, nil
 	})
-	if err != nil && !errors.Is(err, errSkip) {
-		return errors.Join(cause, err)
-	}
-	return cause
 }
 
 func (w *Worker) backoff(n int) time.Duration {
