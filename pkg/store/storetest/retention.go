@@ -14,10 +14,6 @@ import (
 // created in the retained days); and the campaign counters keep counting the expired email.
 func testRetention(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	r, ok := s.(interface{ SetRetention(time.Duration) })
-	if !ok {
-		t.Fatal("the store has no SetRetention")
-	}
 	team := newTeam(t, s)
 	camp := createCampaign(t, s, newCampaign(team, "c", "s", store.CampaignRunning, now()))
 	old := campaignEmail(team, camp.ID, now().Add(-100*24*time.Hour))
@@ -27,8 +23,7 @@ func testRetention(t *testing.T, s store.Store) {
 	at := now().Add(-10 * 24 * time.Hour)
 	scheduled.ScheduledAt = &at
 	createEmails(t, s, old, recent, scheduled)
-	r.SetRetention(90 * 24 * time.Hour)
-	defer r.SetRetention(0)
+	withRetention(t, s, 90*24*time.Hour)
 
 	check := func(when string) {
 		t.Helper()
@@ -62,4 +57,16 @@ func testRetention(t *testing.T, s store.Store) {
 		t.Fatalf("ExpireEmails = %d, %v; want at most the one expired", n, err)
 	}
 	check("after the sweep")
+}
+
+// withRetention sets the store's retention (SetRetention, which every adapter has) until the
+// test ends.
+func withRetention(t *testing.T, s store.Store, d time.Duration) {
+	t.Helper()
+	r, ok := s.(interface{ SetRetention(time.Duration) })
+	if !ok {
+		t.Fatal("the store has no SetRetention")
+	}
+	r.SetRetention(d)
+	t.Cleanup(func() { r.SetRetention(0) })
 }

@@ -175,10 +175,6 @@ func callIDs(cs []store.WebhookCall) []string {
 // DynamoDB's TTL, removes none).
 func testWebhookCallRetention(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	r, ok := s.(interface{ SetRetention(time.Duration) })
-	if !ok {
-		t.Fatal("the store has no SetRetention")
-	}
 	team := newTeam(t, s)
 	at := now()
 	hook := func() string {
@@ -198,8 +194,7 @@ func testWebhookCallRetention(t *testing.T, s store.Store) {
 	_, err := s.CreateWebhookCalls(ctx, []store.WebhookCall{old, recent, orphan})
 	noErr(t, "CreateWebhookCalls", err)
 	noErr(t, "DeleteWebhook", s.DeleteWebhook(ctx, team, gone))
-	r.SetRetention(30 * 24 * time.Hour)
-	defer r.SetRetention(0)
+	withRetention(t, s, 30*24*time.Hour)
 	check := func(when string) {
 		t.Helper()
 		if _, err := s.GetWebhookCall(ctx, kept, old.ID); !errors.Is(err, store.ErrNotFound) {
