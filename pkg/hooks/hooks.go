@@ -313,16 +313,25 @@ func wants(w store.Webhook, ev Event) bool {
 // MaxCallData is the most event data a webhook call carries (a DynamoDB item is at most 400 KB).
 const MaxCallData = 256 << 10
 
+// teamHooks is the team's webhooks, read once for all the calls that share byTeam.
+func (s *Service) teamHooks(ctx context.Context, byTeam map[int64][]store.Webhook, teamID int64) ([]store.Webhook, error) {
+	if hooks, ok := byTeam[teamID]; ok {
+		return hooks, nil
+	}
+	hooks, err := s.Store.ListWebhooks(ctx, teamID)
+	if err != nil {
+		return nil, err
+	}
+	byTeam[teamID] = hooks
+	return hooks, nil
+}
+
 // Wanted reports whether a webhook of the event's team wants it, reading the team's webhooks
 // once for all the calls that share byTeam.
 func (s *Service) Wanted(ctx context.Context, byTeam map[int64][]store.Webhook, ev Event) (bool, error) {
-	hooks, ok := byTeam[ev.TeamID]
-	if !ok {
-		var err error
-		if hooks, err = s.Store.ListWebhooks(ctx, ev.TeamID); err != nil {
-			return false, err
-		}
-		byTeam[ev.TeamID] = hooks
+	hooks, err := s.teamHooks(ctx, byTeam, ev.TeamID)
+	if err != nil {
+		return false, err
 	}
 	return slices.ContainsFunc(hooks, func(w store.Webhook) bool { return wants(w, ev) }), nil
 }
@@ -339,13 +348,9 @@ func (s *Service) publish(ctx context.Context, events []Event, byTeam map[int64]
 	var calls []store.WebhookCall
 	now := s.now()
 	for _, ev := range events {
-		hooks, ok := byTeam[ev.TeamID]
-		if !ok {
-			var err error
-			if hooks, err = s.Store.ListWebhooks(ctx, ev.TeamID); err != nil {
-				return nil, err
-			}
-			byTeam[ev.TeamID] = hooks
+		hooks, err := s.teamHooks(ctx, byTeam, ev.TeamID)
+		if err != nil {
+			return nil, err
 		}
 		data, err := jsonout.Marshal(ev.Data) // < > & as they are: a receiver reads JSON, not HTML
 		if err != nil {
@@ -780,13 +785,9 @@ func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entrie
 	var order []string
 	added := map[string][]string{}
 	for _, en := range entries {
-		hooks, ok := byTeam[en.TeamID]
-		if !ok {
-			var err error
-			if hooks, err = s.Store.ListWebhooks(ctx, en.TeamID); err != nil {
-				return nil, err
-			}
-			byTeam[en.TeamID] = hooks
+		hooks, err := s.teamHooks(ctx, byTeam, en.TeamID)
+		if err != nil {
+			return nil, err
 		}
 		if len(hooks) == 0 {
 			continue
@@ -813,5 +814,47 @@ func (s *Service) PublishEntries(ctx context.Context, emails EmailReader, entrie
 			}
 		}
 	}
+	more, err := s.dropMoves(ctx, emails, byTeam, more)
+	if err != nil {
+		return nil, err
+	}
 	return s.publish(ctx, append(evs, more...), byTeam)
+}
+
+// Mover tells a contact's change of address from its deletion where that change deletes the
+// contact's item and writes a new one (dynamo.Store.Moved): the contact is still in its book.
+type Mover interface {
+	Moved(ctx context.Context, c store.Contact) (bool, error)
+}
+
+// dropMoves leaves out the contact.deleted of a contact whose item went because its address
+// changed, when emails is a Mover: the new item's change is its contact.updated
+// (dynamo.DecodeChange). It reads the contact only where a webhook wants the event (a book's
+// deletion removes its contacts one by one: no read each for a team without such a webhook).
+func (s *Service) dropMoves(ctx context.Context, emails EmailReader, byTeam map[int64][]store.Webhook, events []Event) ([]Event, error) {
+	m, ok := emails.(Mover)
+	if !ok {
+		return events, nil
+	}
+	kept := events[:0:0]
+	for _, ev := range events {
+		if d, isContact := ev.Data.(ContactData); isContact && ev.Type == "contact.deleted" {
+			wanted, err := s.Wanted(ctx, byTeam, ev)
+			if err != nil {
+				return nil, err
+			}
+			if !wanted {
+				continue // no webhook wants it: nothing to tell
+			}
+			moved, err := m.Moved(ctx, store.Contact{ID: d.ID, TeamID: ev.TeamID, BookID: d.ContactBookID, Email: d.Email})
+			if err != nil {
+				return nil, err
+			}
+			if moved {
+				continue
+			}
+		}
+		kept = append(kept, ev)
+	}
+	return kept, nil
 }

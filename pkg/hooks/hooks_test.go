@@ -615,3 +615,46 @@ func TestACallClaimedElsewhereHoldsNothing(t *testing.T) {
 		t.Errorf("the claimed call was touched: %+v", first)
 	}
 }
+
+// movedReader answers Moved for the contact ids in moved (the DynamoDB store's way).
+type movedReader struct {
+	EmailReader
+	moved map[string]bool
+	asked []string
+}
+
+func (m *movedReader) Moved(_ context.Context, c store.Contact) (bool, error) {
+	m.asked = append(m.asked, c.ID)
+	return m.moved[c.ID], nil
+}
+
+// TestAMovedContactIsNoDeletion: on a store where a change of address deletes a contact's
+// item (a Mover), the contact.deleted of a contact still in its book makes no call, a real
+// deletion does; a team without a webhook that wants it has its contact not even read.
+func TestAMovedContactIsNoDeletion(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL + "/c"), EventTypes: ptr([]string{"contact.deleted", "contact.updated"})}); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(typ string, team int64, id string) Event {
+		return Event{Type: typ, TeamID: team, At: w.clock, Key: typ + id, Data: ContactData{ID: id, Email: id + "@example.org"}}
+	}
+	m := &movedReader{moved: map[string]bool{"ct-moved": true}}
+	calls, err := w.s.PublishEntries(ctx, m, nil, ev("contact.deleted", w.team, "ct-moved"), ev("contact.updated", w.team, "ct-moved"),
+		ev("contact.deleted", w.team, "ct-gone"), ev("contact.deleted", w.team+1, "ct-other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range calls {
+		got = append(got, c.Type)
+	}
+	if len(calls) != 2 || calls[0].Type != "contact.updated" || calls[1].Type != "contact.deleted" || !strings.Contains(string(calls[1].Data), "ct-gone") {
+		t.Errorf("calls %q, want the move's contact.updated and ct-gone's contact.deleted", got)
+	}
+	if strings.Join(m.asked, " ") != "ct-moved ct-gone" {
+		t.Errorf("contacts read %q, want the two a webhook wants", m.asked)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/mailroom/mailroom/pkg/hooks"
-	"github.com/mailroom/mailroom/pkg/store"
 	"github.com/mailroom/mailroom/pkg/store/dynamo"
 )
 
@@ -64,10 +63,6 @@ func Work(recs []dynamo.StreamRecord) (entries []hooks.Entries, changes []hooks.
 // have the same ids.
 func Publish(ctx context.Context, h *hooks.Service, st hooks.EmailReader, recs []dynamo.StreamRecord) (Result, error) {
 	entries, changes, undecoded := Work(recs)
-	changes, err := dropMoves(ctx, h, st, changes)
-	if err != nil {
-		return Result{}, err
-	}
 	r := Result{Entries: len(entries), Changes: len(changes), Undecoded: undecoded}
 	calls, err := h.PublishEntries(ctx, st, entries, changes...)
 	if err != nil {
@@ -117,42 +112,4 @@ func newEvents(image map[string]types.AttributeValue) []string {
 		}
 	}
 	return out
-}
-
-// mover tells a contact's change of address from its deletion (dynamo.Store.Moved).
-type mover interface {
-	Moved(ctx context.Context, c store.Contact) (bool, error)
-}
-
-// dropMoves leaves out the contact.deleted of a contact whose item went because its address
-// changed: the contact is still in its book, and the new item's record is its contact.updated
-// (dynamo.DecodeChange). It reads the contact only where a webhook wants the event (a book's
-// deletion removes its contacts one by one: no read each for a team without such a webhook).
-func dropMoves(ctx context.Context, h *hooks.Service, st hooks.EmailReader, changes []hooks.Event) ([]hooks.Event, error) {
-	m, ok := st.(mover)
-	if !ok {
-		return changes, nil
-	}
-	byTeam := map[int64][]store.Webhook{}
-	kept := changes[:0]
-	for _, ev := range changes {
-		if d, isContact := ev.Data.(hooks.ContactData); isContact && ev.Type == "contact.deleted" {
-			wanted, err := h.Wanted(ctx, byTeam, ev)
-			if err != nil {
-				return nil, err
-			}
-			if !wanted {
-				continue // no webhook wants it: nothing to tell
-			}
-			moved, err := m.Moved(ctx, store.Contact{ID: d.ID, TeamID: ev.TeamID, BookID: d.ContactBookID, Email: d.Email})
-			if err != nil {
-				return nil, err
-			}
-			if moved {
-				continue
-			}
-		}
-		kept = append(kept, ev)
-	}
-	return kept, nil
 }
