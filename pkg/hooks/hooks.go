@@ -326,9 +326,9 @@ func (s *Service) teamHooks(ctx context.Context, byTeam map[int64][]store.Webhoo
 	return hooks, nil
 }
 
-// Wanted reports whether a webhook of the event's team wants it, reading the team's webhooks
+// wanted reports whether a webhook of the event's team wants it, reading the team's webhooks
 // once for all the calls that share byTeam.
-func (s *Service) Wanted(ctx context.Context, byTeam map[int64][]store.Webhook, ev Event) (bool, error) {
+func (s *Service) wanted(ctx context.Context, byTeam map[int64][]store.Webhook, ev Event) (bool, error) {
 	hooks, err := s.teamHooks(ctx, byTeam, ev.TeamID)
 	if err != nil {
 		return false, err
@@ -839,11 +839,11 @@ func (s *Service) dropMoves(ctx context.Context, emails EmailReader, byTeam map[
 	kept := events[:0:0]
 	for _, ev := range events {
 		if d, isContact := ev.Data.(ContactData); isContact && ev.Type == "contact.deleted" {
-			wanted, err := s.Wanted(ctx, byTeam, ev)
+			want, err := s.wanted(ctx, byTeam, ev)
 			if err != nil {
 				return nil, err
 			}
-			if !wanted {
+			if !want {
 				continue // no webhook wants it: nothing to tell
 			}
 			moved, err := m.Moved(ctx, store.Contact{ID: d.ID, TeamID: ev.TeamID, BookID: d.ContactBookID, Email: d.Email})
