@@ -407,12 +407,42 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 	return each(ctx, len(items), func(ctx context.Context, i int) error {
 		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(st.table), Item: items[i], ConditionExpression: aws.String("attribute_not_exists(PK)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
-		if err != nil && !conditionFailed(err) {
+		var ccf *types.ConditionalCheckFailedException
+		if asCCF(err, &ccf) {
+			return st.relist(ctx, ccf.Item)
+		}
+		if err != nil {
 			return fmt.Errorf("dynamo: create email: %w", err)
 		}
 		return nil
 	})
+}
+
+// relist puts back the list entry of an email that existed before a CreateEmails wrote its
+// list entry again (a retried request or campaign step builds its emails anew, with its own
+// time): the entry follows the stored email, not the retry, so the email stays listed on the
+// day it was created, once. The retry's entry was written before the email's put failed, so
+// this write comes after it whichever of two concurrent calls made it. An email written before
+// list entries carries its index keys itself: the retry's entry would list it twice, and goes.
+func (st *Store) relist(ctx context.Context, stored map[string]types.AttributeValue) error {
+	it, err := decodeItem(stored)
+	if err != nil {
+		return err
+	}
+	if !it.Listed {
+		_, err = st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.table), Key: listKey(it.ID).av()})
+	} else {
+		var lm map[string]types.AttributeValue
+		if lm, err = st.listAttrs(it.Email); err == nil {
+			_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.table), Item: lm})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: list entry of an existing email: %w", err)
+	}
+	return nil
 }
 
 // maxConflictAttempts bounds the retries of transactions cancelled by concurrent transactions

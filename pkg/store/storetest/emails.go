@@ -92,6 +92,23 @@ func testCreateEmailsTwice(t *testing.T, s store.Store) {
 		t.Fatalf("count after a repeated CreateEmails = %d, want 1", count)
 	}
 
+	// A retry builds its email anew, with its own time (a campaign step or an idempotent send
+	// taken over after a crash, a day later): the email stays listed when it was created.
+	later := retry
+	later.CreatedAt, later.UpdatedAt = e.CreatedAt.Add(26*time.Hour), e.CreatedAt.Add(26*time.Hour)
+	noErr(t, "CreateEmails(a later retry)", s.CreateEmails(ctx, []store.Email{later}, nil))
+	checkEmail(t, "email after a later retry", getEmail(t, s, e.ID), e)
+	around := func(at time.Time) store.EmailFilter {
+		lo, hi := at.Add(-time.Hour), at.Add(time.Hour)
+		return store.EmailFilter{TeamID: team, Start: &lo, End: &hi, Limit: 10}
+	}
+	if list, count := listAll(t, s, around(e.CreatedAt)); count != 1 || !equalStrings(emailIDs(list), []string{e.ID}) {
+		t.Fatalf("list around its creation after a later retry = %v (count %d), want [%s]", emailIDs(list), count, e.ID)
+	}
+	if list, count := listAll(t, s, around(later.CreatedAt)); count != 0 || len(list) != 0 {
+		t.Fatalf("list around the retry's time = %v (count %d), want none", emailIDs(list), count)
+	}
+
 	// A batch mixing an existing and a new email creates the new one only.
 	fresh := newEmail(team, 1, e.CreatedAt.Add(time.Second), store.StatusQueued)
 	createEmails(t, s, retry, fresh)
