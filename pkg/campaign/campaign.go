@@ -189,20 +189,38 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 	if err != nil {
 		return store.Campaign{}, err
 	}
+	// A campaign that never started has written no email, so holds none: its start goes.
+	if c.Status == store.CampaignDraft || c.Status == store.CampaignScheduled {
+		if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
+			return store.Campaign{}, notFound(err)
+		}
+		// Harmless if it fails: the start finds the campaign gone.
+		if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
+			s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
+		}
+		return c, nil
+	}
+	// A step that finds the campaign gone hands the emails it held (paused) back to the
+	// worker, which cancels them; no later step would. So first the campaign's next step is
+	// put at a minute from now (in place of its pending schedule, if any): a deletion that
+	// cannot be sure of that step fails before it deletes anything, and the client retries.
+	if err := s.put(ctx, c, s.Now().UTC().Add(releaseBackstop), c.BatchesDone, 0); err != nil {
+		return store.Campaign{}, err
+	}
 	if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
 		return store.Campaign{}, notFound(err)
 	}
-	// Harmless if it fails, or if another step's schedule is pending: a step finds it gone.
-	if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
-		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
-	}
-	// One step more, which finds the campaign gone and releases the emails it held (if it was
-	// paused) to the worker, which cancels them.
+	// The same step now, so that the held emails go at once; the schedule stands in for it if
+	// this invocation fails, and finds nothing left to release otherwise.
 	if err := s.kick(ctx, c, c.BatchesDone); err != nil {
-		s.Log.Warn("release the deleted campaign's held emails", "campaignId", id, "err", err)
+		s.Log.Warn("release the deleted campaign's held emails (its schedule will)", "campaignId", id, "err", err)
 	}
 	return c, nil
 }
+
+// releaseBackstop is when the step a deletion schedules runs, in case its direct invocation
+// fails.
+const releaseBackstop = time.Minute
 
 // When says when to start: now, at a time, or not yet (a draft).
 type When struct {
@@ -543,8 +561,9 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	if err != nil {
 		return 0, false, err
 	}
-	if c.Status == store.CampaignRunning {
-		// Running again after a pause: the emails held meanwhile go out first.
+	if c.Status == store.CampaignRunning || (c.Status == store.CampaignSent && c.BatchesDone == n+1) {
+		// Running again after a pause: the emails held meanwhile go out first. Sent: this is
+		// the last step again (retried after its release below failed).
 		if err := s.releaseHeld(ctx, teamID, id); err != nil {
 			return 0, false, err
 		}
@@ -611,9 +630,10 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 		"perSecond", int(float64(written)/max(elapsed.Seconds(), 0.001)))
 	if c.Status == store.CampaignSent {
 		// The last step: once more, for a hold written just before a resume whose release
-		// the index had not caught up with; no later step would look.
+		// the index had not caught up with; no later step would look, so a failure fails the
+		// step, whose retry releases them (above).
 		if err := s.releaseHeld(ctx, teamID, id); err != nil {
-			s.Log.Warn("release held emails after the last step", "campaignId", id, "err", err)
+			return 0, false, fmt.Errorf("campaign %s: release held emails after the last step: %w", id, err)
 		}
 	}
 	return n + 1, c.Status == store.CampaignRunning, nil

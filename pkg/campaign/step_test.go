@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -369,6 +370,7 @@ func TestAudienceCountFailsWithItsCause(t *testing.T) {
 type downScheduler struct {
 	putDown  bool
 	puts     []time.Time
+	payloads [][]byte
 	onPut    func() error
 	onInvoke func()
 }
@@ -383,6 +385,7 @@ func (d *downScheduler) Put(_ context.Context, s schedule.Schedule) error {
 		return errors.New("scheduler unavailable")
 	}
 	d.puts = append(d.puts, s.At)
+	d.payloads = append(d.payloads, s.Payload)
 	return nil
 }
 func (d *downScheduler) Delete(context.Context, string) error { return nil }
@@ -478,5 +481,122 @@ func TestAFailedStartChangesNothing(t *testing.T) {
 	}
 	if c, _ := st.GetCampaign(ctx, 1, "cpbench"); c.Status != store.CampaignRunning {
 		t.Errorf("a start that runs: %s", c.Status)
+	}
+}
+
+// hold makes the campaign's email to contact i one its worker held (the campaign paused).
+func hold(t *testing.T, st *bolt.Store, i int) string {
+	t.Helper()
+	id := EmailID("cpbench", benchContact(i).ID)
+	if _, err := st.UpdateEmail(context.Background(), id, func(e *store.Email) ([]store.Event, error) {
+		e.Held = true
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func held(t *testing.T, st *bolt.Store, id string) bool {
+	t.Helper()
+	e, err := st.GetEmail(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Held
+}
+
+// TestDeletingAPausedCampaignReleasesWhatItHeld: the emails a paused campaign held go back
+// to the worker when it is deleted even if the step the deletion invokes never runs, because
+// the deletion first put that step a minute ahead; a deletion that cannot put it fails before
+// it deletes anything.
+func TestDeletingAPausedCampaignReleasesWhatItHeld(t *testing.T) {
+	s, st := stepFixture(t, 2)
+	ctx := context.Background()
+	if _, _, err := s.Step(ctx, 1, "cpbench", 0); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, st, store.CampaignPaused)
+	id := hold(t, st, 0)
+
+	s.Scheduler = &downScheduler{putDown: true}
+	if _, err := s.Delete(ctx, 1, "cpbench"); err == nil {
+		t.Fatal("Delete succeeded though nothing would release the held emails")
+	}
+	if _, err := st.GetCampaign(ctx, 1, "cpbench"); err != nil {
+		t.Fatalf("the campaign after a failed Delete: %v", err)
+	}
+
+	sched := &downScheduler{} // schedules are put; the direct invocation fails
+	s.Scheduler = sched
+	before := time.Now()
+	if _, err := s.Delete(ctx, 1, "cpbench"); err != nil {
+		t.Fatal(err)
+	}
+	if len(sched.puts) != 1 || sched.puts[0].Before(before) || sched.puts[0].After(time.Now().Add(releaseBackstop)) {
+		t.Fatalf("schedules put by Delete: %v, want one within %v", sched.puts, time.Minute)
+	}
+	if !held(t, st, id) {
+		t.Fatal("released though the invocation failed (the test holds nothing)")
+	}
+	var p Payload
+	if err := json.Unmarshal(sched.payloads[0], &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Step(ctx, p.TeamID, p.CampaignID, p.Step); err != nil { // the schedule fires
+		t.Fatal(err)
+	}
+	if held(t, st, id) {
+		t.Fatal("the deleted campaign's email is still held after its scheduled step")
+	}
+}
+
+// holdInStep is a store on which a worker holds the first email a step writes, and on which
+// the first release of it fails.
+type holdInStep struct {
+	*bolt.Store
+	id        string
+	failFirst bool
+}
+
+func (h *holdInStep) CreateEmails(ctx context.Context, emails []store.Email, first []store.Event) error {
+	if err := h.Store.CreateEmails(ctx, emails, first); err != nil || h.id != "" {
+		return err
+	}
+	h.id = emails[0].ID
+	_, err := h.Store.UpdateEmail(ctx, h.id, func(e *store.Email) ([]store.Event, error) {
+		e.Held = true
+		return nil, nil
+	})
+	return err
+}
+
+func (h *holdInStep) UpdateEmail(ctx context.Context, id string, fn func(*store.Email) ([]store.Event, error)) (store.Email, error) {
+	if id == h.id && h.failFirst {
+		h.failFirst = false
+		return store.Email{}, errors.New("table unavailable")
+	}
+	return h.Store.UpdateEmail(ctx, id, fn)
+}
+
+// TestTheLastStepRetriedReleasesWhatItHeld: the last step's release of held emails failing
+// fails the step, and its retry (the campaign SENT by then) releases them.
+func TestTheLastStepRetriedReleasesWhatItHeld(t *testing.T) {
+	s, st := stepFixture(t, 10)
+	ctx := context.Background()
+	h := &holdInStep{Store: st, failFirst: true}
+	s.Store = h
+	if _, _, err := s.Step(ctx, 1, "cpbench", 0); err == nil {
+		t.Fatal("the last step succeeded though its release failed")
+	}
+	c, err := st.GetCampaign(ctx, 1, "cpbench")
+	if err != nil || c.Status != store.CampaignSent || h.id == "" || !held(t, st, h.id) {
+		t.Fatalf("after the failed release: %s, %v, %q held; want SENT and one email still held", c.Status, err, h.id)
+	}
+	if _, _, err := s.Step(ctx, 1, "cpbench", 0); err != nil { // the retry
+		t.Fatal(err)
+	}
+	if held(t, st, h.id) {
+		t.Fatal("held after the last step's retry")
 	}
 }

@@ -406,7 +406,8 @@ func TestFunctionsGetWhatTheirPortsUse(t *testing.T) {
 
 // TestPortsFollowWhatFunctionsDo pins the ports of the functions whose handlers call AWS
 // beyond the table, so that a change to one is a decision: the send worker and the
-// reconciler send; the scheduled-send target re-arms an early schedule; a campaign step signs
+// reconciler send; the scheduled-send target re-arms an early schedule; a campaign deletion
+// puts its releasing step; a campaign step signs
 // links, schedules the next step or invokes it; the reconciler restarts a stalled campaign
 // with an invocation; the domain routes call SES's identities.
 func TestPortsFollowWhatFunctionsDo(t *testing.T) {
@@ -423,7 +424,7 @@ func TestPortsFollowWhatFunctionsDo(t *testing.T) {
 		"ListEmails":     {Table: read, RateLimited: true},
 		"GetEmail":       {Table: read, RateLimited: true},
 		"Unsubscribe":    {Table: with("PutItem", "UpdateItem"), Unsubscribe: lambdafn.Read},
-		"DeleteCampaign": {Table: with("DeleteItem"), CampaignSchedules: lambdafn.ScheduleDelete, CampaignInvoke: true, RateLimited: true},
+		"DeleteCampaign": {Table: with("DeleteItem"), CampaignSchedules: lambdafn.SchedulePutDel, CampaignInvoke: true, RateLimited: true},
 	} {
 		if got := lambdafn.PortsOf(name); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: ports %+v, want %+v", name, got, want)

@@ -132,13 +132,15 @@ var uses = map[string]Ports{
 	"BulkDeleteContacts": {Table: Writes(UpdateItem, DeleteItem)},
 	// Campaigns: starting one later puts its schedule, starting or resuming one now invokes its
 	// step directly (and deletes a later start's schedule; a campaign whose start fails is
-	// removed again); delete removes its schedule and invokes one last step, which releases the
-	// emails held while it was paused.
+	// removed again); delete removes a start's schedule, or (a campaign that has sent) puts its
+	// next step a minute ahead in place of a pending one and invokes it now: the step finds the
+	// campaign gone and releases the emails held while it was paused, the schedule standing in
+	// for a failed invocation.
 	"CreateCampaign":   {Table: Writes(PutItem, DeleteItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
 	"ScheduleCampaign": {Table: Writes(PutItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true, Dates: true},
 	"PauseCampaign":    {Table: Writes(PutItem)},
 	"ResumeCampaign":   {Table: Writes(PutItem), CampaignSchedules: SchedulePut, CampaignInvoke: true},
-	"DeleteCampaign":   {Table: Writes(DeleteItem), CampaignSchedules: ScheduleDelete, CampaignInvoke: true},
+	"DeleteCampaign":   {Table: Writes(DeleteItem), CampaignSchedules: SchedulePutDel, CampaignInvoke: true},
 	// Unsubscribing rewrites the contact (same key) and the email's counted kinds, and counts
 	// the campaign's unsubscribed recipient: no delete, no batch, no transaction.
 	"Unsubscribe": {Table: Writes(PutItem, UpdateItem), Unsubscribe: Read},
