@@ -44,10 +44,10 @@ type Pacer struct {
 	taking sync.Mutex // one batch's slots are taken by one of its sends
 	mu     sync.Mutex
 	// reserved is the slots taken for this process and not yet used: positions pos..pos+left-1
-	// of second sec.
+	// of second sec, which takes limit sends.
 	reserved struct {
-		sec       time.Time
-		pos, left int
+		sec              time.Time
+		limit, pos, left int
 	}
 	quota       mail.Quota
 	quotaAt     time.Time
@@ -84,22 +84,21 @@ func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error
 	if err != nil || !retry.IsZero() || rate <= 0 {
 		return retry, err
 	}
-	limit := max(1, int(math.Floor(rate)))
-	if at, ok := p.fromReserved(before, limit); ok {
+	if at, ok := p.fromReserved(before); ok {
 		return time.Time{}, sleepUntil(ctx, at, p.now())
 	}
-	want := min(max(1, batch.Of(ctx)), limit, maxReserve)
+	want := min(max(1, batch.Of(ctx)), int(math.Ceil(rate)), maxReserve)
 	if want > 1 {
 		// The sends of a batch ask at about the same time: one of them takes the slots of all,
 		// the others wait for it and use them (the lock is not held while a send waits for
 		// its place in the second).
 		p.taking.Lock()
-		if at, ok := p.fromReserved(before, limit); ok {
+		if at, ok := p.fromReserved(before); ok {
 			p.taking.Unlock()
 			return time.Time{}, sleepUntil(ctx, at, p.now())
 		}
 	}
-	at, retry, err := p.take(ctx, before, limit, want)
+	at, retry, err := p.take(ctx, before, rate, want)
 	if want > 1 {
 		p.taking.Unlock()
 	}
@@ -109,10 +108,19 @@ func (p *Pacer) Acquire(ctx context.Context, before time.Time) (time.Time, error
 	return time.Time{}, sleepUntil(ctx, at, p.now())
 }
 
+// slotsIn is how many sends the second that starts at sec may take at rate: the whole sends due
+// by its end less those due by its start (from the Unix epoch), so that a fraction of a send
+// per second is kept over the seconds: at 0.5/s every other second takes one, at 14.3/s a
+// second takes 14 or 15 and ten seconds 143.
+func slotsIn(sec time.Time, rate float64) int {
+	t := float64(sec.Unix())
+	return int(math.Floor(rate*(t+1)) - math.Floor(rate*t))
+}
+
 // take takes up to want slots of the first second before before that has room, keeps all but
 // the first for the process, and returns when the first's send may start; or, when no second
 // before before has room, the time to try again.
-func (p *Pacer) take(ctx context.Context, before time.Time, limit, want int) (at, retry time.Time, err error) {
+func (p *Pacer) take(ctx context.Context, before time.Time, rate float64, want int) (at, retry time.Time, err error) {
 	p.mu.Lock()
 	sec := p.now().Truncate(time.Second)
 	if p.next.After(sec) {
@@ -120,9 +128,11 @@ func (p *Pacer) take(ctx context.Context, before time.Time, limit, want int) (at
 	}
 	p.mu.Unlock()
 	for ; sec.Before(before); sec = sec.Add(time.Second) {
-		pos, got, err := p.Slots.TakeSendSlots(ctx, sec, limit, want)
-		if err != nil {
-			return time.Time{}, time.Time{}, fmt.Errorf("take a send slot: %w", err)
+		limit, got, pos := slotsIn(sec, rate), 0, 0
+		if limit > 0 {
+			if pos, got, err = p.Slots.TakeSendSlots(ctx, sec, limit, min(want, limit)); err != nil {
+				return time.Time{}, time.Time{}, fmt.Errorf("take a send slot: %w", err)
+			}
 		}
 		if got == 0 {
 			p.mu.Lock()
@@ -136,7 +146,7 @@ func (p *Pacer) take(ctx context.Context, before time.Time, limit, want int) (at
 			// The rest is this process's for the sends of its batch (a second that passes
 			// unused is lost: they are at most a batch's worth).
 			p.mu.Lock()
-			p.reserved.sec, p.reserved.pos, p.reserved.left = sec, pos+1, got-1
+			p.reserved.sec, p.reserved.limit, p.reserved.pos, p.reserved.left = sec, limit, pos+1, got-1
 			p.mu.Unlock()
 		}
 		return sec.Add(time.Duration(pos-1) * time.Second / time.Duration(limit)), time.Time{}, nil
@@ -146,14 +156,14 @@ func (p *Pacer) take(ctx context.Context, before time.Time, limit, want int) (at
 
 // fromReserved takes the next slot this process holds, if it is of a second that has not
 // passed and starts before before; at is when its send may start.
-func (p *Pacer) fromReserved(before time.Time, limit int) (time.Time, bool) {
+func (p *Pacer) fromReserved(before time.Time) (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := &p.reserved
 	if r.left == 0 || r.sec.Before(p.now().Truncate(time.Second)) || !r.sec.Before(before) {
 		return time.Time{}, false
 	}
-	at := r.sec.Add(time.Duration(r.pos-1) * time.Second / time.Duration(limit))
+	at := r.sec.Add(time.Duration(r.pos-1) * time.Second / time.Duration(r.limit))
 	r.pos, r.left = r.pos+1, r.left-1
 	return at, true
 }

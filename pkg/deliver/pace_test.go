@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,44 @@ func TestABatchTakesItsSlotsInOneWrite(t *testing.T) {
 	}
 	if n := slots.writes.Load(); n != 3 {
 		t.Errorf("3 sends without a batch: %d writes, want 3", n)
+	}
+}
+
+// TestAFractionalRateIsKeptOverSeconds: the sends a run of seconds allows are the rate times
+// their number in whole sends (less than one more or fewer), for rates below one and between
+// whole numbers; and the pacer's slots at 0.5/s are two seconds apart, where the rate rounded
+// to whole sends gave one a second.
+func TestAFractionalRateIsKeptOverSeconds(t *testing.T) {
+	start := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, rate := range []float64{0.1, 0.5, 1, 1.5, 14.3, 20, 501} {
+		for _, n := range []int{1, 2, 7, 10, 60} {
+			total := 0
+			for i := range n {
+				total += slotsIn(start.Add(time.Duration(i)*time.Second), rate)
+			}
+			if want := rate * float64(n); math.Abs(float64(total)-want) >= 1 {
+				t.Errorf("rate %g over %d s: %d sends, want %g within less than one", rate, n, total, want)
+			}
+		}
+	}
+
+	st, err := bolt.Open(t.TempDir() + "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p := &Pacer{Slots: st, Rate: 0.5, Now: func() time.Time { return start }}
+	var seconds []time.Time
+	for range 4 {
+		at, retry, err := p.take(context.Background(), start.Add(time.Minute), 0.5, 1)
+		if err != nil || !retry.IsZero() {
+			t.Fatalf("take: %v %v", retry, err)
+		}
+		seconds = append(seconds, at)
+	}
+	for i := 1; i < len(seconds); i++ {
+		if gap := seconds[i].Sub(seconds[i-1]); gap < 2*time.Second {
+			t.Errorf("slots at 0.5/s: %v, %v apart; want 2 s", seconds, gap)
+		}
 	}
 }

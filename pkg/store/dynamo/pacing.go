@@ -27,9 +27,16 @@ func sendSlotKey(second int64, shard int) key {
 // the rest is asked for once more. The item expires by TTL a day later. One write per worker
 // batch of sends, whichever worker or Lambda instance makes it.
 func (st *Store) TakeSendSlots(ctx context.Context, second time.Time, limit, n int) (int, int, error) {
+	if limit <= 0 {
+		return 0, 0, nil
+	}
+	// The shards share limit exactly: the first limit%shards take one more than the others.
 	shards := (limit + slotShardRate - 1) / slotShardRate
-	per := (limit + shards - 1) / shards
 	shard := rand.IntN(shards)
+	per, offset := limit/shards, shard*(limit/shards)+min(shard, limit%shards)
+	if shard < limit%shards {
+		per++
+	}
 	want := min(max(n, 1), per)
 	for attempt := 0; attempt < 3 && want > 0; attempt++ {
 		out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -60,7 +67,7 @@ func (st *Store) TakeSendSlots(ctx context.Context, second time.Time, limit, n i
 		if err != nil {
 			return 0, 0, err
 		}
-		return shard*per + count - want + 1, want, nil
+		return offset + count - want + 1, want, nil
 	}
 	return 0, 0, nil
 }

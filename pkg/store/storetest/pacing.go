@@ -41,6 +41,23 @@ func testSendSlots(t *testing.T, s store.Store) {
 	if _, n, err := s.TakeSendSlots(ctx, next, 3, 2); err != nil || n != 0 {
 		t.Errorf("a full second: got %d, %v", n, err)
 	}
+	// A limit a store counts in parts (DynamoDB's shards of 500 a second) is still the limit:
+	// 501, not one more, each position once.
+	third, taken, seen := next.Add(time.Second), 0, map[int]bool{}
+	for range 120 {
+		pos, n, err := s.TakeSendSlots(ctx, third, 501, 10)
+		noErr(t, "TakeSendSlots", err)
+		for p := pos; p < pos+n; p++ {
+			if p < 1 || p > 501 || seen[p] {
+				t.Fatalf("position %d taken (twice, or outside 1..501)", p)
+			}
+			seen[p] = true
+		}
+		taken += n
+	}
+	if taken != 501 {
+		t.Errorf("%d slots taken in a second limited to 501", taken)
+	}
 }
 
 // testSendSlotsConcurrent: 16 workers racing for a second limited to 10, taking 1 to 3 slots at
