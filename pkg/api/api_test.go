@@ -639,6 +639,10 @@ func TestListEmails(t *testing.T) {
 	if p.Count != 6 {
 		t.Errorf("two domains = %d, want 6", p.Count)
 	}
+	e.mustDo("GET", "/api/v1/emails?domainId=", "", &p) // no filter, as upstream reads it
+	if p.Count != 6 {
+		t.Errorf("an empty domainId = %d, want 6 (no filter)", p.Count)
+	}
 	// ids[i] was created at now-(5-i)h: select ids[1] and ids[2].
 	start := e.clock.Now().Add(-4*time.Hour - time.Minute).Format(time.RFC3339)
 	end := e.clock.Now().Add(-3*time.Hour + time.Minute).Format(time.RFC3339)

@@ -216,7 +216,7 @@ var ConsolePages = []struct {
 	{"POST", "/console/keys/{id}/revoke", "ConsoleRevokeKey", "Revokes an API key", "text/html", http.StatusUnauthorized, "/console/keys/k0/revoke", servePage("", (*Console).revokeKey)},
 	{"POST", "/console/session", "ConsoleSignIn", "Signs in with an API key (form field key): an HttpOnly, SameSite=Strict session cookie", "text/html", http.StatusUnauthorized, "", func(c *Console) http.HandlerFunc { return c.signIn }},
 	{"POST", "/console/signout", "ConsoleSignOut", "Signs out", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).signOut)},
-	{"GET", "/console/static/{file}", "ConsoleStatic", "The console's style sheet, script and icon", "text/css", http.StatusOK, "/console/static/console.css", serveStatic},
+	{"GET", "/console/static/{file}", "ConsoleStatic", "The console's style sheet, script and icon", "text/css,text/javascript,image/svg+xml", http.StatusOK, "/console/static/console.css", serveStatic},
 }
 
 // servePage serves a console page by its method h behind c.page (the session, and the keys the

@@ -129,6 +129,9 @@ func parseListQuery(r *http.Request) (email.ListQuery, error) {
 		return q, fault.Field("endDate", "must not be before startDate")
 	}
 	for _, raw := range v["domainId"] {
+		if strings.TrimSpace(raw) == "" {
+			continue // ?domainId= is no filter, as upstream's is
+		}
 		for _, part := range strings.Split(raw, ",") {
 			id, err := strconv.ParseInt(strings.TrimSpace(part), 10, 64)
 			if err != nil || id < 1 {

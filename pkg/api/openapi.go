@@ -77,10 +77,35 @@ func OpenAPI(version string) ([]byte, error) {
 		case b.Type == "application/json":
 			answer["content"] = obj{b.Type: obj{"schema": obj{"type": "object"}}}
 		default:
-			answer["content"] = obj{b.Type: obj{"schema": obj{"type": "string"}}}
+			content := obj{}
+			for _, t := range strings.Split(b.Type, ",") {
+				content[t] = obj{"schema": obj{"type": "string"}}
+			}
+			answer["content"] = content
 		}
-		item[strings.ToLower(b.Method)] = obj{"operationId": b.ID, "summary": b.Summary, "tags": []string{b.Tag},
-			"security": []any{}, "responses": obj{strconv.Itoa(b.Status): answer}}
+		responses := obj{strconv.Itoa(b.Status): answer}
+		if b.Anonymous != 0 && b.Anonymous != b.Status {
+			// Without a session: the sign-in page (a stream or a fragment: the bare status).
+			typ := "text/html"
+			if b.Type != "text/html" {
+				typ = "text/plain"
+			}
+			responses[strconv.Itoa(b.Anonymous)] = obj{"description": "No console session (or, signing in, a key refused): " +
+				"the sign-in form", "content": obj{typ: obj{"schema": obj{"type": "string"}}}}
+		}
+		if strings.Contains(b.Path, "{") {
+			responses["404"] = obj{"description": "Nothing at this path: an unknown id (or another team's), or file",
+				"content": obj{"text/html": obj{"schema": obj{"type": "string"}}, "text/plain": obj{"schema": obj{"type": "string"}}}}
+		}
+		op := obj{"operationId": b.ID, "summary": b.Summary, "tags": []string{b.Tag}, "security": []any{}, "responses": responses}
+		var params []obj
+		for _, name := range pathParams(b.Path) {
+			params = append(params, pathParam(b.Path, name))
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		item[strings.ToLower(b.Method)] = op
 	}
 	if g.err != nil {
 		return nil, g.err
@@ -142,6 +167,12 @@ func consoleBesides() []Besides {
 			b.Status, b.Answer = http.StatusFound, "a redirect to "+ConsoleHome
 		case p.Method == http.MethodPost && p.ID != "ConsoleCreateKey": // it shows the new key once
 			b.Status, b.Answer = http.StatusSeeOther, "a redirect to the page the form was on"
+		case p.Type == "text/event-stream":
+			b.Answer = "the stream: an event each time what the watched page shows changes"
+		case p.Type == "message/rfc822":
+			b.Answer = "the message as it was sent (a download)"
+		case p.ID == "ConsoleStatic":
+			b.Answer = "the file"
 		}
 		out = append(out, b)
 	}
@@ -595,7 +626,6 @@ func schemaNames() map[reflect.Type]string {
 // Types of the request bodies below whose schema reflection cannot tell from their Go type.
 type (
 	addressList       []string // an address or a list of them
-	scalar            any      // a string, number or boolean
 	eventType         string
 	suppressionReason string
 	webhookStatus     string
@@ -607,7 +637,6 @@ func specialSchemas() map[reflect.Type]obj {
 		reflect.TypeFor[json.RawMessage](): {"description": "Any JSON value"},
 		reflect.TypeFor[addressList](): {"oneOf": []obj{{"type": "string"}, {"type": "array", "items": obj{"type": "string"}}},
 			"description": `An address ("Name <a@example.com>" or a@example.com) or a list of them`},
-		reflect.TypeFor[scalar]():            {"oneOf": []obj{{"type": "string"}, {"type": "number"}, {"type": "boolean"}}},
 		reflect.TypeFor[eventType]():         {"type": "string", "enum": webhook.EventTypes},
 		reflect.TypeFor[suppressionReason](): {"type": "string", "enum": []string{store.ReasonHardBounce, store.ReasonComplaint, store.ReasonManual}},
 		reflect.TypeFor[webhookStatus]():     {"type": "string", "enum": []string{store.WebhookActive, store.WebhookPaused}},
@@ -624,7 +653,7 @@ type sendRequest struct {
 	From        string             `json:"from" doc:"The sender, of a verified domain of the team"`
 	Subject     *string            `json:"subject,omitempty" doc:"Required unless templateId is given"`
 	TemplateID  string             `json:"templateId,omitempty" doc:"A template of the team; its subject and bodies are rendered with variables"`
-	Variables   map[string]scalar  `json:"variables,omitempty"`
+	Variables   map[string]string  `json:"variables,omitempty" doc:"Values for the template's {{name}}s (strings)"`
 	ReplyTo     addressList        `json:"replyTo,omitempty"`
 	CC          addressList        `json:"cc,omitempty"`
 	BCC         addressList        `json:"bcc,omitempty"`
@@ -633,7 +662,7 @@ type sendRequest struct {
 	Headers     map[string]string  `json:"headers,omitempty" doc:"Extra headers; those Mailroom sets itself are refused"`
 	Attachments []email.Attachment `json:"attachments,omitempty" doc:"Each content base64"`
 	ScheduledAt *time.Time         `json:"scheduledAt,omitempty" doc:"When to send (default: now)"`
-	InReplyToID string             `json:"inReplyToId,omitempty" doc:"An email of the team this one answers"`
+	InReplyToID *string            `json:"inReplyToId,omitempty" doc:"An email of the team this one answers"`
 }
 
 // rescheduleRequest is the body of PATCH /emails/{emailId}.

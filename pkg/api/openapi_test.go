@@ -539,3 +539,30 @@ func TestOpenAPIResponses(t *testing.T) {
 		t.Errorf("unsubscribe link: %d %s, documented %v", res.StatusCode, res.Header.Get("Content-Type"), page)
 	}
 }
+
+// TestOpenAPIPathTemplatesHaveParameters: OpenAPI 3 wants a required path parameter for each
+// {name} of a path, in every operation of it (validators and code generators refuse the
+// document otherwise), and no path parameter that the path does not have.
+func TestOpenAPIPathTemplatesHaveParameters(t *testing.T) {
+	doc := openAPI(t)
+	for path, item := range doc["paths"].(jsonObject) {
+		var want []string
+		for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
+			want = append(want, m[1])
+		}
+		for method, op := range item.(jsonObject) {
+			var got []string
+			for _, p := range asList(op.(jsonObject)["parameters"]) {
+				if p := p.(jsonObject); p["in"] == "path" {
+					if p["required"] != true {
+						t.Errorf("%s %s: path parameter %v is not required", method, path, p["name"])
+					}
+					got = append(got, p["name"].(string))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s %s: path parameters %v, want %v", method, path, got, want)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,10 @@ func TestServedBesidesAnswerAsDocumented(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != status || (typ != "" && !strings.HasPrefix(resp.Header.Get("Content-Type"), typ)) {
+		documented := typ == "" || slices.ContainsFunc(strings.Split(typ, ","), func(t string) bool {
+			return strings.HasPrefix(resp.Header.Get("Content-Type"), t)
+		})
+		if resp.StatusCode != status || !documented {
 			t.Errorf("%s %s: %d %q, documented %d %q", b.Method, path, resp.StatusCode, resp.Header.Get("Content-Type"), status, typ)
 		}
 	}
