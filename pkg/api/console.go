@@ -130,8 +130,9 @@ type Console struct {
 	// Poll is how often the live view looks for changes (1 s unless set).
 	Poll time.Duration
 	// MaxSessions is how many sessions are held in memory (10,000 unless set); a sign-in
-	// beyond ends the oldest.
-	MaxSessions int
+	// beyond ends the oldest. TeamSessions is how many one team may hold (100 unless set); a
+	// sign-in beyond ends that team's oldest.
+	MaxSessions, TeamSessions int
 	// Scan is how many of the newest emails a search or a status filter looks through
 	// (1,000 unless set; a multiple of 100). The live view of such a page looks every 3 Polls.
 	Scan int
@@ -158,6 +159,7 @@ type EventSink interface {
 // consoleSession is a signed-in browser: the key it signed in with (authenticated again on
 // every request, so a revoked key ends it) and when it ends.
 type consoleSession struct {
+	team    int64
 	key     string
 	expires time.Time
 }
@@ -252,7 +254,7 @@ func serveStatic(*Console) http.HandlerFunc {
 
 // NewConsole builds the console on the services.
 func NewConsole(s *Services, outboxDir string) *Console {
-	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000, Scan: consoleScan}
+	c := &Console{s: s, outboxDir: outboxDir, secret: make([]byte, 32), sessions: map[string]consoleSession{}, Poll: time.Second, MaxSessions: 10000, TeamSessions: 100, Scan: consoleScan}
 	_, _ = rand.Read(c.secret)
 	return c
 }
@@ -429,12 +431,13 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
-	if _, err := c.s.Auth.Authenticate(r.Context(), "Bearer "+key); err != nil {
+	p, err := c.s.Auth.Authenticate(r.Context(), "Bearer "+key)
+	if err != nil {
 		c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in", Error: "That API key is not valid.",
 			Next: backToOrEmpty(r.PostFormValue("next"))})
 		return
 	}
-	id, err := c.newSession(r.Context(), key)
+	id, err := c.newSession(r.Context(), p.TeamID, key)
 	if err != nil {
 		c.s.Log.Error("console: start a session", "err", err.Error())
 		http.Error(w, "The session could not be started.", http.StatusInternalServerError)

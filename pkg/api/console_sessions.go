@@ -35,8 +35,8 @@ type sealedSession struct {
 // sessionPurpose keys the sessions' cipher (campaign.KeyAEAD).
 const sessionPurpose = "mailroom console session v1"
 
-// newSession starts a session for key and returns the cookie's value.
-func (c *Console) newSession(ctx context.Context, key string) (string, error) {
+// newSession starts a session for key, a key of team, and returns the cookie's value.
+func (c *Console) newSession(ctx context.Context, team int64, key string) (string, error) {
 	now := time.Now()
 	if c.Sealed == nil {
 		var b [24]byte
@@ -44,21 +44,33 @@ func (c *Console) newSession(ctx context.Context, key string) (string, error) {
 		id := hex.EncodeToString(b[:])
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		// Ended sessions go here, not only when their cookie comes back; past the cap the
-		// oldest goes too (refusing instead would let one key lock every other out).
-		oldest := ""
+		// Ended sessions go here, not only when their cookie comes back. Past the team's cap
+		// its oldest session goes, past the whole cap the oldest of all (refusing instead
+		// would let one key lock every other out): a team signing in again and again ends
+		// only its own sessions, unless TeamSessions times the teams exceeds MaxSessions.
+		oldest, oldestOfTeam, ofTeam := "", "", 0
 		for sid, s := range c.sessions {
-			switch {
-			case now.After(s.expires):
+			if now.After(s.expires) {
 				delete(c.sessions, sid)
-			case oldest == "" || s.expires.Before(c.sessions[oldest].expires):
+				continue
+			}
+			if oldest == "" || s.expires.Before(c.sessions[oldest].expires) {
 				oldest = sid
 			}
+			if s.team == team {
+				ofTeam++
+				if oldestOfTeam == "" || s.expires.Before(c.sessions[oldestOfTeam].expires) {
+					oldestOfTeam = sid
+				}
+			}
 		}
-		if len(c.sessions) >= max(c.MaxSessions, 1) {
+		switch {
+		case ofTeam >= max(c.TeamSessions, 1):
+			delete(c.sessions, oldestOfTeam)
+		case len(c.sessions) >= max(c.MaxSessions, 1):
 			delete(c.sessions, oldest)
 		}
-		c.sessions[id] = consoleSession{key: key, expires: now.Add(sessionTTL)}
+		c.sessions[id] = consoleSession{team: team, key: key, expires: now.Add(sessionTTL)}
 		return id, nil
 	}
 	ring, err := c.Sealed.Ring(ctx)

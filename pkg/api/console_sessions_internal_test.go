@@ -24,14 +24,14 @@ func TestSealedSessionsAcrossARotation(t *testing.T) {
 	ctx := context.Background()
 
 	warm := &Console{Sealed: &campaign.Signer{Source: &campaign.KeySource{Load: load, Now: clock}}}
-	before, err := warm.newSession(ctx, "us_key_one") // reads the old ring
+	before, err := warm.newSession(ctx, 1, "us_key_one") // reads the old ring
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret.Store(&rotated)
 	now = now.Add(time.Minute) // past ReloadEvery, within RefreshEvery: warm keeps the old ring
 	fresh := &Console{Sealed: &campaign.Signer{Source: &campaign.KeySource{Load: load, Now: clock}}}
-	after, err := fresh.newSession(ctx, "us_key_two")
+	after, err := fresh.newSession(ctx, 1, "us_key_two")
 	if err != nil || !strings.HasPrefix(after, sealedVersion+"k2.") {
 		t.Fatalf("a session sealed after the rotation: %q %v, want it under k2", after, err)
 	}

@@ -945,3 +945,29 @@ func TestConsoleSearchFindsCcAndBcc(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleSignInsEndOnlyTheirTeamsSessions: a team signing in past its share of sessions
+// ends its own oldest, not another team's: any key could otherwise sign every other team out.
+func TestConsoleSignInsEndOnlyTheirTeamsSessions(t *testing.T) {
+	e := newEnv(t)
+	srv := consoleServer(t, e, func(c *api.Console) { c.MaxSessions, c.TeamSessions = 5, 2 })
+	victim := signedIn(t, srv, e.key)
+	otherKey, _ := e.newTeam("other", store.PermissionFull, 0)
+	var other []*http.Client
+	for range 6 {
+		time.Sleep(2 * time.Millisecond) // expiries apart
+		other = append(other, signedIn(t, srv, otherKey))
+	}
+	if code, _ := get(t, victim, srv.URL+"/console/keys"); code != 200 {
+		t.Errorf("a session after another team's 6 sign-ins = %d, want 200", code)
+	}
+	for i, c := range other {
+		want := 401
+		if i >= len(other)-2 {
+			want = 200 // the team's two newest
+		}
+		if code, _ := get(t, c, srv.URL+"/console/keys"); code != want {
+			t.Errorf("the other team's sign-in %d = %d, want %d", i, code, want)
+		}
+	}
+}
