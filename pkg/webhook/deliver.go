@@ -51,6 +51,17 @@ var blocked = []netip.Prefix{
 	netip.MustParsePrefix("::/96"),          // IPv4-compatible (deprecated): ::127.0.0.1
 	netip.MustParsePrefix("2002::/16"),      // 6to4: an IPv4 address inside
 	netip.MustParsePrefix("2001::/32"),      // Teredo: an IPv4 address inside
+	// Documentation, discard, retired and translated ranges (IANA's special-purpose
+	// registries): no receiver of anyone's is there.
+	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
+	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
+	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("3fff::/20"),       // documentation (RFC 9637)
+	netip.MustParsePrefix("100::/64"),        // discard-only
+	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (RFC 2765): an IPv4 address inside
 }
 
 // allowedAddr reports whether a call may connect to a.

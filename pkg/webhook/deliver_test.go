@@ -49,6 +49,14 @@ func TestURLPolicy(t *testing.T) {
 		"https://[2002:7f00:1::]/":             {false, false},
 		"https://[64:ff9b:1::a9fe:a9fe]/":      {false, false},
 		"https://[2001:0:a9fe:a9fe::]/":        {false, false},
+		"https://192.0.2.10/":                  {false, false}, // documentation
+		"https://198.51.100.10/":               {false, false},
+		"https://203.0.113.10/":                {false, false},
+		"https://192.88.99.1/":                 {false, false},
+		"https://[2001:db8::1]/":               {false, false},
+		"https://[fec0::1]/":                   {false, false},
+		"https://[100::1]/":                    {false, false},
+		"https://[::ffff:0:a9fe:a9fe]/":        {false, false}, // IPv4-translated 169.254.169.254
 		"https://user:pw@hooks.example.com/":   {false, false},
 		"ftp://hooks.example.com/":             {false, false},
 		"/relative":                            {false, false},
