@@ -136,6 +136,15 @@ func (d *DoubleOptIn) SendConfirmations(ctx context.Context, book store.ContactB
 		emails = append(emails, e)
 		events = append(events, store.Event{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now})
 	}
+	// Confirmations are emails the team sends: within its daily quota, as sends are (past it
+	// none is written; the contacts wait, and adding them again after the reset mails them).
+	tm, err := d.Store.GetTeam(ctx, book.TeamID)
+	if err != nil {
+		return fmt.Errorf("double opt-in: the team's daily quota: %w", err)
+	}
+	if err := email.CheckDailyQuota(ctx, d.Store, book.TeamID, tm.DailyEmailLimit, len(emails), now); err != nil {
+		return err
+	}
 	for start := 0; start < len(emails); start += writeChunk {
 		end := min(start+writeChunk, len(emails))
 		if err := writeEmails(ctx, d.Store, d.Metrics, d.Dispatcher, emails[start:end], events[start:end]); err != nil {

@@ -2,10 +2,12 @@ package campaign
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailroom/mailroom/pkg/fault"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -115,4 +117,32 @@ func (c *creations) CreateEmails(ctx context.Context, emails []store.Email, even
 		c.ids = append(c.ids, e.ID)
 	}
 	return c.Store.CreateEmails(ctx, emails, events)
+}
+
+// TestConfirmationsKeepTheDailyQuota: confirmation emails are the team's emails: past its
+// daily quota none of a request's is written (the contacts wait; adding them again after the
+// reset mails them), within it they are.
+func TestConfirmationsKeepTheDailyQuota(t *testing.T) {
+	ctx := context.Background()
+	s, st := stepFixture(t, 1)
+	if _, err := st.UpdateTeam(ctx, 1, func(tm *store.Team) error { tm.DailyEmailLimit = 2; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	d := &DoubleOptIn{Store: st, Domains: domainsOf{st}, Signer: s.Signer, Now: time.Now}
+	book := store.ContactBook{ID: "cbbench", TeamID: 1, DoubleOptInEnabled: true}
+	three := []store.Contact{benchContact(0), benchContact(2), benchContact(4)}
+	err := d.SendConfirmations(ctx, book, three)
+	var f *fault.Error
+	if !errors.As(err, &f) || f.Kind != fault.RateLimited {
+		t.Fatalf("3 confirmations under a quota of 2: %v, want RATE_LIMITED", err)
+	}
+	if _, n, _ := st.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 10}); n != 0 {
+		t.Fatalf("%d emails written past the quota, want none", n)
+	}
+	if err := d.SendConfirmations(ctx, book, three[:2]); err != nil {
+		t.Fatalf("2 confirmations under a quota of 2: %v", err)
+	}
+	if _, n, _ := st.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 10}); n != 2 {
+		t.Fatalf("%d emails written, want 2", n)
+	}
 }

@@ -33,6 +33,7 @@ func stepFixture(t *testing.T, batchSize int) (*Service, *bolt.Store) {
 			t.Fatal(err)
 		}
 	}
+	must(st.CreateTeam(ctx, store.Team{ID: 1, Name: "t", CreatedAt: now}))
 	must(st.CreateDomain(ctx, store.Domain{ID: 1, TeamID: 1, Name: "example.com", Region: "us-east-1",
 		Status: store.DomainSuccess, CreatedAt: now, UpdatedAt: now}))
 	must(st.CreateContactBook(ctx, store.ContactBook{ID: "cbbench", TeamID: 1, Name: "b", CreatedAt: now, UpdatedAt: now}))

@@ -558,7 +558,13 @@ func (s *Service) confirm(ctx context.Context, book store.ContactBook, contacts 
 		s.Log.Error("double opt-in: no confirmation email can be sent here", "bookId", book.ID)
 		return
 	}
-	if err := s.DoubleOptIn.SendConfirmations(ctx, book, contacts); err != nil {
+	err := s.DoubleOptIn.SendConfirmations(ctx, book, contacts)
+	var refused *fault.Error
+	switch {
+	case errors.As(err, &refused): // the team's daily quota: theirs to see, not an operator's
+		s.Log.Warn("double opt-in: confirmation emails not sent", "bookId", book.ID, "teamId", book.TeamID,
+			"contacts", len(contacts), "reason", refused.Message)
+	case err != nil:
 		s.Log.Error("double opt-in: confirmation emails not sent", "bookId", book.ID, "contacts", len(contacts), "err", err)
 	}
 }

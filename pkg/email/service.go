@@ -183,27 +183,33 @@ func (s *Service) checkScheduledCap(ctx context.Context, teamID int64, emails []
 	return nil
 }
 
-// checkDailyQuota refuses emails past the team's daily quota (auth.Principal.DailyEmailLimit):
-// the emails it accepted since midnight UTC, counted by the store as a list count of the day.
-// Like the scheduled cap, requests at the same instant may together pass it by their own emails.
+// checkDailyQuota refuses emails past the team's daily quota (auth.Principal.DailyEmailLimit).
 func (s *Service) checkDailyQuota(ctx context.Context, p auth.Principal, n int, now time.Time) error {
-	if p.DailyEmailLimit <= 0 {
+	return CheckDailyQuota(ctx, s.Store, p.TeamID, p.DailyEmailLimit, n, now)
+}
+
+// CheckDailyQuota refuses n emails of the team past its daily quota of limit (0: none), with
+// a RATE_LIMITED error that says when it resets: the emails it accepted since midnight UTC,
+// counted by the store as a list count of the day. Like the scheduled cap, requests at the same
+// instant may together pass it by their own emails.
+func CheckDailyQuota(ctx context.Context, st store.Emails, teamID, limit int64, n int, now time.Time) error {
+	if limit <= 0 {
 		return nil
 	}
 	midnight := now.UTC().Truncate(24 * time.Hour)
-	_, today, err := s.Store.ListEmails(ctx, store.EmailFilter{TeamID: p.TeamID, Start: &midnight, Limit: 1})
+	_, today, err := st.ListEmails(ctx, store.EmailFilter{TeamID: teamID, Start: &midnight, Limit: 1})
 	if err != nil {
 		return fmt.Errorf("daily quota: %w", err)
 	}
-	if int64(today)+int64(n) > p.DailyEmailLimit {
+	if int64(today)+int64(n) > limit {
 		reset := midnight.Add(24 * time.Hour)
 		var err *fault.Error
-		if int64(today) >= p.DailyEmailLimit {
+		if int64(today) >= limit {
 			err = fault.New(fault.RateLimited, "Daily sending quota of %d emails reached (%d accepted today); it resets at %s",
-				p.DailyEmailLimit, today, reset.Format(time.RFC3339))
+				limit, today, reset.Format(time.RFC3339))
 		} else {
 			err = fault.New(fault.RateLimited, "Daily sending quota of %d emails: %d accepted today, so %d more would exceed it; it resets at %s",
-				p.DailyEmailLimit, today, n, reset.Format(time.RFC3339))
+				limit, today, n, reset.Format(time.RFC3339))
 		}
 		err.RetryAfter = reset.Sub(now)
 		return err
