@@ -2,7 +2,9 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,16 +48,32 @@ func (st *Store) CreateDomain(ctx context.Context, d store.Domain) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{{Put: put}, {Put: st.guardPut(d.TeamID, d.Name)}},
-	})
-	if _, ok := cancelReasons(err); ok {
-		return store.ErrConflict
-	}
-	if err != nil {
+	err = st.transactOnce(ctx, []types.TransactWriteItem{{Put: put}, {Put: st.guardPut(d.TeamID, d.Name)}}, store.ErrConflict)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("dynamo: create domain: %w", err)
 	}
-	return nil
+	return err
+}
+
+// transactOnce writes items in one transaction, again while it is cancelled by conflicts or
+// throttling alone, and answers failed (ErrConflict, ErrNotFound) when a condition of its own
+// cancelled it; any other cancellation is an error of its own, not failed.
+func (st *Store) transactOnce(ctx context.Context, items []types.TransactWriteItem, failed error) error {
+	for attempt := 1; ; attempt++ {
+		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		reasons, cancelled := cancelReasons(err)
+		switch {
+		case !cancelled:
+			return err
+		case slices.ContainsFunc(reasons, reasonIsCondition):
+			return failed
+		case !retryableCancel(reasons) || attempt == maxConflictAttempts:
+			return err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
 }
 
 func (st *Store) getDomain(ctx context.Context, teamID, id int64, consistent bool) (domainItem, error) {
@@ -64,8 +82,14 @@ func (st *Store) getDomain(ctx context.Context, teamID, id int64, consistent boo
 	return it, err
 }
 
+// GetDomain reads the domain; what would refuse an email (gone, not verified) is read again,
+// strongly consistent: a domain just made or verified may not be in an eventually consistent
+// read yet, and a send refused on it would end FAILED.
 func (st *Store) GetDomain(ctx context.Context, teamID, id int64) (store.Domain, error) {
 	it, err := st.getDomain(ctx, teamID, id, false)
+	if errors.Is(err, store.ErrNotFound) || err == nil && it.Status != store.DomainSuccess {
+		it, err = st.getDomain(ctx, teamID, id, true)
+	}
 	return it.Domain, err
 }
 
@@ -137,22 +161,17 @@ func (st *Store) DeleteDomain(ctx context.Context, teamID, id int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Delete: &types.Delete{
-				TableName: aws.String(st.table), Key: domainKey(teamID, id).av(),
-				ConditionExpression: aws.String("attribute_exists(PK)"),
-			}},
-			{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(old.Name).av()}},
-		},
-	})
-	if _, ok := cancelReasons(err); ok {
-		return store.ErrNotFound
-	}
-	if err != nil {
+	err = st.transactOnce(ctx, []types.TransactWriteItem{
+		{Delete: &types.Delete{
+			TableName: aws.String(st.table), Key: domainKey(teamID, id).av(),
+			ConditionExpression: aws.String("attribute_exists(PK)"),
+		}},
+		{Delete: &types.Delete{TableName: aws.String(st.table), Key: domainNameKey(old.Name).av()}},
+	}, store.ErrNotFound)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("dynamo: delete domain: %w", err)
 	}
-	return nil
+	return err
 }
 
 // Templates: one item each under the team, with a Version for optimistic updates.
