@@ -153,8 +153,12 @@ func build(ctx context.Context, cfg config.Config, awsCfg *aws.Config, opts Opti
 		_ = a.Close(ctx)
 		return nil, err
 	}
-	a.Ingester.Store = a.Store
-	a.Ingester.Contacts = &contact.Service{Store: a.Store, Now: now, Log: a.Log}
+	if a.Ingester.Store == nil {
+		// (The embedded store's are set before its outbox starts, which may publish at once:
+		// setting them again here raced with it.)
+		a.Ingester.Store = a.Store
+		a.Ingester.Contacts = &contact.Service{Store: a.Store, Now: now, Log: a.Log}
+	}
 	if err := a.secret(ctx); err != nil {
 		_ = a.Close(ctx)
 		return nil, err
