@@ -442,7 +442,11 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	if err != nil {
 		return c, err
 	}
-	if held && w.RetryAt != nil && w.RetryAt.After(now) {
+	if held && w.RetryAt != nil && (w.RetryAt.After(now) || c.NextAttemptAt.Before(*w.RetryAt)) {
+		// Held until the retry; and after its time too, while it has not succeeded, a call
+		// due before it (one the runner did not reach during the hold, in a backlog) goes
+		// behind it, with the calls held before: at one due time, calls go in the order they
+		// were made (their ids), the failed one first.
 		return s.hold(ctx, webhookID, callID, *w.RetryAt)
 	}
 	if fresh && w.RetryAt != nil {

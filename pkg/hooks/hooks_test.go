@@ -658,3 +658,44 @@ func TestAMovedContactIsNoDeletion(t *testing.T) {
 		t.Errorf("contacts read %q, want the two a webhook wants", m.asked)
 	}
 }
+
+// TestABacklogDoesNotOvertakeAFailedCall: a webhook with more due calls than a run reaches
+// fails one; those the runner did not reach during the hold, due before the retry, wait for
+// it too, so the webhook's calls arrive in the order they were made, the failed one first.
+func TestABacklogDoesNotOvertakeAFailedCall(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	r := newReceiver(t)
+	r.status = 500
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(r.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		w.clock = w.clock.Add(time.Millisecond)
+		ev := Event{TeamID: w.team, Type: "email.sent", At: w.clock, Key: fmt.Sprint(i), Data: map[string]int{"n": i}}
+		if _, err := w.s.Publish(ctx, []Event{ev}); err != nil { // made, not attempted: a backlog
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.s.RunDue(ctx, 3); err != nil { // the first fails, the next two are held
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.status = 200
+	r.mu.Unlock()
+	w.clock = w.clock.Add(time.Minute) // past the retry: the rest was never reached
+	for range 5 {
+		if _, err := w.s.RunDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var order []int
+	for _, c := range r.calls() {
+		var b struct{ Data struct{ N int } }
+		_ = json.Unmarshal(c.body, &b)
+		order = append(order, b.Data.N)
+	}
+	if fmt.Sprint(order) != "[0 0 1 2 3 4 5 6 7 8 9]" {
+		t.Fatalf("posts in the order %v, want the failed call, its retry, then the others as made", order)
+	}
+}
