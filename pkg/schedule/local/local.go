@@ -21,6 +21,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mailroom/mailroom/pkg/schedule"
 )
@@ -86,6 +87,10 @@ func Open(path string, fire Fire, log *slog.Logger) (*Scheduler, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		// Another server on the same DATA_DIR (one on BACKEND=aws keeps its schedules there too).
+		return nil, fmt.Errorf("schedule/local: %s is in use by another process (stop the running server first, or give this one another DATA_DIR)", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("schedule/local: open %s: %w", path, err)
 	}

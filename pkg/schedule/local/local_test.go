@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,5 +433,20 @@ func waitLen(t *testing.T, s *Scheduler, n int) {
 			t.Fatalf("%d schedules pending after %v, want %d", s.Len(), deadline, n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestASecondServerOnTheFolderIsToldWhy: a second process (here a second open) on the same
+// schedules file is refused with what to do, not bbolt's bare timeout.
+func TestASecondServerOnTheFolderIsToldWhy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedules.db")
+	fire := func(context.Context, []byte) error { return nil }
+	first, err := Open(path, fire, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close(context.Background())
+	if _, err := Open(path, fire, nil); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("a second open: %v, want it in use by another process", err)
 	}
 }
