@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -54,6 +55,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
+	if usage, ok := admin.Help(args); ok {
+		fmt.Fprintln(out, usage)
+		return nil
+	}
 	if len(args) < 2 {
 		return fmt.Errorf("%s\n%s", admin.UnknownCommand(args), admin.Usage)
 	}
@@ -72,6 +77,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err := admin.Remote(ctx, cfg.DataDir, args, out); !errors.Is(err, admin.ErrNoServer) {
 			return err
 		}
+		// A folder without a database is most often the wrong folder (the CLI run from
+		// elsewhere): only the commands that set up a new one make it.
+		db := filepath.Join(cfg.DataDir, "mailroom.db")
+		if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
+			if !makesFirst(args) {
+				abs, _ := filepath.Abs(cfg.DataDir)
+				return fmt.Errorf("there is no Mailroom database in %s: run this where the server keeps its data, or set DATA_DIR to that folder", abs)
+			}
+			defer fmt.Fprintf(out, "(a new database: %s)\n", db)
+		}
 	}
 	cfg.CreateTable = true
 	a, err := app.New(ctx, cfg, app.Options{})
@@ -80,4 +95,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer a.Close(ctx)
 	return admin.Run(ctx, a, args, out)
+}
+
+// makesFirst reports the commands that may make a new database: those that set one up before
+// the server's first start (a team, a key you chose, the unsubscribe keyring).
+func makesFirst(args []string) bool {
+	return args[0] == "team" && args[1] == "create" || args[0] == "key" && args[1] == "import" ||
+		args[0] == "unsubscribe-key"
 }

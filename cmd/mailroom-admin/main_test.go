@@ -296,3 +296,59 @@ func TestAdminWhileServerRuns(t *testing.T) {
 		t.Errorf("after the server stopped: %q, %v", out.String(), err)
 	}
 }
+
+// TestAdminInAFolderWithoutADatabase: run where no server keeps its data (the CLI started from
+// another folder), a command that reads or changes a database says so and makes nothing; one
+// that sets a new database up makes it and says where.
+func TestAdminInAFolderWithoutADatabase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "elsewhere")
+	t.Setenv("DATA_DIR", dir)
+	t.Setenv("LOG_LEVEL", "error")
+	ctx := context.Background()
+	for _, args := range []string{"team list", "team set -team 1 -rate-limit 1", "key list -team 1", "webhook list -team 1"} {
+		var out bytes.Buffer
+		err := run(ctx, strings.Fields(args), &out)
+		if err == nil || !strings.Contains(err.Error(), "there is no Mailroom database in") {
+			t.Errorf("%s: %v, want no database", args, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s made %s", args, dir)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"team", "create", "-name", "Acme"}, &out); err != nil || !strings.Contains(out.String(), "a new database: "+filepath.Join(dir, "mailroom.db")) {
+		t.Fatalf("team create in a new folder: %q %v", out.String(), err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"team", "list"}, &out); err != nil || !strings.Contains(out.String(), "Acme") {
+		t.Fatalf("team list after it: %q %v", out.String(), err)
+	}
+}
+
+// TestAdminHelp: -h alone lists every command, after a command's first word that word's.
+func TestAdminHelp(t *testing.T) {
+	t.Setenv("DATA_DIR", filepath.Join(t.TempDir(), "none"))
+	for args, want := range map[string][]string{
+		"-h":         {"team create", "key revoke", "webhook list"},
+		"webhook -h": {"webhook create", "webhook list"},
+		"key --help": {"key create", "key list", "key revoke", "key import"},
+		"team -h":    {"team create", "team list", "team set"},
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), strings.Fields(args), &out); err != nil {
+			t.Errorf("%s: %v", args, err)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), "mailroom-admin "+w) {
+				t.Errorf("%s: %q lacks %s", args, out.String(), w)
+			}
+		}
+		if first := strings.Fields(args)[0]; first != "-h" && strings.Contains(out.String(), "unsubscribe-key") {
+			t.Errorf("%s lists other commands: %q", args, out.String())
+		}
+	}
+	if err := run(context.Background(), []string{"nosuch", "-h"}, io.Discard); err == nil {
+		t.Error("nosuch -h: no error")
+	}
+}

@@ -50,6 +50,28 @@ var Usage = func() string {
 	return strings.Join(lines, "\n")
 }()
 
+// Help is the usage that a command line asking for it wants (-h or --help, alone or after a
+// command's first word), and whether it asks.
+func Help(args []string) (string, bool) {
+	isHelp := func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+	switch {
+	case len(args) == 1 && isHelp(args[0]):
+		return Usage, true
+	case len(args) == 2 && isHelp(args[1]):
+		lines := []string{"usage:"}
+		for _, c := range commands {
+			if strings.HasPrefix(c.usage, args[0]+" ") {
+				lines = append(lines, "  mailroom-admin "+c.usage)
+			}
+		}
+		if len(lines) == 1 {
+			return "", false // no such command: said as such
+		}
+		return strings.Join(lines, "\n"), true
+	}
+	return "", false
+}
+
 // commandOf is the command args start with.
 func commandOf(args []string) (command, bool) {
 	if len(args) < 2 {
