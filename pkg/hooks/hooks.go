@@ -495,6 +495,10 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	if err != nil {
 		return c, err
 	}
+	// A post under way finishes (within webhook.Timeout) and is recorded even when the runner
+	// is told to stop (a graceful shutdown): cut off, its receiver, which may have it already,
+	// would get it again as a retry.
+	ctx = context.WithoutCancel(ctx)
 	res := webhook.Post(ctx, s.client(), w.URL, secret, s.previousSecret(ctx, w, now), now, body, c.Type, c.ID, attempt)
 	out, err := s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
 		if c.Status != store.CallPending || c.Attempts != attempt {

@@ -699,3 +699,42 @@ func TestABacklogDoesNotOvertakeAFailedCall(t *testing.T) {
 		t.Fatalf("posts in the order %v, want the failed call, its retry, then the others as made", order)
 	}
 }
+
+// TestAPostUnderWayFinishesAtAStop: a runner told to stop (a graceful shutdown) while posting
+// a call lets the post finish and records it, instead of cutting it off (the receiver, which
+// had it, would get it again as a retry).
+func TestAPostUnderWayFinishesAtAStop(t *testing.T) {
+	w := newWorld(t)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var posts sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		posts.Add(1)
+		defer posts.Done()
+		close(arrived)
+		<-release
+		rw.WriteHeader(200)
+	}))
+	defer srv.Close()
+	if _, _, err := w.s.Create(context.Background(), w.team, Fields{URL: ptr(srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := w.s.Publish(context.Background(), []Event{{TeamID: w.team, Type: "email.sent", At: w.clock, Key: "k", Data: map[string]string{}}})
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("%d calls, %v", len(calls), err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = w.s.RunDue(ctx, 10)
+	}()
+	<-arrived
+	stop() // the stop comes while the receiver has the post
+	close(release)
+	<-done
+	posts.Wait()
+	c, err := w.st.GetWebhookCall(context.Background(), calls[0].WebhookID, calls[0].ID)
+	if err != nil || c.Status != store.CallDelivered || c.Attempts != 1 {
+		t.Fatalf("the call after a stop during its post: %s, %d attempts, %v; want DELIVERED after 1", c.Status, c.Attempts, err)
+	}
+}
