@@ -568,6 +568,16 @@ func (g *generator) fields(t reflect.Type, props obj, required *[]string) {
 		if d := f.Tag.Get("doc"); d != "" {
 			s = with(s, "description", d)
 		}
+		// limits:"maxItems=10,minimum=1": bounds the handlers check, as numbers.
+		for _, l := range strings.Split(f.Tag.Get("limits"), ",") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil && g.err == nil {
+					g.err = fmt.Errorf("api: limits of %s.%s: %w", t.Name(), f.Name, err)
+				}
+				s = with(s, k, n)
+			}
+		}
 		props[name] = s
 		if !slices.Contains(strings.Split(opts, ","), "omitempty") {
 			*required = append(*required, name)
@@ -660,7 +670,7 @@ type sendRequest struct {
 	Text        *string            `json:"text,omitempty"`
 	HTML        *string            `json:"html,omitempty"`
 	Headers     map[string]string  `json:"headers,omitempty" doc:"Extra headers; those Mailroom sets itself are refused"`
-	Attachments []email.Attachment `json:"attachments,omitempty" doc:"Each content base64"`
+	Attachments []email.Attachment `json:"attachments,omitempty" doc:"Each content base64" limits:"maxItems=10"`
 	ScheduledAt *time.Time         `json:"scheduledAt,omitempty" doc:"When to send (default: now)"`
 	InReplyToID *string            `json:"inReplyToId,omitempty" doc:"An email of the team this one answers"`
 }
@@ -727,7 +737,7 @@ type contactRequest struct {
 }
 
 type bulkDeleteRequest struct {
-	ContactIDs []string `json:"contactIds"`
+	ContactIDs []string `json:"contactIds" limits:"minItems=1,maxItems=1000"`
 }
 
 type campaignRequest struct {
@@ -743,7 +753,7 @@ type campaignRequest struct {
 	BCC                addressList `json:"bcc,omitempty"`
 	SendNow            bool        `json:"sendNow,omitempty"`
 	ScheduledAt        string      `json:"scheduledAt,omitempty" doc:"RFC 3339, or natural language: \"tomorrow 9am\""`
-	BatchSize          int         `json:"batchSize,omitempty" doc:"Emails a batch"`
+	BatchSize          int         `json:"batchSize,omitempty" doc:"Emails a batch" limits:"minimum=1,maximum=100000"`
 	BatchWindowMinutes int         `json:"batchWindowMinutes,omitempty" doc:"Minutes between batches"`
 }
 
@@ -751,7 +761,7 @@ type campaignRequest struct {
 type scheduleRequest struct {
 	SendNow     bool   `json:"sendNow,omitempty" doc:"Start now (wins over scheduledAt)"`
 	ScheduledAt string `json:"scheduledAt,omitempty" doc:"RFC 3339, or natural language: \"tomorrow 9am\" (default: now)"`
-	BatchSize   int    `json:"batchSize,omitempty"`
+	BatchSize   int    `json:"batchSize,omitempty" limits:"minimum=1,maximum=100000"`
 }
 
 type webhookBody struct {

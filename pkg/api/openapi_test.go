@@ -566,3 +566,38 @@ func TestOpenAPIPathTemplatesHaveParameters(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPILimitsAreTheHandlers': the bounds the document gives are the constants the
+// handlers check.
+func TestOpenAPILimitsAreTheHandlers(t *testing.T) {
+	doc := openAPI(t)
+	prop := func(schema, name string) jsonObject {
+		s, _ := resolve(doc, "#/components/schemas/"+schema)
+		if s == nil {
+			s = jsonObject{}
+		}
+		p, _ := s["properties"].(jsonObject)[name].(jsonObject)
+		return p
+	}
+	if got := prop("SendEmailRequest", "attachments")["maxItems"]; got != float64(email.MaxAttachments) {
+		t.Errorf("attachments maxItems %v, want %d", got, email.MaxAttachments)
+	}
+	body := requestBodyOf(t, doc, "BulkDeleteContacts")
+	ids, _ := body["properties"].(jsonObject)["contactIds"].(jsonObject)
+	if ids["minItems"] != float64(1) || ids["maxItems"] != float64(contact.MaxBulk) {
+		t.Errorf("contactIds %v, want 1 to %d items", ids, contact.MaxBulk)
+	}
+	for _, id := range []string{"CreateCampaign", "ScheduleCampaign"} {
+		bs, _ := requestBodyOf(t, doc, id)["properties"].(jsonObject)["batchSize"].(jsonObject)
+		if bs["minimum"] != float64(1) || bs["maximum"] != float64(campaign.MaxBatchSize) {
+			t.Errorf("%s batchSize %v, want 1 to %d", id, bs, campaign.MaxBatchSize)
+		}
+	}
+}
+
+// requestBodyOf is the object schema of an operation's JSON request body.
+func requestBodyOf(t *testing.T, doc jsonObject, id string) jsonObject {
+	t.Helper()
+	s, _ := requestSchema(t, doc, operation(t, doc, id))
+	return s
+}
