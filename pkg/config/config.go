@@ -128,7 +128,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		getenv = os.Getenv
 	}
 	c := Config{
-		Backend:          or(getenv("BACKEND"), BackendEmbedded),
+		Backend:          strings.ToLower(or(getenv("BACKEND"), BackendEmbedded)),
 		Host:             or(getenv("HOST"), "127.0.0.1"),
 		DataDir:          or(getenv("DATA_DIR"), ".data"),
 		TableName:        or(getenv("TABLE_NAME"), "mailroom"),
@@ -176,7 +176,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	rate, err := intEnv(getenv, "API_RATE_LIMIT", 0)
 	if err != nil || rate < 0 {
-		return c, fmt.Errorf("API_RATE_LIMIT: want requests per second (0 for none)")
+		return c, fmt.Errorf("API_RATE_LIMIT: want a whole number of requests per second (0 for none)")
 	}
 	c.APIRateLimit = int64(rate)
 	if c.MaxScheduled, err = intEnv(getenv, "MAX_SCHEDULED_EMAILS", 0); err != nil || c.MaxScheduled < 0 {

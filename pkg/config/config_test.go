@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,11 @@ func TestInvalidValuesAreRefused(t *testing.T) {
 	})
 	if err != nil || c.Workers != 1 || c.Port != 0 || c.PublicURL != "https://mail.example.com" {
 		t.Errorf("valid values: %+v, %v", c, err)
+	}
+	// Names of a choice in any case, as LOG_LEVEL's.
+	c, err = FromEnv(func(n string) string { return map[string]string{"BACKEND": "AWS", "LOG_LEVEL": "DEBUG"}[n] })
+	if err != nil || c.Backend != BackendAWS || c.LogLevel != slog.LevelDebug {
+		t.Errorf("BACKEND=AWS, LOG_LEVEL=DEBUG: %q %v, %v", c.Backend, c.LogLevel, err)
 	}
 }
 
