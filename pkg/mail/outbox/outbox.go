@@ -776,8 +776,9 @@ func (o *Outbox) publish(e sesevent.Event) (ok, stop bool) {
 	for attempt := 1; ; attempt++ {
 		err := o.sink.Publish(o.ctx, e)
 		if err == nil {
+			// How many recipients, not who: addresses are the recipients' data, not the log's.
 			o.log.Debug("outbox event published", "emailId", e.EmailID(), "eventType", e.EventType,
-				"recipients", e.Recipients())
+				"recipients", len(e.Recipients()))
 			return true, false
 		}
 		if o.ctx.Err() != nil {
