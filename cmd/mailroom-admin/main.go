@@ -54,7 +54,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if usage, ok := admin.Help(args); ok {
 		fmt.Fprintln(out, usage)
 		return nil
@@ -80,12 +80,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		// A folder without a database is most often the wrong folder (the CLI run from
 		// elsewhere): only the commands that set up a new one make it.
 		db := filepath.Join(cfg.DataDir, "mailroom.db")
-		if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
+		if _, statErr := os.Stat(db); errors.Is(statErr, os.ErrNotExist) {
+			if _, err := admin.Parse(args, out); err != nil {
+				return err // a command's usage (-h), or what is wrong with it, needs no database
+			}
 			if !makesFirst(args) {
 				abs, _ := filepath.Abs(cfg.DataDir)
 				return fmt.Errorf("there is no Mailroom database in %s: run this where the server keeps its data, or set DATA_DIR to that folder", abs)
 			}
-			defer fmt.Fprintf(out, "(a new database: %s)\n", db)
+			defer func() {
+				if err == nil {
+					fmt.Fprintf(out, "(a new database: %s)\n", db)
+				}
+			}()
 		}
 	}
 	cfg.CreateTable = true

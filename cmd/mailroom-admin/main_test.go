@@ -352,3 +352,20 @@ func TestAdminHelp(t *testing.T) {
 		t.Error("nosuch -h: no error")
 	}
 }
+
+// TestAdminUsageNeedsNoDatabase: a command's usage, or what is wrong with its flags, is said in
+// a folder without a database too, and makes none.
+func TestAdminUsageNeedsNoDatabase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "none")
+	t.Setenv("DATA_DIR", dir)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"team", "set", "-h"}, &out); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: mailroom-admin team set") {
+		t.Errorf("team set -h: %v %q, want its usage", err, out.String())
+	}
+	if err := run(context.Background(), []string{"key", "create"}, &out); err == nil || !strings.Contains(err.Error(), "-team is required") {
+		t.Errorf("key create without -team: %v, want -team is required", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("made %s", dir)
+	}
+}

@@ -121,6 +121,9 @@ type Payload struct {
 	TeamID     int64  `json:"teamId"`
 	Step       int    `json:"step"`            // the BatchesDone value this step expects
 	Rearm      int    `json:"rearm,omitempty"` // how often this start was put back after firing early
+	// Release: not a step, the backstop of a deletion: once the campaign is gone, the emails
+	// it held go back to the worker; while it exists (its deletion failed), nothing happens.
+	Release bool `json:"release,omitempty"`
 }
 
 // SchedulePrefix starts every campaign schedule's name (the IAM grant is on it).
@@ -201,26 +204,32 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 		return c, nil
 	}
 	// A step that finds the campaign gone hands the emails it held (paused) back to the
-	// worker, which cancels them; no later step would. So first the campaign's next step is
-	// put at a minute from now (in place of its pending schedule, if any): a deletion that
-	// cannot be sure of that step fails before it deletes anything, and the client retries.
-	if err := s.put(ctx, c, s.Now().UTC().Add(releaseBackstop), c.BatchesDone, 0); err != nil {
-		return store.Campaign{}, err
+	// worker, which cancels them; no later step would. So first a release is put a minute
+	// ahead, under a name of its own (the pending step's schedule stays as it is): a deletion
+	// that cannot be sure of it fails before it deletes anything, and the client retries; a
+	// release that finds the campaign still there (its deletion failed) does nothing.
+	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Release: true})
+	if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ReleaseScheduleName(c.ID),
+		At: s.Now().UTC().Add(releaseBackstop), Payload: payload}); err != nil {
+		return store.Campaign{}, fmt.Errorf("schedule the release of campaign %s: %w", c.ID, err)
 	}
 	if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
 		return store.Campaign{}, notFound(err)
 	}
-	// The same step now, so that the held emails go at once; the schedule stands in for it if
-	// this invocation fails, and finds nothing left to release otherwise.
+	// A step now, so that the held emails go at once; the release stands in for it if this
+	// invocation fails, and finds nothing left to release otherwise.
 	if err := s.kick(ctx, c, c.BatchesDone); err != nil {
 		s.Log.Warn("release the deleted campaign's held emails (its schedule will)", "campaignId", id, "err", err)
 	}
 	return c, nil
 }
 
-// releaseBackstop is when the step a deletion schedules runs, in case its direct invocation
-// fails.
+// releaseBackstop is when the release a deletion schedules runs, in case its direct
+// invocation of a step fails.
 const releaseBackstop = time.Minute
+
+// ReleaseScheduleName is the name of a deleted campaign's release: campaign-<id>-release.
+func ReleaseScheduleName(id string) string { return SchedulePrefix + id + "-release" }
 
 // When says when to start: now, at a time, or not yet (a draft).
 type When struct {
@@ -496,6 +505,12 @@ func (s *Service) Fire(ctx context.Context, raw []byte) error {
 		s.Log.Error("campaign batch: malformed payload dropped")
 		return nil
 	}
+	if p.Release {
+		if _, err := s.Store.GetCampaign(ctx, p.TeamID, p.CampaignID); !errors.Is(err, store.ErrNotFound) {
+			return err // there still (nil), or unknown: tried again
+		}
+		return s.releaseHeld(ctx, p.TeamID, p.CampaignID)
+	}
 	step := p.Step
 	for {
 		next, more, err := s.Step(ctx, p.TeamID, p.CampaignID, step)
@@ -561,9 +576,10 @@ func (s *Service) Step(ctx context.Context, teamID int64, id string, n int) (int
 	if err != nil {
 		return 0, false, err
 	}
-	if c.Status == store.CampaignRunning || (c.Status == store.CampaignSent && c.BatchesDone == n+1) {
-		// Running again after a pause: the emails held meanwhile go out first. Sent: this is
-		// the last step again (retried after its release below failed).
+	if c.Status == store.CampaignRunning || c.Status == store.CampaignSent {
+		// Running again after a pause: the emails held meanwhile go out first. Sent: a step
+		// run again, perhaps after the last step's release below failed (a retried Fire
+		// names the step it started from, not the last).
 		if err := s.releaseHeld(ctx, teamID, id); err != nil {
 			return 0, false, err
 		}

@@ -372,6 +372,7 @@ type downScheduler struct {
 	putDown  bool
 	puts     []time.Time
 	payloads [][]byte
+	names    []string
 	onPut    func() error
 	onInvoke func()
 }
@@ -387,6 +388,7 @@ func (d *downScheduler) Put(_ context.Context, s schedule.Schedule) error {
 	}
 	d.puts = append(d.puts, s.At)
 	d.payloads = append(d.payloads, s.Payload)
+	d.names = append(d.names, s.Name)
 	return nil
 }
 func (d *downScheduler) Delete(context.Context, string) error { return nil }
@@ -540,15 +542,45 @@ func TestDeletingAPausedCampaignReleasesWhatItHeld(t *testing.T) {
 	if !held(t, st, id) {
 		t.Fatal("released though the invocation failed (the test holds nothing)")
 	}
-	var p Payload
-	if err := json.Unmarshal(sched.payloads[0], &p); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Step(ctx, p.TeamID, p.CampaignID, p.Step); err != nil { // the schedule fires
+	if err := s.Fire(ctx, sched.payloads[0]); err != nil { // the release fires
 		t.Fatal(err)
 	}
 	if held(t, st, id) {
-		t.Fatal("the deleted campaign's email is still held after its scheduled step")
+		t.Fatal("the deleted campaign's email is still held after its scheduled release")
+	}
+}
+
+// failingDelete is a store whose campaign deletions fail.
+type failingDelete struct{ *bolt.Store }
+
+func (failingDelete) DeleteCampaign(context.Context, int64, string) error {
+	return errors.New("table unavailable")
+}
+
+// TestAFailedDeletionChangesNothing: a deletion that fails after putting its release leaves
+// the campaign as it was: its next batch keeps its time, and the release, when it fires,
+// finds the campaign there and does nothing (not a batch early).
+func TestAFailedDeletionChangesNothing(t *testing.T) {
+	s, st := stepFixture(t, 2)
+	ctx := context.Background()
+	if _, _, err := s.Step(ctx, 1, "cpbench", 0); err != nil {
+		t.Fatal(err)
+	}
+	sched := &downScheduler{}
+	s.Scheduler = sched
+	s.Store = failingDelete{st}
+	if _, err := s.Delete(ctx, 1, "cpbench"); err == nil {
+		t.Fatal("Delete succeeded though the store failed")
+	}
+	if len(sched.names) != 1 || sched.names[0] != ReleaseScheduleName("cpbench") {
+		t.Fatalf("schedules put %v, want the release alone (the next step's stays)", sched.names)
+	}
+	if err := s.Fire(ctx, sched.payloads[0]); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.GetCampaign(ctx, 1, "cpbench")
+	if err != nil || c.BatchesDone != 1 || c.Status != store.CampaignRunning {
+		t.Fatalf("after the release of a campaign still there: %s, %d batches, %v; want RUNNING after 1", c.Status, c.BatchesDone, err)
 	}
 }
 
@@ -558,10 +590,14 @@ type holdInStep struct {
 	*bolt.Store
 	id        string
 	failFirst bool
+	atStep    int // the step (the campaign's BatchesDone) whose first email written is held
 }
 
 func (h *holdInStep) CreateEmails(ctx context.Context, emails []store.Email, first []store.Event) error {
 	if err := h.Store.CreateEmails(ctx, emails, first); err != nil || h.id != "" {
+		return err
+	}
+	if c, err := h.Store.GetCampaign(ctx, 1, "cpbench"); err != nil || c.BatchesDone < h.atStep {
 		return err
 	}
 	h.id = emails[0].ID
@@ -599,5 +635,29 @@ func TestTheLastStepRetriedReleasesWhatItHeld(t *testing.T) {
 	}
 	if held(t, st, h.id) {
 		t.Fatal("held after the last step's retry")
+	}
+}
+
+// TestARetriedChainReleasesWhatItHeld: a Fire that ran several steps (no batch window) and
+// failed in its last step's release is retried with the step it started from, not the last:
+// the retry finds the campaign SENT and releases what it held all the same.
+func TestARetriedChainReleasesWhatItHeld(t *testing.T) {
+	s, st := stepFixture(t, 2) // three contacts to mail: two steps
+	ctx := context.Background()
+	h := &holdInStep{Store: st, failFirst: true, atStep: 1} // held in the last step
+	s.Store = h
+	payload, _ := json.Marshal(Payload{CampaignID: "cpbench", TeamID: 1, Step: 0})
+	if err := s.Fire(ctx, payload); err == nil {
+		t.Fatal("the chain succeeded though its last release failed")
+	}
+	c, err := st.GetCampaign(ctx, 1, "cpbench")
+	if err != nil || c.Status != store.CampaignSent || c.BatchesDone != 2 || h.id == "" || !held(t, st, h.id) {
+		t.Fatalf("after the failed release: %s, %d batches, %v, %q; want SENT after 2 and an email held", c.Status, c.BatchesDone, err, h.id)
+	}
+	if err := s.Fire(ctx, payload); err != nil { // the retry, with the same payload
+		t.Fatal(err)
+	}
+	if held(t, st, h.id) {
+		t.Fatal("held after the retried chain")
 	}
 }

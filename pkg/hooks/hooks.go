@@ -500,18 +500,21 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	// would get it again as a retry.
 	ctx = context.WithoutCancel(ctx)
 	res := webhook.Post(ctx, s.client(), w.URL, secret, s.previousSecret(ctx, w, now), now, body, c.Type, c.ID, attempt)
+	// The next attempt waits from the end of this one: one that timed out took 10 s, and
+	// counted from its start it would leave no wait at all.
+	ended := s.now()
 	out, err := s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
 		if c.Status != store.CallPending || c.Attempts != attempt {
 			return errDone // another runner claimed a later attempt meanwhile (ours ran out)
 		}
-		c.Attempts, c.LastStatus, c.LastExcerpt, c.UpdatedAt = attempt, res.Status, res.Excerpt, now
+		c.Attempts, c.LastStatus, c.LastExcerpt, c.UpdatedAt = attempt, res.Status, res.Excerpt, ended
 		c.LastError = ""
 		switch {
 		case res.OK():
 			c.Status, c.NextAttemptAt = store.CallDelivered, nil
 		default:
 			c.LastError = res.Err.Error()
-			if next, ok := webhook.NextAttempt(c.EventAt, now, attempt); ok {
+			if next, ok := webhook.NextAttempt(c.EventAt, ended, attempt); ok {
 				c.NextAttemptAt = &next
 			} else {
 				c.Status, c.NextAttemptAt = store.CallFailed, nil
@@ -525,7 +528,7 @@ func (s *Service) attemptCall(ctx context.Context, webhookID, callID string, hel
 	if err != nil {
 		return out, err
 	}
-	s.count(ctx, w, res.OK(), now, out.NextAttemptAt, held)
+	s.count(ctx, w, res.OK(), ended, out.NextAttemptAt, held)
 	if !s.Sealer.Current(ctx, w.SecretSealed) {
 		s.reseal(ctx, w)
 	}
@@ -677,6 +680,9 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string, fresh bool) int
 					// The receiver is failing: its other calls here wait with this one, and
 					// leave the front of the due calls to other webhooks.
 					for _, rest := range byHook[wh][i+1:] {
+						if ctx.Err() != nil {
+							break // stopping: the next run holds them (the webhook's retry is set)
+						}
 						if _, err := s.hold(ctx, wh, rest, *c.NextAttemptAt); err != nil {
 							s.log().Error("webhook call not held", "webhookId", wh, "callId", rest, "err", err.Error())
 						}

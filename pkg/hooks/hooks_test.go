@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -736,5 +737,35 @@ func TestAPostUnderWayFinishesAtAStop(t *testing.T) {
 	c, err := w.st.GetWebhookCall(context.Background(), calls[0].WebhookID, calls[0].ID)
 	if err != nil || c.Status != store.CallDelivered || c.Attempts != 1 {
 		t.Fatalf("the call after a stop during its post: %s, %d attempts, %v; want DELIVERED after 1", c.Status, c.Attempts, err)
+	}
+}
+
+// TestASlowFailureWaitsFromItsEnd: the next attempt of a call whose attempt failed slowly (a
+// receiver timing out takes webhook.Timeout) waits its 2.5 to 5 s from the end of the attempt,
+// not from its start (which left none).
+func TestASlowFailureWaitsFromItsEnd(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	var clock atomic.Int64
+	clock.Store(w.clock.UnixNano())
+	w.s.Now = func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		clock.Add(int64(webhook.Timeout)) // the attempt takes as long as a timeout
+		rw.WriteHeader(500)
+	}))
+	defer srv.Close()
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := w.s.Publish(ctx, []Event{{TeamID: w.team, Type: "email.sent", At: w.s.Now(), Key: "k", Data: map[string]string{}}})
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("%d calls, %v", len(calls), err)
+	}
+	c, err := w.s.Attempt(ctx, calls[0].WebhookID, calls[0].ID)
+	if err != nil || c.NextAttemptAt == nil {
+		t.Fatalf("after a failed attempt: %+v, %v", c, err)
+	}
+	if end, wait := w.s.Now(), c.NextAttemptAt.Sub(w.s.Now()); wait < 2500*time.Millisecond || wait > 5*time.Second {
+		t.Fatalf("next attempt %s after the attempt ended (%s), want 2.5 to 5 s", wait, end)
 	}
 }

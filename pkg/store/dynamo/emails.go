@@ -432,7 +432,8 @@ func (st *Store) relist(ctx context.Context, stored map[string]types.AttributeVa
 		return err
 	}
 	if !it.Listed {
-		_, err = st.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.table), Key: listKey(it.ID).av()})
+		// A batch write: the functions that create emails may batch-write, not all delete.
+		err = st.batchWrite(ctx, []types.WriteRequest{{DeleteRequest: &types.DeleteRequest{Key: listKey(it.ID).av()}}})
 	} else {
 		var lm map[string]types.AttributeValue
 		if lm, err = st.listAttrs(it.Email); err == nil {
