@@ -205,9 +205,10 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 	}
 	// A step that finds the campaign gone hands the emails it held (paused) back to the
 	// worker, which cancels them; no later step would. So first a release is put a minute
-	// ahead, under a name of its own (the pending step's schedule stays as it is): a deletion
-	// that cannot be sure of it fails before it deletes anything, and the client retries; a
-	// release that finds the campaign still there (its deletion failed) does nothing.
+	// ahead, under a name of its own (the pending step's schedule is left until the deletion
+	// is done): a deletion that cannot be sure of it fails before it deletes anything, and the
+	// client retries; a release that finds the campaign still there (its deletion failed) does
+	// nothing.
 	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Release: true})
 	if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ReleaseScheduleName(c.ID),
 		At: s.Now().UTC().Add(releaseBackstop), Payload: payload}); err != nil {
@@ -215,6 +216,11 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 	}
 	if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
 		return store.Campaign{}, notFound(err)
+	}
+	// Its pending step's schedule goes too (harmless if it stays: it finds the campaign gone,
+	// but on AWS it would wait there until its time).
+	if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
+		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
 	}
 	// A step now, so that the held emails go at once; the release stands in for it if this
 	// invocation fails, and finds nothing left to release otherwise.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -373,6 +374,7 @@ type downScheduler struct {
 	puts     []time.Time
 	payloads [][]byte
 	names    []string
+	deleted  []string
 	onPut    func() error
 	onInvoke func()
 }
@@ -391,7 +393,10 @@ func (d *downScheduler) Put(_ context.Context, s schedule.Schedule) error {
 	d.names = append(d.names, s.Name)
 	return nil
 }
-func (d *downScheduler) Delete(context.Context, string) error { return nil }
+func (d *downScheduler) Delete(_ context.Context, name string) error {
+	d.deleted = append(d.deleted, name)
+	return nil
+}
 func (d *downScheduler) Invoke(context.Context, []byte) error {
 	if d.onInvoke != nil {
 		d.onInvoke()
@@ -537,7 +542,10 @@ func TestDeletingAPausedCampaignReleasesWhatItHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(sched.puts) != 1 || sched.puts[0].Before(before) || sched.puts[0].After(time.Now().Add(releaseBackstop)) {
-		t.Fatalf("schedules put by Delete: %v, want one within %v", sched.puts, time.Minute)
+		t.Fatalf("schedules put by Delete: %v, want one within %v", sched.puts, releaseBackstop)
+	}
+	if want := ScheduleName("cpbench", 1, 0); !slices.Contains(sched.deleted, want) {
+		t.Errorf("schedules deleted: %v, want the pending step's, %s (it would wait there until its time)", sched.deleted, want)
 	}
 	if !held(t, st, id) {
 		t.Fatal("released though the invocation failed (the test holds nothing)")
