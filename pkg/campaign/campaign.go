@@ -192,40 +192,34 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) (store.Ca
 	if err != nil {
 		return store.Campaign{}, err
 	}
-	// A campaign that never started has written no email, so holds none: its start goes.
-	if c.Status == store.CampaignDraft || c.Status == store.CampaignScheduled {
-		if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
-			return store.Campaign{}, notFound(err)
-		}
-		// Harmless if it fails: the start finds the campaign gone.
-		if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
-			s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
-		}
-		return c, nil
-	}
 	// A step that finds the campaign gone hands the emails it held (paused) back to the
-	// worker, which cancels them; no later step would. So first a release is put a minute
-	// ahead, under a name of its own (the pending step's schedule is left until the deletion
-	// is done): a deletion that cannot be sure of it fails before it deletes anything, and the
-	// client retries; a release that finds the campaign still there (its deletion failed) does
-	// nothing.
-	payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Release: true})
-	if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ReleaseScheduleName(c.ID),
-		At: s.Now().UTC().Add(releaseBackstop), Payload: payload}); err != nil {
-		return store.Campaign{}, fmt.Errorf("schedule the release of campaign %s: %w", c.ID, err)
+	// worker, which cancels them; no later step would. So for a campaign that has started
+	// (one that never did has written no email, so holds none) a release is put a minute
+	// ahead first, under a name of its own: a deletion that cannot be sure of it fails before
+	// it deletes anything, and the client retries; a release that finds the campaign still
+	// there (its deletion failed) does nothing.
+	started := c.Status != store.CampaignDraft && c.Status != store.CampaignScheduled
+	if started {
+		payload, _ := json.Marshal(Payload{CampaignID: c.ID, TeamID: c.TeamID, Release: true})
+		if err := s.Scheduler.Put(ctx, schedule.Schedule{Name: ReleaseScheduleName(c.ID),
+			At: s.Now().UTC().Add(releaseBackstop), Payload: payload}); err != nil {
+			return store.Campaign{}, fmt.Errorf("schedule the release of campaign %s: %w", c.ID, err)
+		}
 	}
 	if err := s.Store.DeleteCampaign(ctx, teamID, id); err != nil {
 		return store.Campaign{}, notFound(err)
 	}
-	// Its pending step's schedule goes too (harmless if it stays: it finds the campaign gone,
-	// but on AWS it would wait there until its time).
+	// Its pending step's (or start's) schedule goes too (harmless if it stays: it finds the
+	// campaign gone, but on AWS it would wait there until its time).
 	if err := s.Scheduler.Delete(ctx, ScheduleName(id, c.BatchesDone, 0)); err != nil {
 		s.Log.Warn("delete campaign schedule", "campaignId", id, "err", err)
 	}
-	// A step now, so that the held emails go at once; the release stands in for it if this
-	// invocation fails, and finds nothing left to release otherwise.
-	if err := s.kick(ctx, c, c.BatchesDone); err != nil {
-		s.Log.Warn("release the deleted campaign's held emails (its schedule will)", "campaignId", id, "err", err)
+	if started {
+		// A step now, so that the held emails go at once; the release stands in for it if
+		// this invocation fails, and finds nothing left to release otherwise.
+		if err := s.kick(ctx, c, c.BatchesDone); err != nil {
+			s.Log.Warn("release the deleted campaign's held emails (its schedule will)", "campaignId", id, "err", err)
+		}
 	}
 	return c, nil
 }
