@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -320,12 +321,9 @@ func (st *Store) DeleteCampaign(ctx context.Context, teamID int64, id string) er
 	for _, k := range campaignCounterKeys(teamID, id) {
 		actions = append(actions, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(st.table), Key: k.av()}})
 	}
-	_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
-	if reasons, ok := cancelReasons(err); ok && len(reasons) > 0 && reasonIsCondition(reasons[0]) {
-		return store.ErrNotFound
-	}
-	if err != nil {
+	err := st.transactOnce(ctx, actions, store.ErrNotFound)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("dynamo: delete campaign: %w", err)
 	}
-	return nil
+	return err
 }

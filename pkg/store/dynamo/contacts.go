@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -114,17 +115,15 @@ func (st *Store) DeleteContactBook(ctx context.Context, teamID int64, id string)
 	if err != nil {
 		return err
 	}
-	_, err = st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Delete: &types.Delete{
-				TableName: aws.String(st.table), Key: bookKey(teamID, id).av(),
-				ConditionExpression: aws.String("attribute_exists(PK)"),
-			}},
-			{Put: &types.Put{TableName: aws.String(st.table), Item: marker}},
-		},
-	})
-	if reasons, ok := cancelReasons(err); ok && len(reasons) > 0 && reasonIsCondition(reasons[0]) {
-		return store.ErrNotFound
+	err = st.transactOnce(ctx, []types.TransactWriteItem{
+		{Delete: &types.Delete{
+			TableName: aws.String(st.table), Key: bookKey(teamID, id).av(),
+			ConditionExpression: aws.String("attribute_exists(PK)"),
+		}},
+		{Put: &types.Put{TableName: aws.String(st.table), Item: marker}},
+	}, store.ErrNotFound)
+	if errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("dynamo: delete contact book: %w", err)

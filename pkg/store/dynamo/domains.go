@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,27 +52,6 @@ func (st *Store) CreateDomain(ctx context.Context, d store.Domain) error {
 		return fmt.Errorf("dynamo: create domain: %w", err)
 	}
 	return err
-}
-
-// transactOnce writes items in one transaction, again while it is cancelled by conflicts or
-// throttling alone, and answers failed (ErrConflict, ErrNotFound) when a condition of its own
-// cancelled it; any other cancellation is an error of its own, not failed.
-func (st *Store) transactOnce(ctx context.Context, items []types.TransactWriteItem, failed error) error {
-	for attempt := 1; ; attempt++ {
-		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		reasons, cancelled := cancelReasons(err)
-		switch {
-		case !cancelled:
-			return err
-		case slices.ContainsFunc(reasons, reasonIsCondition):
-			return failed
-		case !retryableCancel(reasons) || attempt == maxConflictAttempts:
-			return err
-		}
-		if err := backoff(ctx, attempt); err != nil {
-			return err
-		}
-	}
 }
 
 func (st *Store) getDomain(ctx context.Context, teamID, id int64, consistent bool) (domainItem, error) {

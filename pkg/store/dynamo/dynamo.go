@@ -188,6 +188,27 @@ func conditionFailed(err error) bool {
 	return errors.As(err, &ccf)
 }
 
+// transactOnce writes items in one transaction, again while it is cancelled by conflicts or
+// throttling alone, and answers failed (ErrConflict, ErrNotFound) when a condition of its own
+// cancelled it; any other cancellation is an error of its own, not failed.
+func (st *Store) transactOnce(ctx context.Context, items []types.TransactWriteItem, failed error) error {
+	for attempt := 1; ; attempt++ {
+		_, err := st.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		reasons, cancelled := cancelReasons(err)
+		switch {
+		case !cancelled:
+			return err
+		case slices.ContainsFunc(reasons, reasonIsCondition):
+			return failed
+		case !retryableCancel(reasons) || attempt == maxConflictAttempts:
+			return err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
 // cancelReasons returns the per-action reasons of a cancelled transaction (aligned with its
 // actions), or ok=false when err is something else.
 func cancelReasons(err error) (reasons []types.CancellationReason, ok bool) {
