@@ -36,27 +36,24 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 2 && slices.Contains([]string{"-h", "-help", "--help", "help"}, os.Args[1]) {
-		fmt.Println(admin.Usage)
-		fmt.Println("\nIt runs on what DATA_DIR (embedded: inside the server running there, if one is) or\n" +
-			"BACKEND=aws, TABLE_NAME and the usual AWS variables name, as the server does;\n" +
-			"key import reads the key from MAILROOM_KEY when -key is not given.")
-		return
-	}
-	// A command's own flags are checked here, before anything is opened: -h after a command
-	// prints its usage.
-	if _, err := admin.Parse(os.Args[1:], os.Stdout); errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	// A command's usage (-h) is not an error: Parse printed it.
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "mailroom-admin:", err)
 		os.Exit(1)
 	}
 }
 
+// about follows the list of commands that -h alone prints.
+const about = "\nIt runs on what DATA_DIR (embedded: inside the server running there, if one is) or\n" +
+	"BACKEND=aws, TABLE_NAME and the usual AWS variables name, as the server does;\n" +
+	"key import reads the key from MAILROOM_KEY when -key is not given."
+
 func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if usage, ok := admin.Help(args); ok {
 		fmt.Fprintln(out, usage)
+		if len(args) == 1 {
+			fmt.Fprintln(out, about)
+		}
 		return nil
 	}
 	if len(args) < 2 {
@@ -68,6 +65,11 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		if k := os.Getenv("MAILROOM_KEY"); k != "" {
 			args = append(slices.Clip(args), "-key", k) // not from the command line: no history keeps it
 		}
+	}
+	// A command's own flags are checked before anything is opened: its usage (-h), or what is
+	// wrong with it, needs no database or server.
+	if _, err := admin.Parse(args, out); err != nil {
+		return err
 	}
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
@@ -81,9 +83,6 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		// elsewhere): only the commands that set up a new one make it.
 		db := filepath.Join(cfg.DataDir, "mailroom.db")
 		if _, statErr := os.Stat(db); errors.Is(statErr, os.ErrNotExist) {
-			if _, err := admin.Parse(args, out); err != nil {
-				return err // a command's usage (-h), or what is wrong with it, needs no database
-			}
 			if !makesFirst(args) {
 				abs, _ := filepath.Abs(cfg.DataDir)
 				return fmt.Errorf("there is no Mailroom database in %s: run this where the server keeps its data, or set DATA_DIR to that folder", abs)

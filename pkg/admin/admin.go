@@ -55,7 +55,7 @@ var Usage = func() string {
 func Help(args []string) (string, bool) {
 	isHelp := func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 	switch {
-	case len(args) == 1 && isHelp(args[0]):
+	case len(args) == 1 && (isHelp(args[0]) || args[0] == "help"):
 		return Usage, true
 	case len(args) == 2 && isHelp(args[1]):
 		lines := []string{"usage:"}
