@@ -297,9 +297,11 @@ func (d *decoder) str(field string) string {
 }
 
 // html decodes the html field: a boolean (which useSend's SMTP proxy sends for a message
-// without one) counts as absent; anything else is an optString.
+// without one) counts as absent, and so does the string "true" or "false", which is what
+// upstream's schema makes of that boolean before it drops it; anything else is an optString.
 func (d *decoder) html() *string {
-	if t := bytes.TrimSpace(d.raw("html")); bytes.Equal(t, []byte("true")) || bytes.Equal(t, []byte("false")) {
+	switch string(bytes.TrimSpace(d.raw("html"))) {
+	case "true", "false", `"true"`, `"false"`:
 		return nil
 	}
 	return d.optString("html", 0, false)

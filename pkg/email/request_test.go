@@ -47,13 +47,26 @@ func TestDecodeRequestValid(t *testing.T) {
 	}
 }
 
+// TestDecodeRequestHTMLBooleanIsAbsent: html false or true, as a boolean or as the string
+// upstream's schema makes of it, is no html (upstream's send-email.ts and batch-email.ts).
 func TestDecodeRequestHTMLBooleanIsAbsent(t *testing.T) {
-	r, err := DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t","html":false}`))
-	if err != nil {
-		t.Fatal(err)
+	for _, html := range []string{`false`, `true`, `"false"`, ` "true" `} {
+		r, err := DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","text":"t","html":` + html + `}`))
+		if err != nil {
+			t.Fatal(html, err)
+		}
+		if r.HTML != nil {
+			t.Errorf("html %s = %q, want absent", html, *r.HTML)
+		}
 	}
-	if r.HTML != nil {
-		t.Errorf("html = %v, want absent", *r.HTML)
+	// With no text either, there is nothing to send.
+	if _, err := DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","html":"true"}`)); err == nil {
+		t.Error(`html "true" alone was accepted`)
+	}
+	// Any other string is the html.
+	r, err := DecodeRequest([]byte(`{"to":"a@x.io","from":"me@example.com","subject":"s","html":"True"}`))
+	if err != nil || r.HTML == nil || *r.HTML != "True" {
+		t.Errorf(`html "True" = %v, %v`, r.HTML, err)
 	}
 }
 
