@@ -5,7 +5,6 @@ package analytics
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/store"
@@ -113,10 +112,11 @@ func (s *Service) Reputation(ctx context.Context, teamID, domainID int64) (Reput
 	return r, nil
 }
 
-// percent is n of total in percent, to two decimals; 0 when total is 0.
+// percent is n of total in percent, unrounded and computed in upstream's order
+// ((n/total)*100, so the same float64 as its JSON); 0 when total is 0.
 func percent(n, total int64) float64 {
 	if total == 0 {
 		return 0
 	}
-	return math.Round(float64(n)/float64(total)*10000) / 100
+	return float64(n) / float64(total) * 100
 }

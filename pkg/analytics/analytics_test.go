@@ -44,12 +44,13 @@ func TestSeriesAndRates(t *testing.T) {
 	if got.TotalCounts != (Counts{Sent: 6, Delivered: 3, Clicked: 2}) {
 		t.Errorf("totals %+v", got.TotalCounts)
 	}
+	// The rates as upstream's (hardBounced/delivered)*100 gives them in JavaScript, unrounded.
 	f.days = []store.DayStats{{Day: "2026-03-01", Counts: map[string]int64{store.CountDelivered: 3, store.CountHardBounced: 1, store.CountComplained: 2}}}
 	r, err := s.Reputation(context.Background(), 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r != (Reputation{Delivered: 3, HardBounced: 1, Complained: 2, BounceRate: 33.33, ComplaintRate: 66.67}) || f.from != "2026-01-31" {
+	if r != (Reputation{Delivered: 3, HardBounced: 1, Complained: 2, BounceRate: 33.33333333333333, ComplaintRate: 66.66666666666666}) || f.from != "2026-01-31" {
 		t.Errorf("reputation %+v (from %s)", r, f.from)
 	}
 	f.days = nil
