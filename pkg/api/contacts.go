@@ -270,21 +270,32 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Comma-separated, and repeated keys too (ids=A&ids=B; API Gateway joins those with a
-	// comma itself).
+	// comma itself). A filter given with nothing in it (emails=, as a client joining an empty
+	// list sends it) matches no contact, as upstream's `in: [""]` does.
+	none := false
 	split := func(name string) []string {
+		vs, given := r.URL.Query()[name]
 		var out []string
-		for _, v := range r.URL.Query()[name] {
+		for _, v := range vs {
 			for _, p := range strings.Split(v, ",") {
 				if p = strings.TrimSpace(p); p != "" {
 					out = append(out, p)
 				}
 			}
 		}
+		none = none || given && len(out) == 0
 		return out
 	}
 	f := store.ContactFilter{IDs: split("ids"), Offset: (page - 1) * limit, Limit: limit}
 	for _, e := range split("emails") {
 		f.Emails = append(f.Emails, strings.ToLower(e))
+	}
+	if none {
+		if _, err := s.Contacts.Book(r.Context(), principal(r).TeamID, id); err != nil {
+			return err
+		}
+		writeRaw(w, http.StatusOK, []byte("[]"))
+		return nil
 	}
 	list, _, err := s.Contacts.List(r.Context(), principal(r).TeamID, id, f)
 	if err != nil {

@@ -486,6 +486,17 @@ func TestOpenAPIResponses(t *testing.T) {
 	if len(repeated) != 2 {
 		t.Errorf("emails=bob&emails=cid&ids=…&ids=…: %+v, want both", repeated)
 	}
+	// A filter with nothing in it (a client joining an empty list) matches nothing, as
+	// upstream's; one with a trailing comma, what it names; one of an unknown book is a 404.
+	for q, want := range map[string]int{"?emails=": 0, "?ids=": 0, "?emails=,": 0, "?emails=bob@example.org,": 1, "?page=1": 3} {
+		var got []struct{ ID string }
+		if e.mustDo("GET", book+"/contacts"+q, "", &got); len(got) != want {
+			t.Errorf("contacts%s: %d contacts, want %d", q, len(got), want)
+		}
+	}
+	if r := e.do("GET", "/api/v1/contactBooks/nobook/contacts?emails=", ""); r.status != 404 {
+		t.Errorf("contacts?emails= of an unknown book: %d %s", r.status, r.body)
+	}
 	call("DeleteContact", "DELETE", book+"/contacts/"+list[0].ID, "")
 	call("BulkDeleteContacts", "DELETE", book+"/contacts/bulk", `{"contactIds":["`+list[1].ID+`"]}`)
 
