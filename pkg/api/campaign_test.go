@@ -530,7 +530,14 @@ func TestContactsAPI(t *testing.T) {
 	if _, msg := r.errorOf(t); r.status != 400 || !strings.Contains(msg, "[19].email") || strings.Contains(msg, "[20]") || !strings.HasSuffix(msg, "; and 5 more") {
 		t.Errorf("bulk with 25 bad elements: %d %q", r.status, msg)
 	}
+	// An empty list adds nothing and is no error (upstream's schema has no minimum); null is no list.
 	var res struct{ Count int }
+	if e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `[]`, &res); res.Count != 0 {
+		t.Errorf("bulk of nothing: count %d", res.Count)
+	}
+	if r := e.do("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", `null`); r.status != 400 {
+		t.Errorf("bulk of null = %d", r.status)
+	}
 	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts/bulk", "["+strings.Join(bulk[:5], ",")+"]", &res)
 	if res.Count != 5 {
 		t.Errorf("bulk count %d", res.Count)

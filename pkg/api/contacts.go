@@ -391,7 +391,7 @@ func (s *Services) bulkCreateContacts(w http.ResponseWriter, r *http.Request) er
 	if !json.Valid(body) {
 		return email.ErrMalformedJSON
 	}
-	if err := json.Unmarshal(body, &elems); err != nil {
+	if err := json.Unmarshal(body, &elems); err != nil || elems == nil {
 		return fault.Field("body", "must be an array of contacts {email, firstName, lastName, properties, subscribed}")
 	}
 	list := make([]contact.Fields, len(elems))

@@ -261,7 +261,7 @@ func (g *generator) operations() map[string]operation {
 		"UpsertContact": {in: contactRequest{}, out: contactRef{}, params: []obj{contactKeyParam()},
 			desc: "Upserts by the body's email, as POST .../contacts does (the path's contactId is not read)."},
 		"DeleteContact": {out: success{}},
-		"BulkCreateContacts": {in: bounded{contactRequest{}, 1, contact.MaxBulk}, out: bulkCreated{}, params: []obj{contactKeyParam()},
+		"BulkCreateContacts": {in: bounded{contactRequest{}, 0, contact.MaxBulk}, out: bulkCreated{}, params: []obj{contactKeyParam()},
 			desc: "Every contact is checked before any is written."},
 		"BulkDeleteContacts": {in: bulkDeleteRequest{}, out: bulkDeleted{}, desc: "count is the number of contacts that existed."},
 

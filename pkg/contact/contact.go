@@ -591,16 +591,15 @@ func ValidateBulk(list []Fields, badAt []error) ([]string, error) {
 }
 
 // Bulk upserts up to MaxBulk contacts; every element is validated before any is written, and
-// they are written together (store.PutContacts: one transaction on the embedded store).
+// they are written together (store.PutContacts: one transaction on the embedded store). An
+// empty list adds nothing and is no error (upstream's schema has no minimum: a sync with
+// nothing new to send is not a failure).
 func (s *Service) Bulk(ctx context.Context, teamID int64, bookID string, list []Fields) (int, error) {
-	if len(list) == 0 {
-		return 0, fault.Field("body", "at least 1 contact is required")
-	}
 	if len(list) > MaxBulk {
 		return 0, fault.Field("body", "at most %d contacts", MaxBulk)
 	}
 	book, err := s.Book(ctx, teamID, bookID)
-	if err != nil {
+	if err != nil || len(list) == 0 {
 		return 0, err
 	}
 	norms, err := ValidateBulk(list, nil)

@@ -114,7 +114,7 @@ func TestBulk(t *testing.T) {
 		wantN   int
 		wantErr string
 	}{
-		{"empty", nil, 0, "body: at least 1 contact"},
+		{"empty", nil, 0, ""},
 		{"too many", many, 0, "body: at most 1000 contacts"},
 		{"one bad element", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("not an address")}}, 0, "[1].email"},
 		{"every bad element named", []contact.Fields{{Email: ptr("a@example.org")}, {Email: ptr("bad")}, {FirstName: ptr("x")}}, 0, "[1].email: invalid email address \"bad\"; [2].email"},
@@ -142,6 +142,19 @@ func TestBulk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBulkEmptyOfAnUnknownBook: an empty list is no error, but the book must exist.
+func TestBulkEmptyOfAnUnknownBook(t *testing.T) {
+	s, _ := newService(t)
+	if _, err := s.Bulk(context.Background(), 1, "nobook", nil); !isNotFound(err) {
+		t.Errorf("err %v, want a 404", err)
+	}
+}
+
+func isNotFound(err error) bool {
+	fe, ok := fault.As(err)
+	return ok && fe.Kind == fault.NotFound
 }
 
 func storeFilter() store.ContactFilter { return store.ContactFilter{Limit: 100} }
