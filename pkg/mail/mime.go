@@ -101,13 +101,13 @@ func build(m Message, now time.Time) ([]byte, error) {
 
 	switch {
 	case m.Text != "" && m.HTML != "":
-		msg.SetBodyString(gomail.TypeTextPlain, m.Text)
-		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+		msg.SetBodyString(gomail.TypeTextPlain, m.Text, bodyEncoding(m.Text))
+		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML, bodyEncoding(m.HTML))
 	case m.HTML != "":
-		msg.SetBodyString(gomail.TypeTextHTML, m.HTML)
+		msg.SetBodyString(gomail.TypeTextHTML, m.HTML, bodyEncoding(m.HTML))
 	default:
 		// A message with neither body still needs one part to be valid MIME.
-		msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+		msg.SetBodyString(gomail.TypeTextPlain, m.Text, bodyEncoding(m.Text))
 	}
 	for _, a := range m.Attachments {
 		name := a.Filename
@@ -126,6 +126,57 @@ func build(m Message, now time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("build message: write: %w", err)
 	}
 	return insertHeaders(buf.Bytes(), m.Headers), nil
+}
+
+// bodyEncoding is quoted-printable for a body mostly in ASCII (readable in the raw message, and
+// the smaller there), base64 where quoted-printable would be longer by more than qpSlack: a
+// body in another script takes up to three times its bytes in quoted-printable, against
+// base64's four thirds, so a message's size stays within what the API bounds it by
+// (email.Request.Size, whose header allowance covers the slack).
+func bodyEncoding(s string) gomail.PartOption {
+	if qpLen(s) > b64Len(len(s))+qpSlack {
+		return gomail.WithPartEncoding(gomail.EncodingB64)
+	}
+	return gomail.WithPartEncoding(gomail.EncodingQP)
+}
+
+// qpSlack is how much longer than base64 a body's quoted-printable may be and still be chosen:
+// a short greeting stays readable in the raw message.
+const qpSlack = 512
+
+// qpLen bounds s's quoted-printable length from above: a byte other than printable ASCII, space
+// or tab takes three, and so does a space or tab that ends a line; a line break takes two
+// (CRLF), and a soft line break ("=" CRLF) ends each 73 characters of a line or fewer (75 a
+// line, less an escape that does not fit whole).
+func qpLen(s string) int {
+	n, line := 0, 0
+	endLine := func() { n, line = n+line+line/73*3, 0 }
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\n':
+			endLine()
+			n += 2
+		case c == '\r' && i+1 < len(s) && s[i+1] == '\n':
+		case c == ' ' || c == '\t':
+			if i+1 == len(s) || s[i+1] == '\n' || s[i+1] == '\r' {
+				line += 3
+			} else {
+				line++
+			}
+		case c >= 33 && c <= 126 && c != '=':
+			line++
+		default:
+			line += 3
+		}
+	}
+	endLine()
+	return n
+}
+
+// b64Len is the base64 length of n bytes in lines of 76 characters with CRLF.
+func b64Len(n int) int {
+	enc := (n + 2) / 3 * 4
+	return enc + (enc+75)/76*2
 }
 
 // hasHeader reports whether headers hold one named name (case-insensitive).

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"mime"
 	"mime/multipart"
 	"mime/quotedprintable"
@@ -388,4 +389,78 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("MIME structure does not parse: %v\n%q", err, raw)
 		}
 	})
+}
+
+// TestBodyInAnotherScriptStaysSmall: a body mostly outside ASCII goes base64, so the message
+// is at most about four thirds of its bodies (what the API bounds a send by), where
+// quoted-printable would take three times; an ASCII body stays quoted-printable. Either way
+// the bodies read back as they were.
+func TestBodyInAnotherScriptStaysSmall(t *testing.T) {
+	for _, c := range []struct {
+		name, body, cte string
+	}{
+		{"accents", strings.Repeat("Grüße aus München, ça va très bien — ", 3000), "base64"},
+		{"cyrillic", strings.Repeat("Привет, мир! ", 5000), "base64"},
+		{"ascii", strings.Repeat("Hello world, a line of plain text = fine.\n", 2000), "quoted-printable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			raw, msg := buildAndRead(t, Message{From: "a@acme.test", To: []string{"b@example.com"}, Subject: "s", Text: c.body, HTML: "<p>" + c.body + "</p>"})
+			if limit := 2*(len(c.body)+7)*4/3*78/76 + 4096; len(raw) > limit {
+				t.Errorf("message of %d bytes for bodies of %d: more than %d", len(raw), 2*len(c.body)+7, limit)
+			}
+			if !strings.Contains(string(raw), "Content-Transfer-Encoding: "+c.cte) {
+				t.Errorf("bodies not %s", c.cte)
+			}
+			var ctypes []string
+			leaves, err := walk(t, msg.Header, msg.Body, &ctypes)
+			lf := func(b []byte) string { return strings.ReplaceAll(string(b), "\r\n", "\n") } // lines go CRLF
+			if err != nil || len(leaves) != 2 || lf(leaves[0].body) != c.body || lf(leaves[1].body) != "<p>"+c.body+"</p>" {
+				t.Fatalf("bodies do not read back (%d parts, %v)", len(leaves), err)
+			}
+		})
+	}
+}
+
+// TestQPLenBoundsTheEncoding: qpLen is never below the length the quoted-printable writer
+// gives (lines as the message has them: CRLF).
+func TestQPLenBoundsTheEncoding(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", " ", "\t", "=", "\n", "\r\n", "é", "—", "中", "\x00", "~", strings.Repeat("x", 80)}
+	for range 2000 {
+		var b strings.Builder
+		for range r.IntN(300) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		s := b.String()
+		var out bytes.Buffer
+		w := quotedprintable.NewWriter(&out)
+		_, _ = w.Write([]byte(strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")))
+		_ = w.Close()
+		if got := qpLen(s); got < out.Len() {
+			t.Fatalf("qpLen(%q) = %d, encoded %d", s, got, out.Len())
+		}
+	}
+}
+
+// TestLongAttachmentNamesStayWithinLineLimit: the longest name the API takes (255 bytes, here
+// in a script that encodes to three times that) keeps every line of the message within RFC
+// 5322's 998 characters, and reads back.
+func TestLongAttachmentNamesStayWithinLineLimit(t *testing.T) {
+	for _, name := range []string{strings.Repeat("中", 83) + ".pdf", strings.Repeat("a", 251) + ".pdf", strings.Repeat("ü", 125) + ".pdf"} {
+		raw, msg := buildAndRead(t, Message{From: "a@acme.test", To: []string{"b@example.com"}, Subject: "s", Text: "t",
+			Attachments: []Attachment{{Filename: name, Data: []byte("%PDF")}}})
+		for i, line := range strings.Split(string(raw), "\r\n") {
+			if len(line) > 998 {
+				t.Errorf("%d-byte name: line %d is %d characters", len(name), i, len(line))
+			}
+		}
+		var ctypes []string
+		leaves, err := walk(t, msg.Header, msg.Body, &ctypes)
+		if err != nil || len(leaves) != 2 {
+			t.Fatalf("%d parts, %v", len(leaves), err)
+		}
+		if got, _ := new(mime.WordDecoder).DecodeHeader(leaves[1].filename); got != name {
+			t.Errorf("name reads back as %q", got)
+		}
+	}
 }
