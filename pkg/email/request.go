@@ -36,6 +36,9 @@ const (
 	MaxHeaderBytes    = 998
 	MaxIdempotencyKey = 256
 	MaxIDLength       = 128 // ids we never issue longer; also far below DynamoDB's key limits
+	// MaxFilenameBytes is a file system's name limit: the name goes into two header lines of
+	// the message, which must stay within RFC 5322's 998 characters once encoded.
+	MaxFilenameBytes = 255
 )
 
 // Request is one validated, normalised send request. Its JSON form (fields in a fixed order,
@@ -544,6 +547,8 @@ func (d *decoder) attachments() []Attachment {
 		switch {
 		case a.Filename == nil || *a.Filename == "":
 			d.fail(at+".filename", "is required")
+		case len(*a.Filename) > MaxFilenameBytes:
+			d.fail(at+".filename", "at most %d bytes", MaxFilenameBytes)
 		case strings.ContainsAny(*a.Filename, "\r\n\x00/\\\""):
 			d.fail(at+".filename", "must not contain line breaks, quotes or path separators")
 		case blockedExtensions[blockedExt(*a.Filename)]:
