@@ -58,7 +58,7 @@ func benchService(st Store) *Service {
 
 // BenchmarkRender is the placeholder substitution of subject and HTML for one contact.
 func BenchmarkRender(b *testing.B) {
-	values := vars(benchContact(1), "http://127.0.0.1:3000/unsubscribe/token")
+	values := vars(benchContact(1), "http://127.0.0.1:3000/unsubscribe/token", nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Render(benchSubject, values, false)
@@ -79,7 +79,7 @@ func BenchmarkEmail(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		_ = s.email(c, contacts[i%len(contacts)], now)
+		_ = s.email(c, contacts[i%len(contacts)], nil, now)
 		i++
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "emails/s")

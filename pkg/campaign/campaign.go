@@ -872,6 +872,15 @@ func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string
 	if err != nil {
 		return 0, "", false, err
 	}
+	// The book's variables: a placeholder naming one renders empty (or its fallback) for a
+	// contact without it, where an unknown name stays as written.
+	book, err := s.Store.GetContactBook(ctx, c.TeamID, c.ContactBookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, c.Cursor, false, fmt.Errorf("%w: the contact book was deleted", errCannotSend)
+	}
+	if err != nil {
+		return 0, "", false, err
+	}
 	// A batch is batchSize emails: the unsubscribed and suppressed contacts read on the way do
 	// not count, so a book where they come in a row does not send nothing for a window. A page
 	// asks for no more contacts than emails are still wanted, so a batch never overshoots; a
@@ -886,7 +895,7 @@ func (s *Service) writeBatch(ctx context.Context, c store.Campaign) (int, string
 		if err != nil {
 			return written, c.Cursor, false, err
 		}
-		n, err := s.writeContacts(ctx, c, page)
+		n, err := s.writeContacts(ctx, c, page, book.Variables)
 		written += n
 		if err != nil {
 			// The cursor does not move: the retried step rewrites this page, and the emails
@@ -933,7 +942,7 @@ func writeEmails(ctx context.Context, st Store, m metric.Counter, d email.Dispat
 func maxLook(batchSize int) int { return max(10*batchSize, 100_000) }
 
 // writeContacts writes the emails of the subscribed, non-suppressed contacts of one page.
-func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []store.Contact) (int, error) {
+func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []store.Contact, variables []string) (int, error) {
 	mailed, err := s.mailable(ctx, c.TeamID, page)
 	if err != nil {
 		return 0, err
@@ -950,7 +959,7 @@ func (s *Service) writeContacts(ctx context.Context, c store.Campaign, page []st
 	}
 	written := 0
 	for _, ct := range mailed {
-		e := s.email(c, ct, now)
+		e := s.email(c, ct, variables, now)
 		emails = append(emails, e)
 		events = append(events, store.Event{ID: "0-QUEUED", EmailID: e.ID, Status: store.StatusQueued, CreatedAt: now})
 		written++
@@ -984,11 +993,11 @@ func (s *Service) mailable(ctx context.Context, teamID int64, page []store.Conta
 }
 
 // email builds the personalised email of one contact.
-func (s *Service) email(c store.Campaign, ct store.Contact, now time.Time) store.Email {
+func (s *Service) email(c store.Campaign, ct store.Contact, variables []string, now time.Time) store.Email {
 	id := EmailID(c.ID, ct.ID)
 	link := s.Signer.URL(Link{TeamID: c.TeamID, BookID: ct.BookID, ContactID: ct.ID, EmailID: id, CampaignID: c.ID, Email: ct.Email,
 		MadeAt: now.UnixMilli()})
-	values := vars(ct, link)
+	values := vars(ct, link, variables)
 	body := c.HTML
 	if body == "" {
 		body = c.Content

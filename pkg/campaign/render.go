@@ -23,8 +23,11 @@ func HasUnsubscribe(s string) bool {
 	return false
 }
 
-// vars are a contact's values by lower-cased name.
-func vars(c store.Contact, unsubscribeURL string) map[string]string {
+// vars are a contact's values by lower-cased name: its first and last name and email, the
+// book's variables (empty for a contact without them), every property it has (Mailroom fills
+// those in even when the book does not declare them) and the unsubscribe URL. A name not here
+// is unknown: Render leaves it as written, as upstream does, so a typo shows in a test send.
+func vars(c store.Contact, unsubscribeURL string, variables []string) map[string]string {
 	v := map[string]string{
 		"firstname": c.FirstName,
 		"lastname":  c.LastName,
@@ -34,12 +37,13 @@ func vars(c store.Contact, unsubscribeURL string) map[string]string {
 	// are taken in sorted order, the first one winning, so the email does not depend on a
 	// map's order.
 	for _, k := range slices.Sorted(maps.Keys(c.Properties)) {
-		val, low := c.Properties[k], strings.ToLower(k)
-		if _, taken := v["contact."+low]; !taken {
-			v["contact."+low] = val
+		if _, taken := v[strings.ToLower(k)]; !taken {
+			v[strings.ToLower(k)] = c.Properties[k]
 		}
-		if _, taken := v[low]; !taken {
-			v[low] = val
+	}
+	for _, name := range variables {
+		if _, taken := v[strings.ToLower(name)]; !taken {
+			v[strings.ToLower(name)] = ""
 		}
 	}
 	for n := range unsubscribeNames {
@@ -48,22 +52,37 @@ func vars(c store.Contact, unsubscribeURL string) map[string]string {
 	return v
 }
 
-// Render personalises s for one contact: names are case-insensitive; an empty or missing value
-// takes the fallback, else renders as nothing. Values are HTML-escaped when escape is set.
+// Render personalises s for one contact: names are case-insensitive, with or without a
+// "contact." before them ({{contact.firstName}} is {{firstName}}); an empty or missing value
+// takes the placeholder's fallback; without one, an empty value renders as nothing and an
+// unknown name (not in values) is left as written. Values and fallbacks are HTML-escaped when
+// escape is set.
 func Render(s string, values map[string]string, escape bool) string {
 	placeholder := template.Placeholder() // {{name}}, {{contact.name}}, {{name,fallback=Text}}
-	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
-		sub := placeholder.FindStringSubmatch(m)
-		name := strings.ToLower(sub[1])
-		v := values[name]
-		if v == "" {
-			v = strings.TrimSpace(sub[2])
+	var b strings.Builder
+	last := 0
+	for _, m := range placeholder.FindAllStringSubmatchIndex(s, -1) {
+		b.WriteString(s[last:m[0]])
+		last = m[1]
+		name := strings.ToLower(s[m[2]:m[3]])
+		v, known := values[name]
+		if rest, ok := strings.CutPrefix(name, "contact."); ok && !known {
+			v, known = values[rest]
+		}
+		switch {
+		case v == "" && m[4] >= 0:
+			v = strings.TrimSpace(s[m[4]:m[5]])
+		case !known:
+			b.WriteString(s[m[0]:m[1]])
+			continue
 		}
 		if escape {
-			return html.EscapeString(v)
+			v = html.EscapeString(v)
 		}
-		return v
-	})
+		b.WriteString(v)
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // withPreview puts the preview text first in the body, hidden, where mail clients show it:

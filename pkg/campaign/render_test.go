@@ -11,7 +11,7 @@ import (
 func TestRenderNamesInAnyScript(t *testing.T) {
 	c := store.Contact{Email: "a@example.org", FirstName: "Ann",
 		Properties: map[string]string{"städt": "München", "Ключ": "K1"}}
-	got := Render("{{firstName}} {{Städt}} {{contact.städt}} {{ключ}} {{Ort,fallback=—}}", vars(c, ""), false)
+	got := Render("{{firstName}} {{Städt}} {{contact.städt}} {{ключ}} {{Ort,fallback=—}}", vars(c, "", nil), false)
 	if want := "Ann München München K1 —"; got != want {
 		t.Errorf("Render = %q, want %q", got, want)
 	}
@@ -21,13 +21,36 @@ func TestRenderNamesInAnyScript(t *testing.T) {
 // had the variable) renders the same value every time, not whichever a map gives first.
 func TestRenderNamesInTwoCases(t *testing.T) {
 	c := store.Contact{Email: "a@example.org", Properties: map[string]string{"Company": "Upper", "company": "lower", "COMPANY": "caps"}}
-	first := Render("{{company}} {{contact.Company}}", vars(c, ""), false)
+	first := Render("{{company}} {{contact.Company}}", vars(c, "", nil), false)
 	for range 50 {
-		if got := Render("{{company}} {{contact.Company}}", vars(c, ""), false); got != first {
+		if got := Render("{{company}} {{contact.Company}}", vars(c, "", nil), false); got != first {
 			t.Fatalf("Render = %q, then %q", first, got)
 		}
 	}
 	if first != "caps caps" {
 		t.Errorf("Render = %q, want the first name in sorted order (COMPANY) for both", first)
+	}
+}
+
+// TestRenderUnknownNamesAndContactPrefix: as upstream's replaceContactVariables, an optional
+// "contact." goes before any name, the built-in ones too; a name the contact does not have and
+// its book does not declare stays as written (unless it has a fallback), where a declared one
+// the contact lacks renders empty; a fallback is text, escaped like a value.
+func TestRenderUnknownNamesAndContactPrefix(t *testing.T) {
+	c := store.Contact{Email: "ann@example.org", FirstName: "Ann", LastName: "Lee", Properties: map[string]string{"plan": "pro"}}
+	values := vars(c, "https://u.example/x", []string{"Company", "plan"})
+	for in, want := range map[string]string{
+		"{{contact.firstName}} {{CONTACT.lastname}} {{contact.email}}": "Ann Lee ann@example.org",
+		"{{contact.firstName,fallback=there}}":                         "Ann",
+		"[{{company}}] [{{contact.Company}}]":                          "[] []",
+		"{{company,fallback=friend}}":                                  "friend",
+		"{{plan}} {{contact.plan}}":                                    "pro pro",
+		"{{unknownvar}} {{ contact.nope }}":                            "{{unknownvar}} {{ contact.nope }}",
+		"{{unknownvar,fallback=x & y}}":                                "x &amp; y",
+		"{{usesend_unsubscribe_url}}":                                  "https://u.example/x",
+	} {
+		if got := Render(in, values, true); got != want {
+			t.Errorf("Render(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
