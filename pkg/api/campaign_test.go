@@ -129,6 +129,11 @@ func TestCampaignEndToEnd(t *testing.T) {
 		if !strings.Contains(decodeQP(m), want) || !strings.Contains(decodeQP(m), "Big news") {
 			t.Errorf("%s's message is not personalised (%q)", name, want)
 		}
+		// A text part made from the html, as upstream gives campaign emails, with the link's
+		// address after its words.
+		if !strings.Contains(m, "Content-Type: text/plain") || !strings.Contains(decodeQP(m), want+"\r\n\r\nunsubscribe [http") {
+			t.Errorf("%s's message has no text part from its html", name)
+		}
 		if name == "bob" {
 			link = regexp.MustCompile(`List-Unsubscribe: <([^>]+)>`).FindStringSubmatch(m)[1]
 		}

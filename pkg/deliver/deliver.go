@@ -547,6 +547,12 @@ func (w *Worker) message(ctx context.Context, e store.Email) (mail.Message, skip
 	if e.Content.Text != nil {
 		msg.Text = *e.Content.Text
 	}
+	if msg.Text == "" && msg.HTML != "" && e.CampaignID != "" {
+		// A campaign's email gets a text part made from its HTML, as upstream gives it one
+		// (mail in HTML alone reads worse in some clients, and scores worse with spam
+		// filters); it is made here, at each send, not stored.
+		msg.Text = mail.TextFromHTML(msg.HTML)
+	}
 	for _, h := range e.Content.Headers {
 		msg.Headers = append(msg.Headers, mail.Header{Name: h.Name, Value: h.Value})
 	}
