@@ -337,6 +337,15 @@ func TestReplyReferencesTheFirstMessage(t *testing.T) {
 	if got := header(answer, "References"); got != "<root@other.test> <mid@other.test> "+ownID {
 		t.Errorf("a reply to an email with its own References: %q, want them then %s", got, ownID)
 	}
+	// A reply to an email that replied to an outside message by its own In-Reply-To (no
+	// References): that message, then the email (RFC 5322 3.6.4).
+	outside := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: yours","text":"t","headers":{"In-Reply-To":"<ext-123@customer.example>"}}`)
+	e.await(outside, "DELIVERED")
+	back := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Re: yours","text":"t","inReplyToId":"` + outside + `"}`)
+	e.await(back, "DELIVERED")
+	if got, want := header(back, "References"), "<ext-123@customer.example> <"+outside+"@example.com>"; got != want {
+		t.Errorf("a reply to an email with its own In-Reply-To: References %q, want %q", got, want)
+	}
 	// A reply to an email not sent yet (scheduled; or sent just before it) is in its thread
 	// too: locally the Message-ID is known before the send.
 	scheduled := e.send(`{"to":"success@simulator.amazonses.com","from":"hello@example.com","subject":"Later","text":"t","scheduledAt":"` +

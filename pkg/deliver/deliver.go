@@ -641,6 +641,15 @@ func (w *Worker) thread(ctx context.Context, id string) (inReplyTo string, befor
 			before = append(before, ids...)
 			break
 		}
+		if ref.InReplyToID == "" {
+			// A parent that replied to a message Mailroom did not send, by its own
+			// In-Reply-To: that id comes before it (RFC 5322 3.6.4, a parent without
+			// References).
+			if custom := strings.Fields(headerValue(ref.Content.Headers, "In-Reply-To")); len(custom) == 1 {
+				before = append(before, custom[0])
+			}
+			break
+		}
 		id = ref.InReplyToID
 	}
 	slices.Reverse(before)
