@@ -75,6 +75,9 @@ var reservedHeaders = map[string]bool{
 	"sender": true, "date": true, "message-id": true, "mime-version": true, "content-type": true,
 	"content-transfer-encoding": true, "x-usesend-email-id": true, "return-path": true,
 	"dkim-signature": true,
+	// The MIME structure is Mailroom's too: on the top level these would make mail clients
+	// show the whole body as an attachment, or as part of another message.
+	"content-disposition": true, "content-id": true, "content-description": true, "content-location": true,
 }
 
 // blockedExtensions are attachment types SES refuses to send.

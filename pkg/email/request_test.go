@@ -111,6 +111,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"header twice", `{"to":"a@x.io",` + base + `,"headers":{"X-Foo":"1","x-foo":"2"}}`, "given twice", fault.Invalid},
 		{"long templateId", `{"to":"a@x.io",` + base + `,"templateId":"` + strings.Repeat("t", 129) + `"}`, "templateId: at most 128 characters", fault.Invalid},
 		{"header reserved id", `{"to":"a@x.io",` + base + `,"headers":{"x-usesend-email-id":"1"}}`, "is set by Mailroom", fault.Invalid},
+		{"header content-disposition", `{"to":"a@x.io",` + base + `,"headers":{"Content-Disposition":"attachment; filename=x"}}`, "headers.Content-Disposition: is set by Mailroom", fault.Invalid},
+		{"header content-id", `{"to":"a@x.io",` + base + `,"headers":{"content-id":"<x@y>"}}`, "headers.content-id: is set by Mailroom", fault.Invalid},
 		{"11 attachments", `{"to":"a@x.io",` + base + `,"attachments":` + att(11) + `}`, "attachments: at most 10 items", fault.Invalid},
 		{"attachment base64", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.txt","content":"!!"}]}`, "attachments[0].content: must be base64", fault.Invalid},
 		{"attachment exe", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.exe","content":"aGk="}]}`, "attachments[0].filename: file type .exe is not allowed", fault.Invalid},
