@@ -97,6 +97,12 @@ func build(m Message, now time.Time) ([]byte, error) {
 	}
 	if m.EmailID != "" {
 		msg.SetGenHeader(gomail.Header(EmailIDHeader), m.EmailID)
+		if !hasHeader(m.Headers, "X-Entity-Ref-ID") {
+			// As upstream: a value of its own on every message keeps Gmail from folding
+			// messages of one subject into one thread and hiding their repeated parts. The
+			// email's id is such a value, and the same on a retry.
+			msg.SetGenHeader(gomail.Header("X-Entity-Ref-ID"), m.EmailID)
+		}
 	}
 
 	switch {

@@ -464,3 +464,16 @@ func TestLongAttachmentNamesStayWithinLineLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestEntityRefID: every message carries X-Entity-Ref-ID as upstream's do, its email's id
+// unless the caller set one, then the caller's, once.
+func TestEntityRefID(t *testing.T) {
+	base := Message{EmailID: "em1", From: "a@acme.test", To: []string{"b@example.com"}, Subject: "s", Text: "t"}
+	if _, msg := buildAndRead(t, base); msg.Header.Get("X-Entity-Ref-ID") != "em1" {
+		t.Errorf("X-Entity-Ref-ID = %q, want the email's id", msg.Header.Get("X-Entity-Ref-ID"))
+	}
+	base.Headers = []Header{{"x-entity-ref-id", "mine"}}
+	if _, msg := buildAndRead(t, base); len(msg.Header["X-Entity-Ref-Id"]) != 1 || msg.Header.Get("X-Entity-Ref-ID") != "mine" {
+		t.Errorf("X-Entity-Ref-ID = %q, want the caller's once", msg.Header["X-Entity-Ref-Id"])
+	}
+}
