@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -414,10 +415,41 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			return st.relist(ctx, ccf.Item)
 		}
 		if err != nil {
+			st.unlist(ctx, emailIDOf(items[i]))
 			return fmt.Errorf("dynamo: create email: %w", err)
 		}
 		return nil
 	})
+}
+
+// unlist takes back the list entry of an email whose put failed, so that the list neither
+// counts nor pages over an email that does not exist (the request failed; a retry writes it
+// again). It deletes the entry only while the email does not exist, in one transaction, so an
+// email put meanwhile (a retry's, or this put's after all) keeps its entry. Its content stays,
+// to expire with its TTL: an email put by a concurrent retry between its own entry's write and
+// its put could otherwise lose the content it is sent from. Best effort: on failure the entry
+// stays, listed by nothing (emailsFromIndex skips an entry without its email).
+func (st *Store) unlist(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	email, list := emailKey(id), listKey(id)
+	err := st.transactOnce(ctx, []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(st.table), Key: email.av(),
+			ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+		{Delete: &types.Delete{TableName: aws.String(st.table), Key: list.av()}},
+	}, nil)
+	if err != nil {
+		slog.Default().Warn("dynamo: the list entry of an email that failed to be written stays", "emailId", id, "err", err)
+	}
+}
+
+// emailIDOf is the id of an email item's attributes.
+func emailIDOf(item map[string]types.AttributeValue) string {
+	pk, _ := item["PK"].(*types.AttributeValueMemberS)
+	if pk == nil {
+		return ""
+	}
+	return strings.TrimPrefix(pk.Value, "EMAIL#")
 }
 
 // relist puts back the list entry of an email that existed before a CreateEmails wrote its

@@ -145,3 +145,77 @@ func TestLostAnswerOfAnAppliedWrite(t *testing.T) {
 		t.Fatalf("%d answers lost, want 7: the test did not exercise every write", lossy.lost)
 	}
 }
+
+// refusePuts is a transport that fails PutItem calls (before they reach moto) while armed, as
+// a DynamoDB that keeps failing a write does; everything else goes through.
+type refusePuts struct {
+	mu    sync.Mutex
+	armed bool
+	n     int
+}
+
+func (f *refusePuts) set(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed = on
+}
+
+func (f *refusePuts) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	refuse := f.armed && r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.PutItem"
+	if refuse {
+		f.n++
+	}
+	f.mu.Unlock()
+	if refuse {
+		return nil, fmt.Errorf("dial tcp: connection refused")
+	}
+	motoMu.Lock()
+	defer motoMu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestAFailedCreateLeavesNoListEntry: an email whose put fails (the request answers an error)
+// leaves no list entry behind, which the list would count (and page over) as an email; an
+// email that exists keeps its entry when a retry's put fails.
+func TestAFailedCreateLeavesNoListEntry(t *testing.T) {
+	refuse := &refusePuts{}
+	client := dynamodb.NewFromConfig(awstest.Shared(t).Config(t), func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: refuse}
+	})
+	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
+	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
+		t.Fatal(err)
+	}
+	s := dynamo.New(client, name)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	count := func() int {
+		t.Helper()
+		list, n, err := s.ListEmails(ctx, store.EmailFilter{TeamID: 1, Limit: 50})
+		if err != nil || n != len(list) {
+			t.Fatalf("list: %d emails, count %d, %v", len(list), n, err)
+		}
+		return n
+	}
+	if err := s.CreateEmails(ctx, []store.Email{email(1, 1, "kept", now)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	refuse.set(true)
+	if err := s.CreateEmails(ctx, []store.Email{email(1, 1, "failed", now)}, nil); err == nil {
+		t.Fatal("CreateEmails succeeded with every put refused")
+	}
+	if err := s.CreateEmails(ctx, []store.Email{email(1, 1, "kept", now)}, nil); err == nil {
+		t.Fatal("a retried CreateEmails succeeded with every put refused")
+	}
+	refuse.set(false)
+	if refuse.n == 0 {
+		t.Fatal("no put was refused")
+	}
+	if n := count(); n != 1 {
+		t.Errorf("the list counts %d emails after a failed create, want the 1 that exists", n)
+	}
+	if _, err := s.GetEmail(ctx, "kept"); err != nil {
+		t.Errorf("the existing email: %v", err)
+	}
+}
