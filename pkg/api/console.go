@@ -217,7 +217,7 @@ var ConsolePages = []struct {
 	{"POST", "/console/keys", "ConsoleCreateKey", "Creates an API key (shown once)", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).keys)},
 	{"POST", "/console/keys/{id}/revoke", "ConsoleRevokeKey", "Revokes an API key", "text/html", http.StatusUnauthorized, "/console/keys/k0/revoke", servePage("", (*Console).revokeKey)},
 	{"POST", "/console/session", "ConsoleSignIn", "Signs in with an API key (form field key): an HttpOnly, SameSite=Strict session cookie", "text/html", http.StatusUnauthorized, "", func(c *Console) http.HandlerFunc { return c.signIn }},
-	{"POST", "/console/signout", "ConsoleSignOut", "Signs out", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).signOut)},
+	{"POST", "/console/signout", "ConsoleSignOut", "Signs out", "text/html", http.StatusSeeOther, "", servePage("", (*Console).signOut)},
 	{"GET", "/console/static/{file}", "ConsoleStatic", "The console's style sheet, script and icon", "text/css,text/javascript,image/svg+xml", http.StatusOK, "/console/static/console.css", serveStatic},
 }
 
@@ -350,6 +350,11 @@ func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, sig
 				c.render(w, http.StatusOK, "signin", v)
 			case strings.HasPrefix(r.URL.Path, "/console/events"): // a stream, not a page
 				http.Error(w, "Sign in at "+ConsoleHome, http.StatusUnauthorized)
+			case r.URL.Path == "/console/signout":
+				// Signed out already (in another tab, or the session ended): what was asked
+				// is done, and the browser goes to the sign-in page.
+				clearSessionCookie(w, r)
+				http.Redirect(w, r, ConsoleHome, http.StatusSeeOther)
 			case r.Method == http.MethodGet || r.Method == http.MethodHead:
 				// No session (never signed in, expired, revoked, or the server restarted): the
 				// sign-in form, which comes back here.
@@ -479,10 +484,15 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request, si signedIn) e
 		return err
 	}
 	c.endSession(si.id)
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
+	clearSessionCookie(w, r)
 	http.Redirect(w, r, ConsoleHome, http.StatusSeeOther)
 	return nil
+}
+
+// clearSessionCookie tells the browser to drop its session cookie.
+func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
 }
 
 func (c *Console) render(w http.ResponseWriter, status int, name string, data any) {

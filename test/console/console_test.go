@@ -57,7 +57,17 @@ func artifacts(t *testing.T) string {
 
 func send(t *testing.T, base, body string) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/api/v1/emails", strings.NewReader(body))
+	var out struct{ EmailID string }
+	if call(t, base, "/api/v1/emails", body, &out); out.EmailID == "" {
+		t.Fatal("send: no emailId")
+	}
+	return out.EmailID
+}
+
+// call POSTs body to the API's path and decodes the answer into out.
+func call(t *testing.T, base, path, body string, out any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -66,11 +76,9 @@ func send(t *testing.T, base, body string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var out struct{ EmailID string }
-	if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || out.EmailID == "" {
-		t.Fatalf("send: %d %s", resp.StatusCode, b)
+	if resp.StatusCode != 200 || json.Unmarshal(b, out) != nil {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
 	}
-	return out.EmailID
 }
 
 // TestConsoleInABrowser: sign in, send through the API, see the email appear live, open it,
@@ -210,6 +218,28 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, shot("4-complaint")); err != nil {
 		t.Fatal(err)
 	}
+	// What the user chose or typed in the event forms survives a live redraw of them: an
+	// Open fired from the page's own form (by script, no navigation) redraws the summary.
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => {
+		document.querySelector("#sim-bounce-type").value = "transient-mailboxfull";
+		document.querySelector("#sim-url").value = "https://mine.example/path";
+		const form = document.querySelector("#sim-open").form;
+		fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)), credentials: "same-origin" });
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.querySelector("#timeline").innerText.includes("OPENED")`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the timeline never showed OPENED: %v", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Sleep(300*time.Millisecond)); err != nil { // the summary's redraw, after the timeline's
+		t.Fatal(err)
+	}
+	kept, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[document.querySelector("#sim-bounce-type").value, document.querySelector("#sim-url").value]`))
+	if err != nil || len(kept) != 2 || kept[0] != "transient-mailboxfull" || kept[1] != "https://mine.example/path" {
+		t.Errorf("after a live redraw the event forms hold %q (%v), want what was chosen and typed", kept, err)
+	}
 	// An email's status at the top of its page follows its history live: a scheduled email
 	// cancelled through the API reads CANCELLED without a reload.
 	at := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
@@ -217,14 +247,33 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails/"+later), chromedp.WaitVisible(chromedp.ID("status"))); err != nil {
 		t.Fatal(err)
 	}
+	// A tab out of sight lets its stream go (six tabs holding one each would leave a browser
+	// no connection to the server over HTTP/1.1): the change made meanwhile is not drawn, and
+	// is as soon as the tab is in sight again.
+	visible := func(v bool) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => {
+			Object.defineProperty(document, "hidden", { value: %t, configurable: true });
+			document.dispatchEvent(new Event("visibilitychange"));
+			return true;
+		})()`, !v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	visible(false)
 	creq, _ := http.NewRequest("POST", srv.URL+"/api/v1/emails/"+later+"/cancel", nil)
 	creq.Header.Set("Authorization", "Bearer "+key)
 	if resp, err := http.DefaultClient.Do(creq); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("cancel: %v %v", resp, err)
 	}
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.querySelector("#status").innerText === "CANCELLED"`,
+		chromedp.WithPollingTimeout(2*time.Second))); err == nil {
+		t.Errorf("a tab out of sight was still listening: its status turned CANCELLED")
+	}
+	visible(true)
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.querySelector("#status").innerText === "CANCELLED"`,
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-		t.Errorf("the email's status did not turn CANCELLED live: %v", err)
+		t.Errorf("the email's status did not turn CANCELLED once the tab was in sight: %v", err)
 	}
 	// The analytics page draws its chart on the page.
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/analytics?days=7"), chromedp.WaitVisible(chromedp.CSS(`svg#series polyline`)),
@@ -273,8 +322,16 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("%s is %d px wide on a %d px screen", page, widths[0], widths[1])
 		}
 	}
+	// A contact's long name and property, a template's long subject: the same.
+	var book struct{ ID string }
+	call(t, srv.URL, "/api/v1/contactBooks", `{"name":"Long"}`, &book)
+	call(t, srv.URL, "/api/v1/contactBooks/"+book.ID+"/contacts", `{"email":"ann@example.org","firstName":"`+strings.Repeat("Annabelle", 14)+
+		`","properties":{"site":"https://example.org/`+strings.Repeat("path", 75)+`"}}`, &struct{}{})
+	call(t, srv.URL, "/api/v1/templates", `{"name":"Long","subject":"Welcome_`+strings.Repeat("ABCDEFGHIJ", 25)+`","html":"<p>x</p>"}`, &struct{}{})
 	fits("/console/emails")
 	fits("/console/emails/" + long)
+	fits("/console/books/" + book.ID)
+	fits("/console/templates")
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/emails"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +345,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.EmulateViewport(390, 844)); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{"/console/emails", "/console/emails/" + id, "/console/emails/" + long, "/console/campaigns", "/console/books",
+	for _, page := range []string{"/console/emails", "/console/emails/" + id, "/console/emails/" + long, "/console/campaigns", "/console/books", "/console/books/" + book.ID,
 		"/console/domains", "/console/templates", "/console/analytics", "/console/suppressions", "/console/webhooks", "/console/keys"} {
 		fits(page)
 	}

@@ -5,20 +5,9 @@
 // this server.
 "use strict";
 document.querySelectorAll("[data-live]").forEach((el) => {
-  const source = new EventSource(el.dataset.live);
-  // A stream the server ended for good (the session ended: a revoked key, a sign-out
-  // elsewhere) is said on the page, not left to look current.
-  source.addEventListener("error", () => {
-    if (source.readyState !== EventSource.CLOSED || document.getElementById("live-ended")) return;
-    const note = document.createElement("p");
-    note.id = "live-ended";
-    note.className = "error";
-    note.setAttribute("role", "alert");
-    note.textContent = "Live updates stopped (the session may have ended): reload the page.";
-    el.before(note);
-  });
+  let source = null;
   let busy = false;
-  source.addEventListener("changed", async () => {
+  const refresh = async () => {
     if (busy) return;
     busy = true;
     try {
@@ -39,7 +28,36 @@ document.querySelectorAll("[data-live]").forEach((el) => {
     } finally {
       busy = false;
     }
+  };
+  const open = () => {
+    source = new EventSource(el.dataset.live);
+    const mine = source;
+    // A stream the server ended for good (the session ended: a revoked key, a sign-out
+    // elsewhere) is said on the page, not left to look current.
+    source.addEventListener("error", () => {
+      if (mine.readyState !== EventSource.CLOSED || document.getElementById("live-ended")) return;
+      const note = document.createElement("p");
+      note.id = "live-ended";
+      note.className = "error";
+      note.setAttribute("role", "alert");
+      note.textContent = "Live updates stopped (the session may have ended): reload the page.";
+      el.before(note);
+    });
+    source.addEventListener("changed", refresh);
+  };
+  // A tab out of sight lets its stream go: a browser holds at most six connections to a
+  // server over HTTP/1.1, and six open tabs each holding one would leave none for a page to
+  // load. Back in sight, it listens again and catches up on what it missed.
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) {
+      if (source) source.close();
+      source = null;
+    } else if (!source && !document.getElementById("live-ended")) {
+      open();
+      refresh();
+    }
   });
+  if (!document.hidden) open();
 });
 
 // swap redraws target with html and gives back what the user held in it: the focused link,
@@ -50,7 +68,27 @@ function swap(target, html) {
   const active = target.contains(document.activeElement) ? document.activeElement : null;
   const held = active && key(active);
   const open = new Set([...target.querySelectorAll("details[open]")].map((d) => d.textContent));
+  // What the user has chosen or typed in a form of the redrawn part (a bounce's type, a
+  // click's URL) stays: found again by the form's action and the field's name.
+  const field = (x) => (x.form ? x.form.getAttribute("action") : "") + "|" + (x.name || x.id);
+  const edited = new Map();
+  target.querySelectorAll("input, select, textarea").forEach((x) => {
+    if (x.type === "hidden" || x.type === "submit") return;
+    if (x.type === "checkbox" || x.type === "radio") {
+      if (x.checked !== x.defaultChecked) edited.set(field(x) + "|" + x.value, x.checked);
+    } else if (x.tagName === "SELECT" ? [...x.options].some((o) => o.selected !== o.defaultSelected) : x.value !== x.defaultValue) {
+      edited.set(field(x), x.value);
+    }
+  });
   target.innerHTML = html;
+  target.querySelectorAll("input, select, textarea").forEach((x) => {
+    if (x.type === "checkbox" || x.type === "radio") {
+      const k = field(x) + "|" + x.value;
+      if (edited.has(k)) x.checked = edited.get(k);
+    } else if (edited.has(field(x))) {
+      x.value = edited.get(field(x));
+    }
+  });
   target.querySelectorAll("details").forEach((d) => { if (open.has(d.textContent)) d.open = true; });
   if (held) {
     const again = [...target.querySelectorAll(active.tagName)].find((x) => key(x) === held);
@@ -70,9 +108,19 @@ for (const button of document.querySelectorAll("button[data-copy]")) button.hidd
 document.addEventListener("click", async (ev) => {
   const button = ev.target.closest("button[data-copy]");
   if (!button) return;
+  // The button's label names what it copies; a polite live region says what happened.
+  let said = document.getElementById("copy-status");
+  if (!said) {
+    said = document.createElement("p");
+    said.id = "copy-status";
+    said.className = "sr-only";
+    said.setAttribute("role", "status");
+    document.body.append(said);
+  }
   try {
     await navigator.clipboard.writeText(button.dataset.copy);
     button.textContent = "Copied";
+    said.textContent = "Copied to the clipboard.";
   } catch {
     const range = document.createRange();
     range.selectNodeContents(button.previousElementSibling);
@@ -80,6 +128,7 @@ document.addEventListener("click", async (ev) => {
     selection.removeAllRanges();
     selection.addRange(range);
     button.textContent = "Selected: press Ctrl-C";
+    said.textContent = "The clipboard is not available: the text is selected, press Ctrl-C to copy it.";
   }
   setTimeout(() => { button.textContent = "Copy"; }, 2000);
 });
