@@ -1415,6 +1415,14 @@ type chartLabel struct {
 	X      int
 	Text   string
 	Anchor string // the first label starts at its day, the last ends there: both stay inside
+	Minor  bool   // left out on a phone, where the text is drawn twice as large
+}
+
+// minorLabel reports whether day i of n is left out of a phone's axis: one in n/3 stays, and
+// the last, but not one right before the last.
+func minorLabel(i, n int) bool {
+	k := max(1, n/3)
+	return i != n-1 && (i%k != 0 || i > n-1-k)
 }
 
 // The chart's drawing area, in SVG units.
@@ -1472,7 +1480,7 @@ func (c *Console) analytics(w http.ResponseWriter, r *http.Request, si signedIn)
 	}
 	for i, p := range series.Result {
 		if i%max(1, n/6) == 0 || i == n-1 {
-			l := chartLabel{X: x(i), Text: p.Date, Anchor: "middle"}
+			l := chartLabel{X: x(i), Text: p.Date, Anchor: "middle", Minor: minorLabel(i, n)}
 			switch {
 			case i == 0:
 				l.X, l.Anchor = 0, "start"

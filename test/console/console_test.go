@@ -371,21 +371,28 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/analytics"), chromedp.WaitVisible(chromedp.CSS(`svg#series`)), shot("9-phone-analytics")); err != nil {
 		t.Fatal(err)
 	}
-	px, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`Math.min(...[...document.querySelectorAll("svg.chart text")].map((t) => t.getBoundingClientRect().height))`))
+	px, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`Math.min(...[...document.querySelectorAll("svg.chart text")].map((t) => t.getBoundingClientRect().height).filter((h) => h > 0))`))
 	if err != nil || px < 12 {
 		t.Errorf("on a phone the charts' smallest text is %.1f px high (%v); want 12 or more (an 11 px font)", px, err)
 	}
-	// Larger, the chart's labels still overlap none of the others.
-	overlaps, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
-		const boxes = [...document.querySelectorAll("svg#series text")].map((t) => [t.textContent, t.getBoundingClientRect()]);
-		const out = [];
-		boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
-			if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push(a + " / " + b);
-		}));
-		return out;
-	})()`))
-	if err != nil || len(overlaps) > 0 {
-		t.Errorf("on a phone the chart's labels overlap: %v (%v)", overlaps, err)
+	// Larger, the chart's labels still overlap none of the others, over a month or a week
+	// (a week's days every other one), and leave the first and last day shown.
+	for _, days := range []string{"30", "7"} {
+		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/console/analytics?days="+days), chromedp.WaitVisible(chromedp.CSS(`svg#series`))); err != nil {
+			t.Fatal(err)
+		}
+		overlaps, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+			const boxes = [...document.querySelectorAll("svg#series text")].map((t) => [t.textContent, t.getBoundingClientRect()]).filter(([, r]) => r.width > 0);
+			const out = [];
+			boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+				if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) out.push(a + " / " + b);
+			}));
+			if (boxes.length < 3) out.push("only " + boxes.length + " labels shown");
+			return out;
+		})()`))
+		if err != nil || len(overlaps) > 0 {
+			t.Errorf("on a phone the %s-day chart's labels overlap: %v (%v)", days, overlaps, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "3-email.png")); err != nil {
 		t.Error(err)
