@@ -661,10 +661,8 @@ func (c *Console) emails(w http.ResponseWriter, r *http.Request, si signedIn) er
 		if v.Domains, err = c.s.Domains.List(r.Context(), si.p.TeamID, si.p.DomainID); err != nil {
 			return err
 		}
-	} else {
-		// A key that may not list domains (SENDING) filters by the domains of the emails it
-		// sees, named by their senders' domains: nothing the API does not show it.
-		v.Domains = domainsOf(list, f.domain)
+	} else if v.Domains, err = c.domainsSeen(r.Context(), si.p, f.domain); err != nil {
+		return err
 	}
 	if r.URL.Query().Get("fragment") == "rows" {
 		c.render(w, http.StatusOK, "rows", v)
@@ -793,23 +791,36 @@ func readableJSON(s string) string {
 	return b.String()
 }
 
-// domainsOf are the domains of emails (their senders' domains by domain id), with the one a
-// filter selects though no email of the page is from it.
-func domainsOf(emails []store.Email, selected int64) []store.Domain {
+// domainsSeen are the domains a key that may not list domains (SENDING) filters its emails by:
+// those of the team with an email the key sees, named as their emails' senders name them
+// (nothing the API does not show it), with the one a filter names. It looks at up to
+// maxSeenDomains of the team's domains, one email of each.
+func (c *Console) domainsSeen(ctx context.Context, p auth.Principal, selected int64) ([]store.Domain, error) {
+	all, err := c.s.Domains.List(ctx, p.TeamID, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Domain
-	seen := map[int64]bool{}
-	for _, e := range emails {
-		if e.DomainID != 0 && !seen[e.DomainID] {
-			seen[e.DomainID] = true
-			out = append(out, store.Domain{ID: e.DomainID, Name: email.DomainOf(e.From)})
+	for _, d := range all[:min(len(all), maxSeenDomains)] {
+		one, _, err := c.s.Emails.List(ctx, p, email.ListQuery{Page: 1, Limit: 1, DomainIDs: []int64{d.ID}})
+		if err != nil {
+			return nil, err
+		}
+		if len(one) > 0 {
+			out = append(out, store.Domain{ID: d.ID, Name: email.DomainOf(one[0].From)})
+		} else if d.ID == selected {
+			out = append(out, store.Domain{ID: d.ID, Name: fmt.Sprintf("domain %d", d.ID)})
 		}
 	}
-	if selected != 0 && !seen[selected] {
+	if selected != 0 && !slices.ContainsFunc(out, func(d store.Domain) bool { return d.ID == selected }) {
 		out = append(out, store.Domain{ID: selected, Name: fmt.Sprintf("domain %d", selected)})
 	}
 	slices.SortFunc(out, func(a, b store.Domain) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return out, nil
 }
+
+// maxSeenDomains bounds the reads domainsSeen makes for one page.
+const maxSeenDomains = 50
 
 // rawMessage reads an email's .eml from the outbox.
 func (c *Console) rawMessage(id string) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -435,9 +436,20 @@ func TestConsoleShowsAKeyWhatTheAPIShowsIt(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the campaign email is not listed:\n%s", list)
 	}
-	// Its domain filter offers the domains of the emails it sees (it may not list domains).
+	// Its domain filter offers the domains of the emails it sees (it may not list domains),
+	// every one of them, whatever the page shows: filtered to one, the others stay offered.
 	if !regexp.MustCompile(`<option value="\d+" *>example\.com</option>`).MatchString(list) {
 		t.Errorf("a SENDING key's domain filter does not offer its emails' domain:\n%s", list)
+	}
+	var other struct{ ID int64 }
+	e.mustDo("POST", "/api/v1/domains", `{"name":"other.example","region":"us-east-1"}`, &other)
+	e.await(e.send(`{"from":"hi@other.example","to":"x@example.org","subject":"s","text":"t"}`), "DELIVERED")
+	e.mustDo("POST", "/api/v1/domains", `{"name":"unused.example","region":"us-east-1"}`, nil)
+	_, filtered := get(t, sending, srv.URL+"/console/?domain="+strconv.FormatInt(e.domain, 10))
+	for name, want := range map[string]bool{"example.com": true, "other.example": true, "unused.example": false} {
+		if got := regexp.MustCompile(`<option value="\d+"[^>]*>` + regexp.QuoteMeta(name) + `</option>`).MatchString(filtered); got != want {
+			t.Errorf("filtered to example.com, a SENDING key's domain filter offers %s: %v, want %v", name, got, want)
+		}
 	}
 	code, page := get(t, sending, srv.URL+"/console/emails/"+m[1])
 	if code != 200 || !strings.Contains(page, "List-Unsubscribe: ") {
