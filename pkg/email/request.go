@@ -623,6 +623,10 @@ func ParseTime(s string) (time.Time, error) {
 	s = strings.ToUpper(s)
 	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
 		if t, err := time.Parse(layout, s); err == nil {
+			// Go takes an offset of +24:00 or +23:60; RFC 3339 (and JavaScript) do not.
+			if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+				break
+			}
 			return t.UTC(), nil
 		}
 	}

@@ -329,7 +329,13 @@ func TestScheduledAtForms(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %s", in, r.ScheduledAt, err, want)
 		}
 	}
-	if _, err := DecodeRequest([]byte(base + `"2030-01-02T03:04"}`)); err == nil || !strings.HasPrefix(err.Error(), "scheduledAt: must be an RFC 3339 date-time with a time zone") {
-		t.Errorf("no zone: %v", err)
+	// No zone, or an offset RFC 3339 has not (Go's parser takes it, JavaScript's Date does not).
+	for _, in := range []string{`"2030-01-02T03:04"`, `"2030-01-02T03:04:05+24:00"`, `"2030-01-02T03:04:05-23:60"`} {
+		if _, err := DecodeRequest([]byte(base + in + `}`)); err == nil || !strings.HasPrefix(err.Error(), "scheduledAt: must be an RFC 3339 date-time with a time zone") {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+	if r, err := DecodeRequest([]byte(base + `"2030-01-02T03:04:05-23:59"}`)); err != nil || r.ScheduledAt.Format(time.RFC3339) != "2030-01-03T03:03:05Z" {
+		t.Errorf("-23:59: %v %v", r.ScheduledAt, err)
 	}
 }

@@ -190,6 +190,14 @@ func Absolute(s string) (time.Time, bool) {
 			// Only the universal ones are certain.
 			return time.Time{}, false
 		}
+		if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+			return time.Time{}, false // +24:00, which Go reads and no standard writes
+		}
+		if strings.Contains(layout, "Mon") && !strings.HasPrefix(strings.ToLower(s), strings.ToLower(t.Weekday().String()[:3])) {
+			// Go does not check a written weekday against the date: "Mon, 24 Dec 2026"
+			// (a Thursday) is a mistake in one or the other, so it is no date.
+			return time.Time{}, false
+		}
 		return t.UTC(), true
 	}
 	words := strings.Fields(strings.NewReplacer(",", " ", "a.m.", "am", "p.m.", "pm").Replace(strings.ToLower(s)))

@@ -58,6 +58,8 @@ func TestParse(t *testing.T) {
 		{"2026-05-01", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)},
 		{"Fri, 01 May 2026 09:00:00 GMT", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
 		{"Fri, 1 May 2026 11:00:00 +0200", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"fri, 01 may 2026 09:00:00 GMT", time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)},
+		{"Thu, 24 Dec 2026 23:30:00 -0500", time.Date(2026, 12, 25, 4, 30, 0, 0, time.UTC)}, // its weekday where it was written
 		{"December 24, 2026 9:00", time.Date(2026, 12, 24, 9, 0, 0, 0, time.UTC)},
 		{"Dec 24 2026 at 9pm", time.Date(2026, 12, 24, 21, 0, 0, 0, time.UTC)},
 		{"24 December 2026", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)},
@@ -77,6 +79,8 @@ func TestParse(t *testing.T) {
 		"tomorrow 1 2:30pm", "9:30 am pm",
 		"Feb 30 2027", "February 29, 2027", "Fri, 01 May 2026 09:00:00 PST", "2026-13-01", "2026-05-01T25:00",
 		"December 24, 26 9:00", "December 24 2026 at", "December 2026", "24 2026 December", "December 24, 2026 9",
+		// A weekday the date does not fall on (24 December 2026 is a Thursday); an offset of a day.
+		"Mon, 24 Dec 2026 09:00:00 GMT", "Monday, 24-Dec-26 09:00:00 UTC", "2026-05-01T09:00:00+24:00", "2026-05-01 09:00-23:60",
 	} {
 		if got, err := naturaldate.Parse(in, now); !errors.Is(err, naturaldate.ErrNotUnderstood) {
 			t.Errorf("Parse(%q) = %v, %v; want not understood", in, got, err)
