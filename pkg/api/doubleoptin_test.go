@@ -275,3 +275,19 @@ func TestDoubleOptInRetriedImport(t *testing.T) {
 		t.Errorf("a 257-character key = %d, want 400", r.status)
 	}
 }
+
+// TestDoubleOptInContentAsUpstreamWritesIt: an editor document as upstream's checks take it
+// (JSON spaced as any encoder writes it, the button's address the bare name doubleOptInUrl) is
+// accepted, and its button carries the confirmation link.
+func TestDoubleOptInContentAsUpstreamWritesIt(t *testing.T) {
+	e := newEnv(t)
+	content := `{"type": "doc", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "Hi {{firstName,fallback=there}}"}]},` +
+		` {"type": "button", "attrs": {"text": "Confirm", "url": "doubleOptInUrl"}}]}`
+	var book struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Spaced","doubleOptInEnabled":true,"doubleOptInContent":`+jsonString(content)+`}`, &book)
+	e.mustDo("POST", "/api/v1/contactBooks/"+book.ID+"/contacts", `{"email":"fan@example.net"}`, nil)
+	msg := decodeQP(e.awaitOutbox("fan@example.net", 1)[0])
+	if m := confirmLinkIn.FindStringSubmatch(msg); m == nil || !strings.Contains(msg, `href="`+m[1]+`"`) || !strings.Contains(msg, "Hi there") {
+		t.Errorf("the button does not carry the confirmation link:\n%s", msg)
+	}
+}

@@ -55,8 +55,8 @@ func vars(c store.Contact, unsubscribeURL string, variables []string) map[string
 // Render personalises s for one contact: names are case-insensitive, with or without a
 // "contact." before them ({{contact.firstName}} is {{firstName}}); an empty or missing value
 // takes the placeholder's fallback; without one, an empty value renders as nothing and an
-// unknown name (not in values) is left as written. Values and fallbacks are HTML-escaped when
-// escape is set.
+// unknown name (not in values) is left as written. Values are HTML-escaped when escape is set;
+// a fallback, part of the author's markup, is not.
 func Render(s string, values map[string]string, escape bool) string {
 	placeholder := template.Placeholder() // {{name}}, {{contact.name}}, {{name,fallback=Text}}
 	var b strings.Builder
@@ -71,7 +71,10 @@ func Render(s string, values map[string]string, escape bool) string {
 		}
 		switch {
 		case v == "" && m[4] >= 0:
-			v = strings.TrimSpace(s[m[4]:m[5]])
+			// The fallback is written in the markup around it (escaped already where it is
+			// html: an editor document's text and links are), so it goes in as written.
+			b.WriteString(strings.TrimSpace(s[m[4]:m[5]]))
+			continue
 		case !known:
 			b.WriteString(s[m[0]:m[1]])
 			continue

@@ -1,8 +1,10 @@
 package campaign
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/mailroom/mailroom/pkg/editor"
 	"github.com/mailroom/mailroom/pkg/store"
 )
 
@@ -35,7 +37,7 @@ func TestRenderNamesInTwoCases(t *testing.T) {
 // TestRenderUnknownNamesAndContactPrefix: as upstream's replaceContactVariables, an optional
 // "contact." goes before any name, the built-in ones too; a name the contact does not have and
 // its book does not declare stays as written (unless it has a fallback), where a declared one
-// the contact lacks renders empty; a fallback is text, escaped like a value.
+// the contact lacks renders empty; a fallback is the author's html, as written.
 func TestRenderUnknownNamesAndContactPrefix(t *testing.T) {
 	c := store.Contact{Email: "ann@example.org", FirstName: "Ann", LastName: "Lee", Properties: map[string]string{"plan": "pro"}}
 	values := vars(c, "https://u.example/x", []string{"Company", "plan"})
@@ -46,11 +48,30 @@ func TestRenderUnknownNamesAndContactPrefix(t *testing.T) {
 		"{{company,fallback=friend}}":                                  "friend",
 		"{{plan}} {{contact.plan}}":                                    "pro pro",
 		"{{unknownvar}} {{ contact.nope }}":                            "{{unknownvar}} {{ contact.nope }}",
-		"{{unknownvar,fallback=x & y}}":                                "x &amp; y",
+		"{{unknownvar,fallback=x &amp; y}}":                            "x &amp; y", // html, as written
 		"{{usesend_unsubscribe_url}}":                                  "https://u.example/x",
 	} {
 		if got := Render(in, values, true); got != want {
 			t.Errorf("Render(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRenderEditorFallbacksOnce: a fallback written in an editor document's text, link or
+// variable node reaches the email escaped once, as any text of the document: read as written.
+func TestRenderEditorFallbacksOnce(t *testing.T) {
+	doc := `{"type":"doc","content":[{"type":"paragraph","content":[` +
+		`{"type":"text","text":"Hi {{lastName,fallback=Tom & Jerry's}} "},` +
+		`{"type":"text","text":"shop","marks":[{"type":"link","attrs":{"href":"https://shop.example/?who={{lastName,fallback=a&b}}"}}]},` +
+		`{"type":"variable","attrs":{"id":"company","fallback":"Q&A <3 }"}}]}]}`
+	body, err := editor.Render(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(body, vars(store.Contact{Email: "a@example.org"}, "", []string{"company"}), true)
+	for _, want := range []string{`Hi Tom &amp; Jerry&#39;s`, `href="https://shop.example/?who=a&amp;b"`, `Q&amp;A &lt;3 &#125;`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in %s", want, got)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,14 +99,42 @@ const (
 		`{"type":"paragraph","content":[{"type":"text","text":"If you did not ask for this, ignore this email: you will not be subscribed."}]}]}`
 )
 
-// doubleOptInURL matches the confirmation link's placeholder {{doubleOptInUrl}}.
-// It is compiled on first use: every function that links this package pays for an init regexp.
-var doubleOptInURL = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\{\{\s*doubleOptInUrl\s*\}\}`) })
+// doubleOptInURL matches the confirmation link's placeholder {{doubleOptInUrl}} (with a fallback
+// too). It is compiled on first use: every function that links this package pays for an init
+// regexp.
+var doubleOptInURL = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\{\{\s*doubleOptInUrl(?:\s*,\s*fallback\s*=[^}]*)?\s*\}\}`)
+})
 
-// HasConfirmationLink reports whether a double opt-in content (html, or an editor document
-// whose button, link or variable names it) carries the {{doubleOptInUrl}} placeholder.
+// HasConfirmationLink reports whether a double opt-in content carries the confirmation link:
+// the {{doubleOptInUrl}} placeholder in html, or, in an editor document, any string of it (a
+// variable's id, a button's or a link's address) that holds the placeholder or is its bare
+// name, as upstream checks (its JSON spaced in any way).
 func HasConfirmationLink(content string) bool {
-	return doubleOptInURL().MatchString(content) || strings.Contains(strings.ToLower(content), `"id":"doubleoptinurl"`)
+	if doubleOptInURL().MatchString(content) {
+		return true
+	}
+	var doc any
+	if json.Unmarshal([]byte(content), &doc) != nil {
+		return false
+	}
+	var holds func(v any) bool
+	holds = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return strings.EqualFold(strings.TrimSpace(v), "doubleOptInUrl") || doubleOptInURL().MatchString(v)
+		case []any:
+			return slices.ContainsFunc(v, holds)
+		case map[string]any:
+			for _, x := range v {
+				if holds(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return holds(doc)
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

@@ -5,9 +5,10 @@
 // Every node and mark type the editor makes is rendered, in markup mail clients show alike
 // (tables for images and buttons, inline styles, no remote font or script). A variable node
 // becomes the placeholder {{name}} (or {{name,fallback=Text}}) that the campaign fills in per
-// contact, like the placeholders of an html body. A node or mark of another type, a link that is
-// not http(s), mailto or tel (or a placeholder), or a document nested deeper than MaxDepth is an
-// error naming it: useSend's renderer throws on those too, at send time; here it is at once.
+// contact, like the placeholders of an html body. A node or mark of another type, or a document
+// nested deeper than MaxDepth, is an error naming it (useSend's renderer throws on an unknown
+// type at send time; here it is at once); so is a link that is not http(s), mailto or tel (or a
+// placeholder whose fallback is one), a check of Mailroom's own.
 package editor
 
 import (
@@ -19,6 +20,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
+
+	"github.com/mailroom/mailroom/pkg/template"
 )
 
 // Node is a node of the document; text nodes carry Text and Marks.
@@ -296,24 +300,37 @@ func (r *renderer) image(n Node) error {
 	return nil
 }
 
-// Placeholder is the {{name}} (or {{name,fallback=Text}}) of a variable, in the form the
-// campaign's personalisation fills in (and escapes, the fallback too); characters that would
-// end it early, and angle brackets, are dropped from the fallback.
+// Placeholder is the {{name}} (or {{name,fallback=Text}}) of a variable node, in the html that
+// personalisation fills in per contact: the fallback is text, written here escaped for html
+// (braces too, so that none ends the placeholder early), and personalisation puts it in as
+// written. A name no placeholder can carry (one with a space) is its fallback, or else the
+// name in braces, as text: what upstream's renderer shows for a variable without a value.
 func Placeholder(name, fallback string) string {
-	name = strings.Map(func(r rune) rune {
-		if r == '_' || r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
-			return r
+	name = strings.TrimSpace(name)
+	fallback = strings.NewReplacer("{", "&#123;", "}", "&#125;").Replace(html.EscapeString(strings.TrimSpace(fallback)))
+	switch {
+	case name == "":
+		return fallback
+	case !placeholderName(name):
+		if fallback != "" {
+			return fallback
 		}
-		return -1
-	}, name)
-	if name == "" {
-		return ""
-	}
-	fallback = strings.NewReplacer("{", "", "}", "", "<", "", ">", "").Replace(strings.TrimSpace(fallback))
-	if fallback == "" {
+		return html.EscapeString("{{" + name + "}}")
+	case fallback == "":
 		return "{{" + name + "}}"
 	}
 	return "{{" + name + ",fallback=" + fallback + "}}"
+}
+
+// placeholderName reports whether name can be a placeholder's: letters and digits of any
+// script, _, . and - (template.Placeholder's names).
+func placeholderName(name string) bool {
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '.' && r != '-' {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // link checks a link (or, image, an image source) and returns it escaped for an attribute: a
@@ -324,14 +341,20 @@ func link(u string, image bool) (string, error) {
 	if u == "" {
 		return "#", nil
 	}
-	if strings.HasPrefix(u, "{{") && strings.HasSuffix(u, "}}") && !strings.Contains(u[2:len(u)-2], "}") {
-		// A placeholder: its fallback is a link too, and is checked as one.
-		if _, fallback, ok := strings.Cut(u[2:len(u)-2], "fallback="); ok {
-			if _, err := link(strings.TrimSpace(fallback), image); err != nil {
+	if m := template.Placeholder().FindStringSubmatchIndex(u); m != nil && m[0] == 0 && m[1] == len(u) {
+		// A placeholder: its fallback is a link too, and is checked as one, as a browser
+		// reads it in the attribute (character references decoded).
+		if m[4] >= 0 {
+			if _, err := link(html.UnescapeString(strings.TrimSpace(u[m[4]:m[5]])), image); err != nil {
 				return "", err
 			}
 		}
 		return html.EscapeString(u), nil
+	}
+	if !image && linkTokens[strings.ToLower(u)] {
+		// The bare name of the unsubscribe or confirmation link, as upstream's renderer takes
+		// it (its linkValues): that link.
+		return "{{" + u + "}}", nil
 	}
 	parsed, err := url.Parse(u)
 	if err != nil {
@@ -349,6 +372,9 @@ func link(u string, image bool) (string, error) {
 	}
 	return "", fmt.Errorf("the link %q is not allowed: use http(s), mailto, tel or a placeholder", short(u))
 }
+
+// linkTokens are the links a bare name stands for in upstream's documents.
+var linkTokens = map[string]bool{"usesend_unsubscribe_url": true, "unsend_unsubscribe_url": true, "doubleoptinurl": true}
 
 func short(s string) string {
 	if len(s) > 60 {

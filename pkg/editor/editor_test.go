@@ -114,6 +114,10 @@ func TestRenderRefuses(t *testing.T) {
 		{doc(node("button", map[string]any{"text": "x", "url": " JavaScript:alert(1)"})), `is not allowed`},
 		{doc(node("image", map[string]any{"src": "file:///etc/passwd"})), `is not an http(s) address`},
 		{doc(node("button", map[string]any{"text": "x", "url": "{{site,fallback=javascript:alert(1)}}"})), `the link "javascript:alert(1)" is not allowed`},
+		// However the placeholder is spaced, and with the scheme's colon as a character reference.
+		{doc(node("button", map[string]any{"text": "x", "url": "{{nope, fallback = javascript:alert(1)}}"})), `the link "javascript:alert(1)" is not allowed`},
+		{doc(node("image", map[string]any{"src": "{{nope , fallback = javascript:alert(2)}}"})), `is not an http(s) address`},
+		{doc(node("paragraph", nil, text("c", mark("link", map[string]any{"href": "{{ nope,fallback=javascript&#58;alert(3) }}"})))), `the link "javascript:alert(3)" is not allowed`},
 		{doc(deep), "nested more than"},
 		{`{"type":"doc","content":[`, "invalid JSON"},
 	} {
@@ -125,14 +129,22 @@ func TestRenderRefuses(t *testing.T) {
 		t.Errorf("a node that is not a doc: %v", err)
 	}
 	// A style value that would leave its declaration is dropped; a fallback cannot end its
-	// placeholder early.
+	// placeholder early, and is text (escaped, braces too, kept whole); a name no placeholder
+	// can carry is its fallback as text.
 	out, err := editor.Render(doc(node("paragraph", nil,
 		text("x", mark("textStyle", map[string]any{"color": `red;background:url("https://t.example/x")`})),
-		node("variable", map[string]any{"id": "first}}Name", "fallback": "a}}<b>"}))))
+		node("variable", map[string]any{"id": "firstName", "fallback": "a}}<b>"}),
+		node("variable", map[string]any{"id": "first}}Name", "fallback": "<i>c</i>"}),
+		node("variable", map[string]any{"id": "städt"}), node("variable", map[string]any{"id": "first name"}))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, "t.example") || !strings.Contains(out, "{{firstName,fallback=ab}}") {
+	for _, want := range []string{"{{firstName,fallback=a&#125;&#125;&lt;b&gt;}}", "&lt;i&gt;c&lt;/i&gt;", "{{städt}}", "{{first name}}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the variables are not rendered as %q: %s", want, out)
+		}
+	}
+	if strings.Contains(out, "t.example") || strings.Contains(out, "<b>") || strings.Contains(out, "<i>") {
 		t.Errorf("unsafe values reached the markup: %s", out)
 	}
 }
@@ -161,4 +173,21 @@ func FuzzRender(f *testing.F) {
 			t.Errorf("Render(%q) = %s", s, out)
 		}
 	})
+}
+
+// TestBareLinkTokens: a link or button whose address is the bare name of the unsubscribe or
+// confirmation link (as upstream's renderer maps them) is that link's placeholder; another
+// bare word stays a relative link.
+func TestBareLinkTokens(t *testing.T) {
+	out, err := editor.Render(doc(
+		node("button", map[string]any{"text": "Confirm", "url": " doubleOptInUrl "}),
+		node("paragraph", nil, text("Leave", mark("link", map[string]any{"href": "USESEND_UNSUBSCRIBE_URL"})), text("about", mark("link", map[string]any{"href": "about"})))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`href="{{doubleOptInUrl}}"`, `href="{{USESEND_UNSUBSCRIBE_URL}}"`, `href="about"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in %s", want, out)
+		}
+	}
 }

@@ -179,14 +179,15 @@ var Placeholder = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // value is what the placeholder m (submatch indexes into s) renders as: the variable's value;
-// its fallback when the value is missing or empty and the placeholder has one; "" for an
+// its fallback when the value is missing or empty and the placeholder has one (fallback set:
+// written by the template's author, in the markup around it, so never escaped); "" for an
 // empty value without one. ok is false for a missing value without a fallback.
-func value(s string, m []int, vars map[string]string) (v string, ok bool) {
+func value(s string, m []int, vars map[string]string) (v string, ok, fallback bool) {
 	v, given := vars[s[m[2]:m[3]]]
 	if v == "" && m[4] >= 0 {
-		return s[m[4]:m[5]], true
+		return s[m[4]:m[5]], true, true
 	}
-	return v, given
+	return v, given, false
 }
 
 // RenderedSize is the length Render(s, vars, escape) would return, computed without building
@@ -197,12 +198,12 @@ func RenderedSize(s string, vars map[string]string, escape bool) int {
 	n := len(s)
 	escaped := map[string]int{}
 	for _, m := range Placeholder().FindAllStringSubmatchIndex(s, -1) {
-		v, ok := value(s, m, vars)
+		v, ok, fallback := value(s, m, vars)
 		if !ok {
 			continue
 		}
 		size := len(v)
-		if escape {
+		if escape && !fallback {
 			if e, ok := escaped[v]; ok {
 				size = e
 			} else {
@@ -216,7 +217,8 @@ func RenderedSize(s string, vars map[string]string, escape bool) int {
 }
 
 // Render replaces every {{name}} in s with vars[name] ({{name,fallback=Text}}: Text when the
-// value is missing or empty), HTML-escaping values when escape is set. Every missing name
+// value is missing or empty), HTML-escaping values when escape is set (a fallback is part of
+// the html it is written in, and goes in as written). Every missing name
 // without a fallback is reported, sorted, in one error naming the variables field.
 func Render(s string, vars map[string]string, escape bool) (string, error) {
 	var missing []string
@@ -225,11 +227,11 @@ func Render(s string, vars map[string]string, escape bool) (string, error) {
 	for _, m := range Placeholder().FindAllStringSubmatchIndex(s, -1) {
 		b.WriteString(s[last:m[0]])
 		last = m[1]
-		v, ok := value(s, m, vars)
+		v, ok, fallback := value(s, m, vars)
 		switch {
 		case !ok:
 			missing = append(missing, s[m[2]:m[3]])
-		case escape:
+		case escape && !fallback:
 			b.WriteString(html.EscapeString(v))
 		default:
 			b.WriteString(v)

@@ -21,11 +21,11 @@ func TestRender(t *testing.T) {
 	if got, _ := Render("no {placeholders} here {{ }}", nil, false); got != "no {placeholders} here {{ }}" {
 		t.Errorf("untouched text changed: %q", got)
 	}
-	// A fallback stands in for a missing or empty value (escaped as values are); a given
-	// value wins over it.
-	got, err = Render("Hi {{name}} from {{ company , fallback=A&B }}, {{team,fallback=}}{{x,fallback=X}}",
+	// A fallback stands in for a missing or empty value, as written (it is part of the html
+	// around it; values are escaped); a given value wins over it.
+	got, err = Render("Hi {{name}} from {{ company , fallback=Tom &amp; Jerry }}, {{team,fallback=}}{{x,fallback=X}}",
 		map[string]string{"name": "Zoë", "company": "", "x": "<x>"}, true)
-	if err != nil || got != "Hi Zoë from A&amp;B, &lt;x&gt;" {
+	if err != nil || got != "Hi Zoë from Tom &amp; Jerry, &lt;x&gt;" {
 		t.Errorf("fallbacks = %q, %v", got, err)
 	}
 	// A name in another script is a name (a contact's property may be "städt" or "Ключ");
