@@ -58,6 +58,11 @@ func IsDocument(s string) bool {
 func Render(s string) (string, error) {
 	var doc Node
 	if err := json.Unmarshal([]byte(s), &doc); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			// Valid JSON, not of the editor's shape: say where, in the document's own words.
+			return "", fmt.Errorf("not an editor document: %s is a JSON %s where the editor writes %s", typ.Field, typ.Value, shapeOf(typ.Type.String()))
+		}
 		return "", fmt.Errorf("invalid JSON: %w", err)
 	}
 	if doc.Type != "doc" {
@@ -267,8 +272,8 @@ func (r *renderer) button(n Node) error {
 	return nil
 }
 
-// image renders an image (or the editor's logo: a square of 40, 48 or 64 px), centred unless
-// aligned otherwise, linked when it has an external link.
+// image renders an image (or the editor's logo: a square of 40, 48 or 64 px), centred (a logo:
+// to the left, as upstream's) unless aligned otherwise, linked when it has an external link.
 func (r *renderer) image(n Node) error {
 	src, err := link(str(n.Attrs, "src"), true)
 	if err != nil {
@@ -296,7 +301,7 @@ func (r *renderer) image(n Node) error {
 		img = `<a href="` + href + `" target="_blank">` + img + "</a>"
 	}
 	fmt.Fprintf(&r.b, `<table role="presentation" width="100%%" cellpadding="0" cellspacing="0" border="0"><tr><td align="%s" style="padding:0 0 32px">%s</td></tr></table>`,
-		align(n.Attrs, "alignment", "center"), img)
+		align(n.Attrs, "alignment", map[bool]string{true: "left", false: "center"}[n.Type == "logo"]), img)
 	return nil
 }
 
@@ -371,6 +376,19 @@ func link(u string, image bool) (string, error) {
 		return "", fmt.Errorf("the image %q is not an http(s) address", short(u))
 	}
 	return "", fmt.Errorf("the link %q is not allowed: use http(s), mailto, tel or a placeholder", short(u))
+}
+
+// shapeOf names a Go type of Node as the document's JSON has it.
+func shapeOf(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list of nodes or marks"
+	case strings.HasPrefix(goType, "map["):
+		return "an object"
+	case goType == "string":
+		return "a string"
+	}
+	return "a node or mark (an object)"
 }
 
 // linkTokens are the links a bare name stands for in upstream's documents.

@@ -191,3 +191,18 @@ func TestBareLinkTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderShapeErrors: valid JSON that is not of the editor's shape is named in the
+// document's terms (where, and what the editor writes there), not the decoder's Go types.
+func TestRenderShapeErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"type":"doc","content":"x"}`:                               "content is a JSON string where the editor writes a list of nodes or marks",
+		`{"type":"doc","content":[{"type":"paragraph","attrs":[]}]}`: "content.attrs is a JSON array where the editor writes an object",
+		`{"type":"doc","content":[{"type":1}]}`:                      "content.type is a JSON number where the editor writes a string",
+	} {
+		_, err := editor.Render(in)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "editor.Node") {
+			t.Errorf("Render(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
