@@ -38,6 +38,9 @@ func TextFromHTML(s string) string {
 		}
 		tag, rest, ok := nextTag(s)
 		if !ok {
+			if tag.name != "" {
+				break // a tag without its ">" to the end: no markup, and nothing after it (HTML drops it)
+			}
 			if skip == "" {
 				t.text("<")
 			}
@@ -45,8 +48,16 @@ func TextFromHTML(s string) string {
 			continue
 		}
 		s = rest
+		if rawText[tag.name] && !tag.closing && !tag.selfClosing {
+			// A script's or a style's text is not markup (a "<b>" in it is no tag), and none
+			// of it is seen: on to its end tag.
+			s = afterRawText(s, tag.name)
+			continue
+		}
 		if skip != "" {
 			switch {
+			case skip == "head" && tag.name == "body" && !tag.closing:
+				skip = "" // a head left open ends where the body starts
 			case tag.name == skip && tag.closing:
 				if depth--; depth == 0 {
 					skip = ""
@@ -54,10 +65,12 @@ func TextFromHTML(s string) string {
 			case tag.name == skip && !tag.selfClosing && !voidElements[tag.name]:
 				depth++
 			}
-			continue
+			if skip != "" || tag.name != "body" {
+				continue
+			}
 		}
-		if !tag.closing && !voidElements[tag.name] && !tag.selfClosing &&
-			(skippedElements[tag.name] || hidden(tag.attr("style"))) {
+		if !tag.closing && !tag.selfClosing && (tag.name == "head" || tag.name == "template" || tag.name == "noscript" ||
+			hideable[tag.name] && hidden(tag.attr("style"))) {
 			skip, depth = tag.name, 1
 			continue
 		}
@@ -84,7 +97,7 @@ func TextFromHTML(s string) string {
 			t.paragraph()
 		case "img":
 			if alt := strings.TrimSpace(tag.attr("alt")); alt != "" {
-				t.text(alt)
+				t.plain(alt)
 			}
 		case "a":
 			if !tag.closing {
@@ -109,8 +122,29 @@ func TextFromHTML(s string) string {
 	return t.result()
 }
 
-// skippedElements hold nothing a reader sees.
-var skippedElements = map[string]bool{"head": true, "style": true, "script": true, "title": true, "template": true, "noscript": true}
+// rawText are the elements whose content is text, not markup, up to their end tag.
+var rawText = map[string]bool{"script": true, "style": true, "title": true, "textarea": true, "xmp": true}
+
+// afterRawText is s after the end tag of the raw text element name (s starts inside it), or
+// "" when it has none.
+func afterRawText(s, name string) string {
+	for i := 0; ; {
+		j := strings.Index(s[i:], "</")
+		if j < 0 {
+			return ""
+		}
+		i += j + 2
+		if len(s)-i >= len(name) && strings.EqualFold(s[i:i+len(name)], name) {
+			return s[i-2:]
+		}
+	}
+}
+
+// hideable are the elements an inline display:none leaves out with all they hold: those that
+// end only at their end tag (a p or a td hidden and left open is read, rather than everything
+// after it lost).
+var hideable = map[string]bool{"div": true, "span": true, "table": true, "center": true, "section": true, "article": true,
+	"header": true, "footer": true, "aside": true, "nav": true, "font": true, "blockquote": true, "ul": true, "ol": true}
 
 // voidElements have no closing tag.
 var voidElements = map[string]bool{"br": true, "hr": true, "img": true, "meta": true, "link": true, "input": true,
@@ -192,6 +226,7 @@ func nextTag(s string) (tag, string, bool) {
 			if end := strings.IndexByte(s, '>'); end >= 0 {
 				return tag{name: "!"}, s[end+1:], true
 			}
+			return tag{name: "!"}, s, false // not ended
 		}
 		return t, s, false
 	}
@@ -212,7 +247,7 @@ func nextTag(s string) (tag, string, bool) {
 			return t, s[i+1:], true
 		}
 	}
-	return t, s, false
+	return t, s, false // named, but not ended: the caller takes it as the end of the markup
 }
 
 // textWriter builds the text: whitespace collapsed (but in pre), at most one blank line.
@@ -223,8 +258,11 @@ type textWriter struct {
 	linkStart int
 }
 
-func (t *textWriter) text(s string) {
-	s = strings.ReplaceAll(html.UnescapeString(s), "\u00a0", " ")
+func (t *textWriter) text(s string) { t.plain(html.UnescapeString(s)) }
+
+// plain writes s, text already (an attribute's value, its references decoded).
+func (t *textWriter) plain(s string) {
+	s = strings.ReplaceAll(s, "\u00a0", " ")
 	if t.pre {
 		t.write(s)
 		return

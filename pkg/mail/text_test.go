@@ -41,3 +41,46 @@ func TestTextFromHTMLEndsOnAnyInput(t *testing.T) {
 		t.Errorf("a tag leaked: %.80q", got)
 	}
 }
+
+// TestTextFromHTMLAsBrowsersReadIt: an element left open where HTML allows it, a script's text
+// holding markup, and an attribute's references decoded once.
+func TestTextFromHTMLAsBrowsersReadIt(t *testing.T) {
+	for in, want := range map[string][]string{
+		`<head><title>x</title><body><p>Hello</p>`:                                                     {"Hello"},
+		`<table><tr><td style="display:none">pre<td>Visible</table>`:                                   {"Visible"},
+		`<ul><li style="display:none">x<li>Shown</ul>`:                                                 {"Shown"},
+		`<p>Intro</p><p style="display:none">pre<p>Body <a href="https://u.example/x">Unsubscribe</a>`: {"Intro", "Body", "Unsubscribe [https://u.example/x]"},
+		`<script>"<script>"</script>After <STYLE>p{}</style >end`:                                      {"After end"},
+		`<img alt="&amp;lt;b&amp;gt;" src="x">`:                                                        {"&lt;b&gt;"},
+	} {
+		got := TextFromHTML(in)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("TextFromHTML(%q) = %q, want %q in it", in, got, w)
+			}
+		}
+	}
+	if got := TextFromHTML(`<script>"<script>"</script>After`); got != "After\n" {
+		t.Errorf("a script's text: %q", got)
+	}
+}
+
+// TestTextFromHTMLLinearOnUnendedTags: tags without their ">" (the rest of the input is no
+// markup) are read once, not once per "<": 512 KB, the largest campaign html, goes through.
+func TestTextFromHTMLLinearOnUnendedTags(t *testing.T) {
+	for _, in := range []string{strings.Repeat("<a", 256<<10), "<a '" + strings.Repeat("<b", 256<<10), strings.Repeat("<!x", 170<<10),
+		"<p>kept</p>" + strings.Repeat("<script>", 64<<10)} {
+		got := TextFromHTML(in)
+		if strings.Contains(got, "<") {
+			t.Errorf("%.20q…: markup in the text %.40q", in, got)
+		}
+	}
+}
+
+// FuzzTextFromHTML: any input ends, without a panic.
+func FuzzTextFromHTML(f *testing.F) {
+	for _, s := range []string{"<p>a</p>", "<a href='x'>y</a>", "<head><body>", "<script>x", "<div style=display:none>", "<!--", "<<>>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { _ = TextFromHTML(s) })
+}
