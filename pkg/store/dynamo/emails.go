@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -405,7 +406,11 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 	if err := st.batchWrite(ctx, before); err != nil {
 		return err
 	}
-	return each(ctx, len(items), func(ctx context.Context, i int) error {
+	var (
+		mu     sync.Mutex
+		failed []string // emails whose own put failed (not one cut off by another's failure)
+	)
+	err := each(ctx, len(items), func(ctx context.Context, i int) error {
 		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(st.table), Item: items[i], ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -415,11 +420,19 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			return st.relist(ctx, ccf.Item)
 		}
 		if err != nil {
-			st.unlist(ctx, emailIDOf(items[i]))
+			if ctx.Err() == nil {
+				mu.Lock()
+				failed = append(failed, emailIDOf(items[i]))
+				mu.Unlock()
+			}
 			return fmt.Errorf("dynamo: create email: %w", err)
 		}
 		return nil
 	})
+	if err != nil && len(failed) > 0 {
+		st.unlist(ctx, failed)
+	}
+	return err
 }
 
 // unlist takes back the list entry of an email whose put failed, so that the list neither
@@ -427,19 +440,22 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 // again). It deletes the entry only while the email does not exist, in one transaction, so an
 // email put meanwhile (a retry's, or this put's after all) keeps its entry. Its content stays,
 // to expire with its TTL: an email put by a concurrent retry between its own entry's write and
-// its put could otherwise lose the content it is sent from. Best effort: on failure the entry
-// stays, listed by nothing (emailsFromIndex skips an entry without its email).
-func (st *Store) unlist(ctx context.Context, id string) {
+// its put could otherwise lose the content it is sent from. Best effort, within one short
+// deadline for them all (a put that failed cut the others off, so there are few): an entry
+// left stays listed by nothing (emailsFromIndex skips an entry without its email).
+func (st *Store) unlist(ctx context.Context, ids []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	email, list := emailKey(id), listKey(id)
-	err := st.transactOnce(ctx, []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(st.table), Key: email.av(),
-			ConditionExpression: aws.String("attribute_not_exists(PK)")}},
-		{Delete: &types.Delete{TableName: aws.String(st.table), Key: list.av()}},
-	}, nil)
-	if err != nil {
-		slog.Default().Warn("dynamo: the list entry of an email that failed to be written stays", "emailId", id, "err", err)
+	for _, id := range ids {
+		email, list := emailKey(id), listKey(id)
+		err := st.transactOnce(ctx, []types.TransactWriteItem{
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(st.table), Key: email.av(),
+				ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+			{Delete: &types.Delete{TableName: aws.String(st.table), Key: list.av()}},
+		}, nil)
+		if err != nil {
+			slog.Default().Warn("dynamo: the list entry of an email that failed to be written stays", "emailId", id, "err", err)
+		}
 	}
 }
 
