@@ -36,9 +36,10 @@ const (
 	MaxHeaderBytes    = 998
 	MaxIdempotencyKey = 256
 	MaxIDLength       = 128 // ids we never issue longer; also far below DynamoDB's key limits
-	// MaxFilenameBytes is a file system's name limit: the name goes into two header lines of
-	// the message, which must stay within RFC 5322's 998 characters once encoded.
-	MaxFilenameBytes = 255
+	// MaxFilenameBytes bounds an attachment's name: it goes into two header lines of the
+	// message, encoded (up to about 3.6 characters a byte) beside its content type, and each
+	// must stay within RFC 5322's 998 characters.
+	MaxFilenameBytes = 200
 )
 
 // Request is one validated, normalised send request. Its JSON form (fields in a fixed order,

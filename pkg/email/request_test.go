@@ -117,7 +117,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"attachment base64", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.txt","content":"!!"}]}`, "attachments[0].content: must be base64", fault.Invalid},
 		{"attachment exe", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"a.exe","content":"aGk="}]}`, "attachments[0].filename: file type .exe is not allowed", fault.Invalid},
 		{"attachment no name", `{"to":"a@x.io",` + base + `,"attachments":[{"content":"aGk="}]}`, "attachments[0].filename: is required", fault.Invalid},
-		{"attachment long name", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"` + strings.Repeat("a", 252) + `.pdf","content":"aGk="}]}`, "attachments[0].filename: at most 255 bytes", fault.Invalid},
+		{"attachment long name", `{"to":"a@x.io",` + base + `,"attachments":[{"filename":"` + strings.Repeat("a", 197) + `.pdf","content":"aGk="}]}`, "attachments[0].filename: at most 200 bytes", fault.Invalid},
 		{"scheduledAt format", `{"to":"a@x.io",` + base + `,"scheduledAt":"tomorrow"}`, "scheduledAt: must be an RFC 3339", fault.Invalid},
 		{"variables type", `{"to":"a@x.io",` + base + `,"variables":{"a":{"b":1}}}`, "variables.a: must be a string", fault.Invalid},
 		{"variables number", `{"to":"a@x.io",` + base + `,"variables":{"n":3}}`, "variables.n: must be a string", fault.Invalid},

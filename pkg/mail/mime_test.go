@@ -442,11 +442,18 @@ func TestQPLenBoundsTheEncoding(t *testing.T) {
 	}
 }
 
-// TestLongAttachmentNamesStayWithinLineLimit: the longest name the API takes (255 bytes, here
-// in a script that encodes to three times that) keeps every line of the message within RFC
-// 5322's 998 characters, and reads back.
+// TestLongAttachmentNamesStayWithinLineLimit: the longest name the API takes (200 bytes, here
+// in scripts and characters that encode to three times that and more, beside the longest
+// content types) keeps every line of the message within RFC 5322's 998 characters, and reads
+// back.
 func TestLongAttachmentNamesStayWithinLineLimit(t *testing.T) {
-	for _, name := range []string{strings.Repeat("中", 83) + ".pdf", strings.Repeat("a", 251) + ".pdf", strings.Repeat("ü", 125) + ".pdf"} {
+	var names []string
+	for _, ext := range []string{".pdf", ".pptx", ".docx", ".xlsx"} {
+		n := 200 - len(ext)
+		names = append(names, strings.Repeat("中", n/3)+strings.Repeat("a", n%3)+ext, strings.Repeat("a", n)+ext,
+			strings.Repeat("é", n/2)+strings.Repeat("a", n%2)+ext, strings.Repeat("=", n-2)+"é"+ext)
+	}
+	for _, name := range names {
 		raw, msg := buildAndRead(t, Message{From: "a@acme.test", To: []string{"b@example.com"}, Subject: "s", Text: "t",
 			Attachments: []Attachment{{Filename: name, Data: []byte("%PDF")}}})
 		for i, line := range strings.Split(string(raw), "\r\n") {
