@@ -342,14 +342,15 @@ func (c *Console) page(fn string, h func(http.ResponseWriter, *http.Request, sig
 		si, ok := c.session(r)
 		if !ok {
 			switch {
+			case strings.HasPrefix(r.URL.Path, "/console/events") || r.URL.Query().Get("fragment") != "":
+				// A stream, or a part of a page its script asks for: not a page to show.
+				http.Error(w, "Sign in at "+ConsoleHome, http.StatusUnauthorized)
 			case r.URL.Path == ConsoleHome:
 				v := view{Title: "Sign in"}
 				if r.URL.RawQuery != "" { // a bookmarked search comes back with its filters
 					v.Next = r.URL.RequestURI()
 				}
 				c.render(w, http.StatusOK, "signin", v)
-			case strings.HasPrefix(r.URL.Path, "/console/events"): // a stream, not a page
-				http.Error(w, "Sign in at "+ConsoleHome, http.StatusUnauthorized)
 			case r.URL.Path == "/console/signout":
 				// Signed out already (in another tab, or the session ended): what was asked
 				// is done, and the browser goes to the sign-in page.

@@ -176,6 +176,13 @@ func TestConsole(t *testing.T) {
 	if code, body := get(t, c, srv.URL+"/console/emails/"+id+"?fragment=timeline"); code != 200 || strings.Contains(body, "<html") || !strings.Contains(body, "DELIVERED") {
 		t.Errorf("timeline fragment = %d", code)
 	}
+	// Without a session a fragment is a 401 for the page's script, not the sign-in page it
+	// would draw inside the one it has.
+	for _, frag := range []string{"/console/emails/" + id + "?fragment=timeline", "/console/emails?fragment=rows"} {
+		if code, body := get(t, &http.Client{}, srv.URL+frag); code != 401 || strings.Contains(body, "<html") {
+			t.Errorf("%s without a session = %d %.80s", frag, code, body)
+		}
+	}
 
 	// The page fires SES events through SES's handling: a permanent bounce is in the history
 	// and suppresses the address.

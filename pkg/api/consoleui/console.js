@@ -7,11 +7,24 @@
 document.querySelectorAll("[data-live]").forEach((el) => {
   let source = null;
   let busy = false;
+  // The session ended (a revoked key, a sign-out elsewhere): said on the page, not left to
+  // look current.
+  const ended = () => {
+    if (source) source.close();
+    if (document.getElementById("live-ended")) return;
+    const note = document.createElement("p");
+    note.id = "live-ended";
+    note.className = "error";
+    note.setAttribute("role", "alert");
+    note.textContent = "Live updates stopped (the session may have ended): reload the page.";
+    el.before(note);
+  };
   const refresh = async () => {
     if (busy) return;
     busy = true;
     try {
       const res = await fetch(el.dataset.fragment, { credentials: "same-origin" });
+      if (res.status === 401) ended();
       if (!res.ok) return;
       const html = await res.text();
       const t = document.createElement("template");
@@ -32,16 +45,9 @@ document.querySelectorAll("[data-live]").forEach((el) => {
   const open = () => {
     source = new EventSource(el.dataset.live);
     const mine = source;
-    // A stream the server ended for good (the session ended: a revoked key, a sign-out
-    // elsewhere) is said on the page, not left to look current.
+    // A stream the server ended for good.
     source.addEventListener("error", () => {
-      if (mine.readyState !== EventSource.CLOSED || document.getElementById("live-ended")) return;
-      const note = document.createElement("p");
-      note.id = "live-ended";
-      note.className = "error";
-      note.setAttribute("role", "alert");
-      note.textContent = "Live updates stopped (the session may have ended): reload the page.";
-      el.before(note);
+      if (mine.readyState === EventSource.CLOSED) ended();
     });
     source.addEventListener("changed", refresh);
   };
