@@ -905,3 +905,28 @@ func TestCampaignPausedBeforeItsStartIsScheduledAgain(t *testing.T) {
 		t.Error("the campaign sent before its new time")
 	}
 }
+
+// TestCampaignPlaceholdersAsUpstream: a variable the book declares renders empty for a contact
+// without it, a name neither declared nor on the contact stays as written (upstream's
+// replaceContactVariables), and contact. goes before any name.
+func TestCampaignPlaceholdersAsUpstream(t *testing.T) {
+	e := newEnv(t)
+	// Eve was added before the book declared company: she has no such property.
+	var b struct{ ID string }
+	e.mustDo("POST", "/api/v1/contactBooks", `{"name":"Later"}`, &b)
+	bookID := b.ID
+	e.mustDo("POST", "/api/v1/contactBooks/"+bookID+"/contacts", `{"email":"eve@example.org","firstName":"Eve"}`, nil)
+	e.mustDo("PATCH", "/api/v1/contactBooks/"+bookID, `{"variables":["company"]}`, nil)
+	html := `<p>[{{company}}] [{{typo}}] [{{contact.firstName}}] [{{nick,fallback=friend}}]</p><a href="{{usesend_unsubscribe_url}}">u</a>`
+	var c campaignOut
+	e.mustDo("POST", "/api/v1/campaigns", `{"name":"P","from":"news@example.com","subject":"Hi {{contact.firstName}}","contactBookId":"`+bookID+
+		`","html":`+jsonString(html)+`,"sendNow":true}`, &c)
+	e.awaitCampaign(c.ID, func(c campaignOut) bool { return c.Status == "SENT" && c.Delivered == 1 })
+	msgs := e.outboxFor("eve@example.org")
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if m := decodeQP(msgs[0]); !strings.Contains(m, "[] [{{typo}}] [Eve] [friend]") || !strings.Contains(m, "Subject: Hi Eve") {
+		t.Errorf("the placeholders are not rendered as upstream's:\n%s", m)
+	}
+}
