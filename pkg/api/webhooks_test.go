@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -313,5 +314,49 @@ func TestWebhookCallsPageWithinLambdasAnswer(t *testing.T) {
 	e.mustDo("GET", "/api/v1/webhooks/"+hook.ID+"/calls?limit=5", "", &page)
 	if page.Count != 5 {
 		t.Errorf("limit=5 gave %d calls", page.Count)
+	}
+}
+
+// TestASlowReceiverDelaysOnlyItsOwnCalls: a receiver that takes its time (answering in time,
+// so not failing) holds up its own calls only: another webhook gets the calls of events that
+// came after, while the slow one still has its first call open.
+func TestASlowReceiverDelaysOnlyItsOwnCalls(t *testing.T) {
+	e := newEnv(t)
+	e.feedDrained()
+	release := make(chan struct{})
+	var slowCalls sync.WaitGroup
+	slowCalls.Add(1)
+	var once sync.Once
+	var slowEnded atomic.Bool // its first call given up by the runner (its timeout)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		once.Do(slowCalls.Done)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			slowEnded.Store(true)
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	fast := &hookReceiver{status: 200}
+	fastSrv := httptest.NewServer(http.HandlerFunc(fast.serve))
+	defer fastSrv.Close()
+	e.mustDo("POST", "/api/v1/webhooks", `{"url":"`+slow.URL+`","eventTypes":["contact.created"]}`, nil)
+	e.mustDo("POST", "/api/v1/webhooks", `{"url":"`+fastSrv.URL+`","eventTypes":["contact.created"]}`, nil)
+	book := e.book()
+	e.mustDo("POST", "/api/v1/contactBooks/"+book+"/contacts", `{"email":"first@example.org"}`, nil)
+	slowCalls.Wait() // the slow receiver has its first call, and holds it
+	e.mustDo("POST", "/api/v1/contactBooks/"+book+"/contacts", `{"email":"second@example.org"}`, nil)
+	for {
+		ended := slowEnded.Load() // read first: a call that came after it came too late
+		_, calls := fast.received()
+		if ended {
+			t.Fatalf("the other webhook's calls waited for the slow receiver's first call to end (%d of 2 by then)", len(calls))
+		}
+		if len(calls) == 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

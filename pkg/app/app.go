@@ -456,13 +456,20 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 				a.Log.Error("webhooks", "err", err.Error())
 			}
 		})
-		// Attempts run on their own: a slow receiver holds up the calls due with it, never
-		// the making of new calls.
+		// Attempts run on their own, webhook by webhook: a slow receiver holds up its own
+		// calls only, never another webhook's nor the making of new calls.
+		pool := &hooks.Pool{S: a.Services.Webhooks, Due: st.DueWebhookCallsSkipping}
 		a.every(loopCtx, webhookPace, func(ctx context.Context) {
-			if _, err := a.Services.Webhooks.RunDue(ctx, 100); err != nil && ctx.Err() == nil {
+			if _, err := pool.Run(ctx, 100); err != nil && ctx.Err() == nil {
 				a.Log.Error("webhook calls", "err", err.Error())
 			}
 		})
+		a.loops.Add(1)
+		go func() { // a stop waits for the posts under way
+			defer a.loops.Done()
+			<-loopCtx.Done()
+			pool.Wait()
+		}()
 	}
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
 		// What the WebhookEvents and WebhookRetries functions do on AWS: the counts, then

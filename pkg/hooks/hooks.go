@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mailroom/mailroom/pkg/fault"
@@ -634,18 +635,10 @@ func (s *Service) AttemptCalls(ctx context.Context, calls []store.WebhookCall) i
 // attempt makes the next attempt of each call (webhook id, call id): a webhook's one after the
 // other, in the order given, Concurrency webhooks at once; fresh, for calls just made.
 func (s *Service) attempt(ctx context.Context, refs [][2]string, fresh bool) int {
-	var order []string
-	byHook := map[string][]string{}
-	for _, r := range refs {
-		if _, ok := byHook[r[0]]; !ok {
-			order = append(order, r[0])
-		}
-		byHook[r[0]] = append(byHook[r[0]], r[1])
-	}
+	order, byHook := group(refs)
 	var (
 		wg  sync.WaitGroup
-		mu  sync.Mutex
-		n   int
+		n   atomic.Int64
 		sem = make(chan struct{}, Concurrency)
 	)
 	for _, wh := range order {
@@ -653,48 +646,134 @@ func (s *Service) attempt(ctx context.Context, refs [][2]string, fresh bool) int
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			for i, id := range byHook[wh] {
-				if !timeLeft(ctx) {
-					return // the rest stay due for the next run
-				}
-				c, err := s.attemptCall(ctx, wh, id, true, fresh)
-				if errors.Is(err, errLeft) {
-					return // this webhook's other calls are the runner's too
-				}
-				if errors.Is(err, errNotDue) {
-					// Another runner posts it now (the stream's and the retries' runners both
-					// see a fresh call due): not a failing receiver, nothing to hold.
-					continue
-				}
-				if errors.Is(err, store.ErrNotFound) {
-					continue // past its retention (its due entry goes with it)
-				}
-				if err != nil {
-					s.log().Error("webhook call", "webhookId", wh, "callId", id, "err", err.Error())
-					continue
-				}
-				mu.Lock()
-				n++
-				mu.Unlock()
-				if c.Status == store.CallPending && c.NextAttemptAt != nil && c.NextAttemptAt.After(s.now()) {
-					// The receiver is failing: its other calls here wait with this one, and
-					// leave the front of the due calls to other webhooks.
-					for _, rest := range byHook[wh][i+1:] {
-						if ctx.Err() != nil {
-							break // stopping: the next run holds them (the webhook's retry is set)
-						}
-						if _, err := s.hold(ctx, wh, rest, *c.NextAttemptAt); err != nil {
-							s.log().Error("webhook call not held", "webhookId", wh, "callId", rest, "err", err.Error())
-						}
-					}
-					return
-				}
-			}
+			n.Add(int64(s.serve(ctx, wh, byHook[wh], fresh)))
 		}()
 	}
 	wg.Wait()
+	return int(n.Load())
+}
+
+// group splits refs by webhook, in the order each webhook first appears.
+func group(refs [][2]string) (order []string, byHook map[string][]string) {
+	byHook = map[string][]string{}
+	for _, r := range refs {
+		if _, ok := byHook[r[0]]; !ok {
+			order = append(order, r[0])
+		}
+		byHook[r[0]] = append(byHook[r[0]], r[1])
+	}
+	return order, byHook
+}
+
+// ServeFor is the longest one webhook's calls are attempted in one go: a receiver that answers
+// slowly (in time, so not failing) gets its other calls in the next run, and a batch of calls
+// for many webhooks is not held back by one of them for long.
+const ServeFor = 2 * webhook.Timeout
+
+// serve attempts a webhook's calls one after the other and returns how many it attempted. It
+// stops when the context has no time left for another post, after ServeFor, or when a call
+// fails (the rest wait for that call's retry); the calls it leaves stay due.
+func (s *Service) serve(ctx context.Context, wh string, ids []string, fresh bool) int {
+	n := 0
+	until := time.Now().Add(ServeFor)
+	for i, id := range ids {
+		if !timeLeft(ctx) || i > 0 && time.Now().After(until) {
+			return n // the rest stay due for the next run
+		}
+		c, err := s.attemptCall(ctx, wh, id, true, fresh)
+		if errors.Is(err, errLeft) {
+			return n // this webhook's other calls are the runner's too
+		}
+		if errors.Is(err, errNotDue) {
+			// Another runner posts it now (the stream's and the retries' runners both see a
+			// fresh call due): not a failing receiver, nothing to hold.
+			continue
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			continue // past its retention (its due entry goes with it)
+		}
+		if err != nil {
+			s.log().Error("webhook call", "webhookId", wh, "callId", id, "err", err.Error())
+			continue
+		}
+		n++
+		if c.Status == store.CallPending && c.NextAttemptAt != nil && c.NextAttemptAt.After(s.now()) {
+			// The receiver is failing: its other calls here wait with this one, and leave the
+			// front of the due calls to other webhooks.
+			for _, rest := range ids[i+1:] {
+				if ctx.Err() != nil {
+					break // stopping: the next run holds them (the webhook's retry is set)
+				}
+				if _, err := s.hold(ctx, wh, rest, *c.NextAttemptAt); err != nil {
+					s.log().Error("webhook call not held", "webhookId", wh, "callId", rest, "err", err.Error())
+				}
+			}
+			return n
+		}
+	}
 	return n
 }
+
+// Pool attempts due calls without waiting for a slow webhook (the local server's runner): each
+// webhook's calls go one after the other in a goroutine of their own, Concurrency webhooks at
+// once, and a run hands out the due calls of the webhooks not busy, so one receiver that takes
+// its time delays only its own calls.
+type Pool struct {
+	S *Service
+	// Due lists due calls as Store.DueWebhookCalls does, leaving out those of the webhooks
+	// skip names (the busy ones), so that they do not fill the limit.
+	Due func(ctx context.Context, t time.Time, limit int, skip func(webhookID string) bool) ([][2]string, error)
+
+	mu   sync.Mutex
+	busy map[string]bool
+	wg   sync.WaitGroup
+}
+
+// Run hands the due calls of idle webhooks, up to limit, to goroutines of their own, as many
+// webhooks as Concurrency allows with those still busy, and returns how many calls it handed
+// out. The goroutines stop when ctx ends (a post under way finishes); Wait waits for them.
+func (p *Pool) Run(ctx context.Context, limit int) (int, error) {
+	p.mu.Lock()
+	if p.busy == nil {
+		p.busy = map[string]bool{}
+	}
+	busy := make(map[string]bool, len(p.busy))
+	for wh := range p.busy {
+		busy[wh] = true
+	}
+	free := Concurrency - len(p.busy)
+	p.mu.Unlock()
+	if free <= 0 {
+		return 0, nil
+	}
+	refs, err := p.Due(ctx, p.S.now(), limit, func(wh string) bool { return busy[wh] })
+	if err != nil {
+		return 0, err
+	}
+	order, byHook := group(refs)
+	handed := 0
+	for _, wh := range order[:min(len(order), free)] {
+		ids := byHook[wh]
+		handed += len(ids)
+		p.mu.Lock()
+		p.busy[wh] = true
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer func() {
+				p.mu.Lock()
+				delete(p.busy, wh)
+				p.mu.Unlock()
+				p.wg.Done()
+			}()
+			p.S.serve(ctx, wh, ids, false)
+		}()
+	}
+	return handed, nil
+}
+
+// Wait waits for the goroutines Run started.
+func (p *Pool) Wait() { p.wg.Wait() }
 
 // hold moves a pending call's next attempt to until when it is due before: it waits for its
 // failing webhook's retry. It makes no attempt and counts none.

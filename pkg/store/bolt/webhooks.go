@@ -223,6 +223,13 @@ func (s *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn 
 
 // DueWebhookCalls walks the due bucket from the earliest.
 func (s *Store) DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error) {
+	return s.DueWebhookCallsSkipping(ctx, t, limit, nil)
+}
+
+// DueWebhookCallsSkipping is DueWebhookCalls without the calls of the webhooks skip names (nil:
+// none), which do not count toward limit: the local runner leaves out the webhooks it is
+// serving already (hooks.Pool).
+func (s *Store) DueWebhookCallsSkipping(ctx context.Context, t time.Time, limit int, skip func(webhookID string) bool) ([][2]string, error) {
 	var out [][2]string
 	err := s.viewNow(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketCallsDue).Cursor()
@@ -232,7 +239,7 @@ func (s *Store) DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([]
 				break
 			}
 			wh, id, ok := bytes.Cut(k[8:], []byte{0})
-			if !ok {
+			if !ok || skip != nil && skip(string(wh)) {
 				continue
 			}
 			out = append(out, [2]string{string(wh), string(id)})
