@@ -18,15 +18,23 @@ type ContactData struct {
 	ContactBookID string            `json:"contactBookId"`
 	Subscribed    bool              `json:"subscribed"`
 	Properties    map[string]string `json:"properties"`
-	FirstName     string            `json:"firstName,omitempty"`
-	LastName      string            `json:"lastName,omitempty"`
+	FirstName     *string           `json:"firstName"` // null when unset, as upstream sends it
+	LastName      *string           `json:"lastName"`
 	CreatedAt     string            `json:"createdAt"`
 	UpdatedAt     string            `json:"updatedAt"`
 }
 
+// orNull is s, or nil (JSON null) when it is empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 func contactData(c *store.Contact) ContactData {
 	d := ContactData{ID: c.ID, Email: c.Email, ContactBookID: c.BookID, Subscribed: c.Subscribed, Properties: c.Properties,
-		FirstName: c.FirstName, LastName: c.LastName, CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt)}
+		FirstName: orNull(c.FirstName), LastName: orNull(c.LastName), CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt)}
 	if d.Properties == nil {
 		d.Properties = map[string]string{}
 	}
@@ -43,15 +51,27 @@ type DomainData struct {
 	UpdatedAt     string `json:"updatedAt"`
 	ClickTracking bool   `json:"clickTracking"`
 	OpenTracking  bool   `json:"openTracking"`
-	DKIMStatus    string `json:"dkimStatus,omitempty"`
-	SPFDetails    string `json:"spfDetails,omitempty"`
-	DMARCAdded    bool   `json:"dmarcAdded,omitempty"`
+	// As upstream sends them: null when unset (its SES tenant, which Mailroom has none of,
+	// always), and DKIM and SPF NOT_STARTED until the first check.
+	Subdomain   *string `json:"subdomain"`
+	SESTenantID *string `json:"sesTenantId"`
+	DKIMStatus  string  `json:"dkimStatus"`
+	SPFDetails  string  `json:"spfDetails"`
+	DMARCAdded  bool    `json:"dmarcAdded"`
 }
 
 func domainData(d *store.Domain) DomainData {
 	return DomainData{ID: d.ID, Name: d.Name, Status: d.Status, Region: d.Region, CreatedAt: stamp(d.CreatedAt),
 		UpdatedAt: stamp(d.UpdatedAt), ClickTracking: d.ClickTracking, OpenTracking: d.OpenTracking,
-		DKIMStatus: d.DKIMStatus, SPFDetails: d.SPFDetails, DMARCAdded: d.DMARCAdded}
+		Subdomain: orNull(d.Subdomain), DKIMStatus: or(d.DKIMStatus, store.DomainNotStarted),
+		SPFDetails: or(d.SPFDetails, store.DomainNotStarted), DMARCAdded: d.DMARCAdded}
+}
+
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }
 
 // CampaignData is the data of a campaign.* event: the campaign's identity, what it sends to

@@ -43,6 +43,9 @@ func TestChangeEvents(t *testing.T) {
 		}
 		return store.Record{}
 	}
+	// The data as upstream's webhook payloads have it: an unset name null (contact-service.ts),
+	// a new domain's subdomain and SES tenant null, DKIM and SPF NOT_STARTED, dmarcAdded false
+	// (domain-service.ts).
 	cases := []struct {
 		name   string
 		change store.Change
@@ -52,12 +55,12 @@ func TestChangeEvents(t *testing.T) {
 		at     time.Time
 	}{
 		{"contact created", store.Change{After: rec(contact)}, "contact.created", 0,
-			`{"id":"ct_1","email":"ada@example.com","contactBookId":"cb_1","subscribed":true,"properties":{"plan":"pro"},"firstName":"Ada","createdAt":"2026-11-24T10:00:00.000Z","updatedAt":"2026-11-24T10:00:00.000Z"}`, t0},
+			`{"id":"ct_1","email":"ada@example.com","contactBookId":"cb_1","subscribed":true,"properties":{"plan":"pro"},"firstName":"Ada","lastName":null,"createdAt":"2026-11-24T10:00:00.000Z","updatedAt":"2026-11-24T10:00:00.000Z"}`, t0},
 		{"contact unsubscribed", store.Change{Before: rec(contact), After: rec(unsubscribed)}, "contact.updated", 0, `"subscribed":false`, t1},
 		{"contact written unchanged", store.Change{Before: rec(contact), After: rec(touched)}, "", 0, "", time.Time{}},
 		{"contact deleted", store.Change{Before: rec(contact), At: t1}, "contact.deleted", 0, `"id":"ct_1"`, t1},
 		{"domain created", store.Change{After: rec(domain)}, "domain.created", 7,
-			`{"id":7,"name":"example.com","status":"PENDING","region":"us-east-1","createdAt":"2026-11-24T10:00:00.000Z","updatedAt":"2026-11-24T10:00:00.000Z","clickTracking":false,"openTracking":false}`, t0},
+			`{"id":7,"name":"example.com","status":"PENDING","region":"us-east-1","createdAt":"2026-11-24T10:00:00.000Z","updatedAt":"2026-11-24T10:00:00.000Z","clickTracking":false,"openTracking":false,"subdomain":null,"sesTenantId":null,"dkimStatus":"NOT_STARTED","spfDetails":"NOT_STARTED","dmarcAdded":false}`, t0},
 		{"domain verified", store.Change{Before: rec(domain), After: rec(verified)}, "domain.verified", 7, `"status":"SUCCESS","region"`, t1},
 		{"domain tracking", store.Change{Before: rec(verified), After: rec(tracked)}, "domain.updated", 7, `"openTracking":true`, t1},
 		{"domain checked, nothing new", store.Change{Before: rec(verified), After: rec(checked)}, "", 0, "", time.Time{}},

@@ -32,6 +32,24 @@ func TestEmailEvents(t *testing.T) {
 			`"click":{"timestamp":"2026-11-24T10:00:00Z","url":"https://example.com/a","userAgent":"UA","ip":"192.0.2.1"}`},
 		"failed": {store.Event{ID: "1-FAILED", Status: store.StatusFailed, CreatedAt: at, Data: []byte(`{"error":"The mail provider rejected the message"}`)},
 			`"failed":{"reason":"The mail provider rejected the message"}`},
+		// As upstream's ses-hook-parser builds them: SES's detail in metadata; a subtype
+		// outside the SDK's list is General; a click's url always; an engagement without its
+		// own time takes the event's.
+		"bounce metadata": {store.Event{ID: "b2", Status: "BOUNCED", CreatedAt: at, Data: detail(sesevent.Event{EventType: "Bounce",
+			Bounce: &sesevent.Bounce{BounceType: "Undetermined", BounceSubType: "Undetermined",
+				BouncedRecipients: []sesevent.BouncedRecipient{{EmailAddress: "x@example.org", DiagnosticCode: "smtp; 550"}}}})},
+			`"bounce":{"type":"Undetermined","subType":"General","message":"smtp; 550"},"metadata":{"bounceSubType":"Undetermined","bounceType":"Undetermined","diagnosticCode":"smtp; 550"}`},
+		"complaint metadata": {store.Event{ID: "k", Status: "COMPLAINED", CreatedAt: at, Data: detail(sesevent.Event{EventType: "Complaint",
+			Complaint: &sesevent.Complaint{ComplaintFeedbackType: "abuse", UserAgent: "Yahoo!"}})},
+			`"metadata":{"feedbackType":"abuse","userAgent":"Yahoo!"}`},
+		"open metadata": {store.Event{ID: "o", Status: "OPENED", CreatedAt: at, Data: detail(sesevent.Event{EventType: "Open",
+			Open: &sesevent.Open{Timestamp: at, UserAgent: "UA", IPAddress: "192.0.2.1"}})},
+			`"open":{"timestamp":"2026-11-24T10:00:00Z","userAgent":"UA","ip":"192.0.2.1"},"metadata":{"ipAddress":"192.0.2.1","userAgent":"UA"}`},
+		"reject metadata": {store.Event{ID: "r", Status: "REJECTED", CreatedAt: at, Data: detail(sesevent.Event{EventType: "Reject",
+			Reject: &sesevent.Reject{Reason: "Bad content"}})},
+			`"metadata":{"reason":"Bad content"}`},
+		"click without a link or time": {store.Event{ID: "c2", Status: "CLICKED", CreatedAt: at, Data: []byte(`{}`)},
+			`"click":{"timestamp":"2026-11-24T10:00:00.000Z","url":""}`},
 	}
 	for name, c := range cases {
 		ev, ok := EmailEvent(e, c.ev)

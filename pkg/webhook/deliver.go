@@ -207,7 +207,7 @@ func Post(ctx context.Context, c *http.Client, rawURL, secret, previous string, 
 		return Result{Err: &ErrURL{"not a URL a request can go to"}}
 	}
 	Headers(req.Header, secret, previous, sentAt, body, eventType, callID, attempt)
-	req.Header.Set("User-Agent", "Mailroom-Webhooks/1")
+	req.Header.Set("User-Agent", "UseSend-Webhook/1.0") // upstream's: a receiver may allow-list it
 	resp, err := c.Do(req)
 	if err != nil {
 		var u *ErrURL
