@@ -217,7 +217,7 @@ var ConsolePages = []struct {
 	{"POST", "/console/keys", "ConsoleCreateKey", "Creates an API key (shown once)", "text/html", http.StatusUnauthorized, "", servePage("", (*Console).keys)},
 	{"POST", "/console/keys/{id}/revoke", "ConsoleRevokeKey", "Revokes an API key", "text/html", http.StatusUnauthorized, "/console/keys/k0/revoke", servePage("", (*Console).revokeKey)},
 	{"POST", "/console/session", "ConsoleSignIn", "Signs in with an API key (form field key): an HttpOnly, SameSite=Strict session cookie", "text/html", http.StatusUnauthorized, "", func(c *Console) http.HandlerFunc { return c.signIn }},
-	{"POST", "/console/signout", "ConsoleSignOut", "Signs out", "text/html", http.StatusSeeOther, "", servePage("", (*Console).signOut)},
+	{"POST", "/console/signout", "ConsoleSignOut", "Signs out (a redirect to the sign-in page, signed in or not)", "", http.StatusSeeOther, "", servePage("", (*Console).signOut)},
 	{"GET", "/console/static/{file}", "ConsoleStatic", "The console's style sheet, script and icon", "text/css,text/javascript,image/svg+xml", http.StatusOK, "/console/static/console.css", serveStatic},
 }
 

@@ -50,18 +50,24 @@ func (l *loseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// TestLostAnswerOfAnAppliedWrite: a conditional write whose answer was lost and which the SDK
-// sent again is the caller's success, applied once, not a conflict or a second application.
-func TestLostAnswerOfAnAppliedWrite(t *testing.T) {
-	lossy := &loseAnswers{armed: map[string]int{}}
+// storeOver is a store on a table of its own whose client goes through transport.
+func storeOver(t *testing.T, transport http.RoundTripper) *dynamo.Store {
+	t.Helper()
 	client := dynamodb.NewFromConfig(awstest.Shared(t).Config(t), func(o *dynamodb.Options) {
-		o.HTTPClient = &http.Client{Transport: lossy}
+		o.HTTPClient = &http.Client{Transport: transport}
 	})
 	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
 	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
 		t.Fatal(err)
 	}
-	s := dynamo.New(client, name)
+	return dynamo.New(client, name)
+}
+
+// TestLostAnswerOfAnAppliedWrite: a conditional write whose answer was lost and which the SDK
+// sent again is the caller's success, applied once, not a conflict or a second application.
+func TestLostAnswerOfAnAppliedWrite(t *testing.T) {
+	lossy := &loseAnswers{armed: map[string]int{}}
+	s := storeOver(t, lossy)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 
@@ -180,14 +186,7 @@ func (f *refusePuts) RoundTrip(r *http.Request) (*http.Response, error) {
 // email that exists keeps its entry when a retry's put fails.
 func TestAFailedCreateLeavesNoListEntry(t *testing.T) {
 	refuse := &refusePuts{}
-	client := dynamodb.NewFromConfig(awstest.Shared(t).Config(t), func(o *dynamodb.Options) {
-		o.HTTPClient = &http.Client{Transport: refuse}
-	})
-	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
-	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
-		t.Fatal(err)
-	}
-	s := dynamo.New(client, name)
+	s := storeOver(t, refuse)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	count := func() int {
