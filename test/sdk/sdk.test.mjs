@@ -90,9 +90,21 @@ function decodeQP(text) {
   return Buffer.from(bytes).toString('utf8');
 }
 
-// parseEml splits a single-part message into its headers (unfolded; name → list of values, by
-// lower-cased name) and its body decoded by Content-Transfer-Encoding.
+// parseEml splits a message into its headers (unfolded; name → list of values, by lower-cased
+// name) and its body decoded by Content-Transfer-Encoding; a multipart/alternative one into its
+// parts as well ({type, body} each), its body then the HTML part's.
 function parseEml(raw) {
+  const msg = parsePart(raw);
+  const boundary = /^multipart\/alternative;.*boundary="?([^";]+)"?/i.exec(msg.one('Content-Type'))?.[1];
+  if (!boundary) return { ...msg, parts: [{ type: msg.one('Content-Type').split(';')[0], body: msg.body }] };
+  const parts = raw.split(`--${boundary}`).slice(1, -1).map((p) => {
+    const part = parsePart(p.replace(/^\r?\n/, ''));
+    return { type: part.one('Content-Type').split(';')[0].toLowerCase(), body: part.body };
+  });
+  return { ...msg, parts, body: parts.find((p) => p.type === 'text/html')?.body ?? '' };
+}
+
+function parsePart(raw) {
   const at = raw.search(/\r?\n\r?\n/);
   assert.ok(at > 0, 'a message has a header and a body');
   const head = raw.slice(0, at).replace(/\r?\n(?=[ \t])/g, '');
@@ -643,7 +655,10 @@ describe('usesend-js against the local Mailroom server', () => {
         assert.equal(decodeWords(m.one('Subject')), expectedSubject(c), m.file);
         assert.equal(m.to.replace(/^<(.*)>$/, '$1'), c.email, `To ${m.to} is the bare ${c.email}`);
         assert.match(m.one('From'), /<hello@sdk-test\.example\.com>$/);
-        assert.match(m.one('Content-Type'), /^text\/html\b/i);
+        // HTML, with a text part made from it, as upstream sends campaign emails.
+        assert.match(m.one('Content-Type'), /^multipart\/alternative\b/i);
+        assert.deepEqual(m.parts.map((p) => p.type), ['text/plain', 'text/html'], m.file);
+        assert.ok(m.parts[0].body.includes(expectedGreeting(c)), `text part of ${m.file}: ${m.parts[0].body}`);
         assert.ok(m.body.includes(expectedGreeting(c)), `body of ${m.file}: ${m.body}`);
         assert.ok(!m.body.includes('{{'), `no placeholder left in ${m.body}`);
 
