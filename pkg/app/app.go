@@ -459,16 +459,23 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 		// Attempts run on their own, webhook by webhook: a slow receiver holds up its own
 		// calls only, never another webhook's nor the making of new calls.
 		pool := &hooks.Pool{S: a.Services.Webhooks, Due: st.DueWebhookCallsSkipping}
-		a.every(loopCtx, webhookPace, func(ctx context.Context) {
-			if _, err := pool.Run(ctx, 100); err != nil && ctx.Err() == nil {
-				a.Log.Error("webhook calls", "err", err.Error())
-			}
-		})
 		a.loops.Add(1)
-		go func() { // a stop waits for the posts under way
+		go func() {
 			defer a.loops.Done()
-			<-loopCtx.Done()
-			pool.Wait()
+			t := time.NewTicker(webhookPace)
+			defer t.Stop()
+			ctx := store.Unhurried(loopCtx) // background work: it waits for the store's pace
+			for {
+				select {
+				case <-loopCtx.Done():
+					pool.Wait() // a stop waits for the posts under way (no Run starts more now)
+					return
+				case <-t.C:
+					if _, err := pool.Run(ctx, 100); err != nil && ctx.Err() == nil {
+						a.Log.Error("webhook calls", "err", err.Error())
+					}
+				}
+			}
 		}()
 	}
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {

@@ -665,19 +665,13 @@ func group(refs [][2]string) (order []string, byHook map[string][]string) {
 	return order, byHook
 }
 
-// ServeFor is the longest one webhook's calls are attempted in one go: a receiver that answers
-// slowly (in time, so not failing) gets its other calls in the next run, and a batch of calls
-// for many webhooks is not held back by one of them for long.
-const ServeFor = 2 * webhook.Timeout
-
 // serve attempts a webhook's calls one after the other and returns how many it attempted. It
-// stops when the context has no time left for another post, after ServeFor, or when a call
-// fails (the rest wait for that call's retry); the calls it leaves stay due.
+// stops when the context has no time left for another post, or when a call fails (the rest
+// wait for that call's retry); the calls it leaves stay due.
 func (s *Service) serve(ctx context.Context, wh string, ids []string, fresh bool) int {
 	n := 0
-	until := time.Now().Add(ServeFor)
 	for i, id := range ids {
-		if !timeLeft(ctx) || i > 0 && time.Now().After(until) {
+		if !timeLeft(ctx) {
 			return n // the rest stay due for the next run
 		}
 		c, err := s.attemptCall(ctx, wh, id, true, fresh)
