@@ -50,8 +50,18 @@ func TextFromHTML(s string) string {
 		s = rest
 		if rawText[tag.name] && !tag.closing && !tag.selfClosing {
 			// A script's or a style's text is not markup (a "<b>" in it is no tag), and none
-			// of it is seen: on to its end tag.
-			s = afterRawText(s, tag.name)
+			// of it is seen: on to its end tag. A text area's is seen, as written.
+			rest := afterRawText(s, tag.name)
+			if skip == "" && (tag.name == "textarea" || tag.name == "xmp") {
+				t.newline()
+				if tag.name == "textarea" {
+					t.text(s[:len(s)-len(rest)])
+				} else {
+					t.plain(s[:len(s)-len(rest)])
+				}
+				t.newline()
+			}
+			s = rest
 			continue
 		}
 		if skip != "" {
@@ -110,7 +120,13 @@ func TextFromHTML(s string) string {
 			}
 			href := strings.TrimSpace(links[len(links)-1])
 			links = links[:len(links)-1]
-			words := strings.TrimSpace(t.b.String()[min(t.linkStart, t.b.Len()):])
+			// The link's words, to compare with its address: only when they could be it (a
+			// long run of words is not, and trimming it at every end tag of many nested links
+			// would read it again each time).
+			words := t.b.String()[min(t.linkStart, t.b.Len()):]
+			if len(words) <= 2*len(href)+64 {
+				words = strings.TrimSpace(words)
+			}
 			if linkShown(href) && words != href && words != strings.TrimPrefix(href, "mailto:") {
 				if words != "" {
 					t.write(" ")
@@ -218,7 +234,9 @@ func nextTag(s string) (tag, string, bool) {
 		i++
 	}
 	start := i
-	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9' || s[i] == '-' || s[i] == ':') {
+	// A tag's name starts with a letter, as HTML reads it ("I <3 cats" is text).
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' ||
+		i > start && (s[i] >= '0' && s[i] <= '9' || s[i] == '-' || s[i] == ':')) {
 		i++
 	}
 	if i == start {
