@@ -75,3 +75,27 @@ func TestRenderEditorFallbacksOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderNoPlaceholderAcrossNodes: a placeholder begun in one node of an editor document
+// and ended in another is no placeholder: personalised, it would join them, and what lay
+// between (the end of an attribute) would let the next node's text into the tag.
+func TestRenderNoPlaceholderAcrossNodes(t *testing.T) {
+	doc := `{"type":"doc","content":[{"type":"paragraph","content":[` +
+		`{"type":"text","text":"A","marks":[{"type":"link","attrs":{"href":"https://x.example/{{email,fallback="}}]},` +
+		`{"type":"text","text":"}} B"},` +
+		`{"type":"text","text":"C","marks":[{"type":"link","attrs":{"href":"https://y.example/x/onmouseover=alert(1)//"}}]},` +
+		`{"type":"text","text":" and {{firstName}} {{ lastName , fallback=you }}"}]}]}`
+	body, err := editor.Render(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Render(body, vars(store.Contact{Email: "bob@x.example", FirstName: "Bob"}, "", nil), true)
+	for _, want := range []string{`href="https://x.example/&#123;&#123;email,fallback="`, `&#125;&#125; B`, `href="https://y.example/x/onmouseover=alert(1)//"`, " and Bob you"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in %s", want, got)
+		}
+	}
+	if strings.Contains(got, "bob@x.example") {
+		t.Errorf("a placeholder joined two nodes: %s", got)
+	}
+}

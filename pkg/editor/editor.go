@@ -182,7 +182,7 @@ func (r *renderer) node(n Node, ctx context, depth int) error {
 		}
 		w.WriteString(`<pre style="margin:0 0 20px;padding:16px;border-radius:6px;background-color:#2e3440;color:#d8dee9;` +
 			`font-family:SFMono-Regular,Menlo,Monaco,Consolas,monospace;font-size:13px;line-height:20px;white-space:pre-wrap;word-break:break-word"><code>`)
-		w.WriteString(html.EscapeString(code.String()))
+		w.WriteString(esc(code.String()))
 		w.WriteString("</code></pre>")
 	case "button":
 		return r.button(n)
@@ -209,7 +209,7 @@ func (r *renderer) node(n Node, ctx context, depth int) error {
 
 // text renders a text node inside its marks: the first mark innermost.
 func (r *renderer) text(n Node) error {
-	out := html.EscapeString(n.Text)
+	out := esc(n.Text)
 	for _, m := range n.Marks {
 		switch m.Type {
 		case "bold":
@@ -246,7 +246,7 @@ func (r *renderer) text(n Node) error {
 			if rel == "" {
 				rel = "noopener noreferrer nofollow"
 			}
-			out = `<a href="` + href + `" target="` + html.EscapeString(target) + `" rel="` + html.EscapeString(rel) +
+			out = `<a href="` + href + `" target="` + esc(target) + `" rel="` + esc(rel) +
 				`" style="color:#3b82f6;text-decoration:underline;font-weight:500">` + out + "</a>"
 		default:
 			return fmt.Errorf("mark type %q is not supported", m.Type)
@@ -268,7 +268,7 @@ func (r *renderer) button(n Node) error {
 		`background-color:%s;color:%s;border:%gpx solid %s;border-radius:%gpx;font-size:14px;line-height:20px;font-weight:500;text-decoration:none">%s</a></td></tr></table>`,
 		align(n.Attrs, "alignment", "left"), href, bg, or(cssValue(str(n.Attrs, "textColor")), "#ffffff"),
 		clamp(number(n.Attrs, "borderWidth", 0), 0, 20), or(cssValue(str(n.Attrs, "borderColor")), bg),
-		clamp(number(n.Attrs, "borderRadius", 8), 0, 100), html.EscapeString(str(n.Attrs, "text")))
+		clamp(number(n.Attrs, "borderRadius", 8), 0, 100), esc(str(n.Attrs, "text")))
 	return nil
 }
 
@@ -290,7 +290,7 @@ func (r *renderer) image(n Node) error {
 		size = fmt.Sprintf(` width="%g"`, clamp(w, 1, 2000))
 	}
 	img := fmt.Sprintf(`<img src="%s" alt="%s" title="%s"%s style="display:inline-block;max-width:100%%;height:auto;border:%gpx solid %s;border-radius:%gpx">`,
-		src, html.EscapeString(str(n.Attrs, "alt")), html.EscapeString(str(n.Attrs, "title")), size,
+		src, esc(str(n.Attrs, "alt")), esc(str(n.Attrs, "title")), size,
 		clamp(number(n.Attrs, "borderWidth", 0), 0, 20), or(cssValue(str(n.Attrs, "borderColor")), "transparent"),
 		clamp(number(n.Attrs, "borderRadius", 0), 0, 1000))
 	if to := str(n.Attrs, "externalLink"); to != "" {
@@ -312,7 +312,7 @@ func (r *renderer) image(n Node) error {
 // name in braces, as text: what upstream's renderer shows for a variable without a value.
 func Placeholder(name, fallback string) string {
 	name = strings.TrimSpace(name)
-	fallback = strings.NewReplacer("{", "&#123;", "}", "&#125;").Replace(html.EscapeString(strings.TrimSpace(fallback)))
+	fallback = braces.Replace(html.EscapeString(strings.TrimSpace(fallback)))
 	switch {
 	case name == "":
 		return fallback
@@ -320,7 +320,7 @@ func Placeholder(name, fallback string) string {
 		if fallback != "" {
 			return fallback
 		}
-		return html.EscapeString("{{" + name + "}}")
+		return braces.Replace(html.EscapeString("{{" + name + "}}"))
 	case fallback == "":
 		return "{{" + name + "}}"
 	}
@@ -354,7 +354,16 @@ func link(u string, image bool) (string, error) {
 				return "", err
 			}
 		}
-		return html.EscapeString(u), nil
+		return esc(u), nil
+	}
+	if m := template.Placeholder().FindStringIndex(u); m != nil {
+		// A placeholder inside a link fills in after its scheme (https://…/{{id}},
+		// mailto:{{email}}) or in a relative path: before it, a contact's value could make
+		// the scheme itself (java{{x}}: → javascript:).
+		if before := u[:m[0]]; !strings.Contains(before, ":") && !strings.HasPrefix(before, "/") &&
+			!strings.HasPrefix(before, "#") && !strings.HasPrefix(before, "?") && !strings.HasPrefix(before, ".") {
+			return "", fmt.Errorf("the link %q has a placeholder before its scheme: a placeholder may be the whole link, or come after its scheme", short(u))
+		}
 	}
 	if !image && linkTokens[strings.ToLower(u)] {
 		// The bare name of the unsubscribe or confirmation link, as upstream's renderer takes
@@ -370,7 +379,7 @@ func link(u string, image bool) (string, error) {
 		scheme == "http", scheme == "https",
 		!image && (scheme == "mailto" || scheme == "tel"),
 		image && scheme == "data" && strings.HasPrefix(strings.ToLower(u), "data:image/"):
-		return html.EscapeString(u), nil
+		return esc(u), nil
 	}
 	if image {
 		return "", fmt.Errorf("the image %q is not an http(s) address", short(u))
@@ -390,6 +399,28 @@ func shapeOf(goType string) string {
 	}
 	return "a node or mark (an object)"
 }
+
+// esc is s escaped for html (text or an attribute's value), with its braces written as
+// character references but those of whole placeholders: a placeholder begun in one node or
+// attribute and ended in the next would otherwise join them when personalised, and what lay
+// between (an attribute's end, a tag) would become part of a value.
+func esc(s string) string {
+	e := html.EscapeString(s)
+	if !strings.ContainsAny(e, "{}") {
+		return e
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range template.Placeholder().FindAllStringIndex(e, -1) {
+		b.WriteString(braces.Replace(e[last:m[0]]))
+		b.WriteString(e[m[0]:m[1]])
+		last = m[1]
+	}
+	b.WriteString(braces.Replace(e[last:]))
+	return b.String()
+}
+
+var braces = strings.NewReplacer("{", "&#123;", "}", "&#125;")
 
 // linkTokens are the links a bare name stands for in upstream's documents.
 var linkTokens = map[string]bool{"usesend_unsubscribe_url": true, "unsend_unsubscribe_url": true, "doubleoptinurl": true}

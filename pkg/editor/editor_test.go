@@ -118,6 +118,9 @@ func TestRenderRefuses(t *testing.T) {
 		{doc(node("button", map[string]any{"text": "x", "url": "{{nope, fallback = javascript:alert(1)}}"})), `the link "javascript:alert(1)" is not allowed`},
 		{doc(node("image", map[string]any{"src": "{{nope , fallback = javascript:alert(2)}}"})), `is not an http(s) address`},
 		{doc(node("paragraph", nil, text("c", mark("link", map[string]any{"href": "{{ nope,fallback=javascript&#58;alert(3) }}"})))), `the link "javascript:alert(3)" is not allowed`},
+		// A placeholder before the scheme could make it (a contact whose p is "java").
+		{doc(node("paragraph", nil, text("c", mark("link", map[string]any{"href": "{{p,fallback=/}}script:alert(1)"})))), `has a placeholder before its scheme`},
+		{doc(node("button", map[string]any{"text": "x", "url": "java{{p}}:alert(1)"})), `has a placeholder before its scheme`},
 		{doc(deep), "nested more than"},
 		{`{"type":"doc","content":[`, "invalid JSON"},
 	} {
@@ -139,7 +142,7 @@ func TestRenderRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"{{firstName,fallback=a&#125;&#125;&lt;b&gt;}}", "&lt;i&gt;c&lt;/i&gt;", "{{städt}}", "{{first name}}"} {
+	for _, want := range []string{"{{firstName,fallback=a&#125;&#125;&lt;b&gt;}}", "&lt;i&gt;c&lt;/i&gt;", "{{städt}}", "&#123;&#123;first name&#125;&#125;"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the variables are not rendered as %q: %s", want, out)
 		}
