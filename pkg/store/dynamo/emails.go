@@ -408,7 +408,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 	}
 	var (
 		mu     sync.Mutex
-		failed []string // emails whose own put failed (not one cut off by another's failure)
+		failed []string // emails whose put failed, or was cut off by another's failure
 	)
 	err := each(ctx, len(items), func(ctx context.Context, i int) error {
 		_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -420,11 +420,9 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 			return st.relist(ctx, ccf.Item)
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				mu.Lock()
-				failed = append(failed, emailIDOf(items[i]))
-				mu.Unlock()
-			}
+			mu.Lock()
+			failed = append(failed, emailIDOf(items[i]))
+			mu.Unlock()
 			return fmt.Errorf("dynamo: create email: %w", err)
 		}
 		return nil
@@ -440,23 +438,24 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 // again). It deletes the entry only while the email does not exist, in one transaction, so an
 // email put meanwhile (a retry's, or this put's after all) keeps its entry. Its content stays,
 // to expire with its TTL: an email put by a concurrent retry between its own entry's write and
-// its put could otherwise lose the content it is sent from. Best effort, within one short
-// deadline for them all (a put that failed cut the others off, so there are few): an entry
-// left stays listed by nothing (emailsFromIndex skips an entry without its email).
+// its put could otherwise lose the content it is sent from. Best effort, several at a time
+// within one short deadline for them all: an entry left stays listed by nothing
+// (emailsFromIndex skips an entry without its email).
 func (st *Store) unlist(ctx context.Context, ids []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	for _, id := range ids {
-		email, list := emailKey(id), listKey(id)
+	_ = each(ctx, len(ids), func(ctx context.Context, i int) error {
+		email, list := emailKey(ids[i]), listKey(ids[i])
 		err := st.transactOnce(ctx, []types.TransactWriteItem{
 			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(st.table), Key: email.av(),
 				ConditionExpression: aws.String("attribute_not_exists(PK)")}},
 			{Delete: &types.Delete{TableName: aws.String(st.table), Key: list.av()}},
 		}, nil)
 		if err != nil {
-			slog.Default().Warn("dynamo: the list entry of an email that failed to be written stays", "emailId", id, "err", err)
+			slog.Default().Warn("dynamo: the list entry of an email that failed to be written stays", "emailId", ids[i], "err", err)
 		}
-	}
+		return nil // the others go on
+	})
 }
 
 // emailIDOf is the id of an email item's attributes.

@@ -1,8 +1,10 @@
 package dynamo_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -153,10 +155,12 @@ func TestLostAnswerOfAnAppliedWrite(t *testing.T) {
 }
 
 // refusePuts is a transport that fails PutItem calls (before they reach moto) while armed, as
-// a DynamoDB that keeps failing a write does; everything else goes through.
+// a DynamoDB that keeps failing a write does; everything else goes through. With only set,
+// it fails the puts whose body holds it and holds the others until their request is cancelled.
 type refusePuts struct {
 	mu    sync.Mutex
 	armed bool
+	only  string
 	n     int
 }
 
@@ -169,11 +173,20 @@ func (f *refusePuts) set(on bool) {
 func (f *refusePuts) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	refuse := f.armed && r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.PutItem"
-	if refuse {
-		f.n++
-	}
+	only := f.only
 	f.mu.Unlock()
+	if refuse && only != "" {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte(only)) {
+			<-r.Context().Done() // held until the put is cut off
+			return nil, r.Context().Err()
+		}
+	}
 	if refuse {
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
 		return nil, fmt.Errorf("dial tcp: connection refused")
 	}
 	motoMu.Lock()
@@ -207,12 +220,20 @@ func TestAFailedCreateLeavesNoListEntry(t *testing.T) {
 	if err := s.CreateEmails(ctx, []store.Email{email(1, 1, "kept", now)}, nil); err == nil {
 		t.Fatal("a retried CreateEmails succeeded with every put refused")
 	}
+	// A batch where one put fails and cuts the others off: none of their entries stays.
+	refuse.mu.Lock()
+	refuse.only = "EMAIL#b3"
+	refuse.mu.Unlock()
+	batch := []store.Email{email(1, 1, "b1", now), email(1, 1, "b2", now), email(1, 1, "b3", now), email(1, 1, "b4", now)}
+	if err := s.CreateEmails(ctx, batch, nil); err == nil {
+		t.Fatal("a batch succeeded with one put refused")
+	}
 	refuse.set(false)
 	if refuse.n == 0 {
 		t.Fatal("no put was refused")
 	}
 	if n := count(); n != 1 {
-		t.Errorf("the list counts %d emails after a failed create, want the 1 that exists", n)
+		t.Errorf("the list counts %d emails after failed creates, want the 1 that exists", n)
 	}
 	if _, err := s.GetEmail(ctx, "kept"); err != nil {
 		t.Errorf("the existing email: %v", err)
