@@ -12,9 +12,9 @@ import (
 // name) is a placeholder like any other, case-insensitively, with or without "contact.".
 func TestRenderNamesInAnyScript(t *testing.T) {
 	c := store.Contact{Email: "a@example.org", FirstName: "Ann",
-		Properties: map[string]string{"städt": "München", "Ключ": "K1"}}
-	got := Render("{{firstName}} {{Städt}} {{contact.städt}} {{ключ}} {{Ort,fallback=—}}", vars(c, "", nil), false)
-	if want := "Ann München München K1 —"; got != want {
+		Properties: map[string]string{"städt": "München", "Ключ": "K1", "नाम": "Asha"}}
+	got := Render("{{firstName}} {{Städt}} {{contact.städt}} {{ключ}} {{नाम}} {{Ort,fallback=—}}", vars(c, "", nil), false)
+	if want := "Ann München München K1 Asha —"; got != want {
 		t.Errorf("Render = %q, want %q", got, want)
 	}
 }

@@ -327,11 +327,11 @@ func Placeholder(name, fallback string) string {
 	return "{{" + name + ",fallback=" + fallback + "}}"
 }
 
-// placeholderName reports whether name can be a placeholder's: letters and digits of any
-// script, _, . and - (template.Placeholder's names).
+// placeholderName reports whether name can be a placeholder's: letters (with their marks) and
+// numbers of any script, _, . and - (template.Placeholder's names).
 func placeholderName(name string) bool {
 	for _, r := range name {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '.' && r != '-' {
+		if !unicode.IsLetter(r) && !unicode.IsMark(r) && !unicode.IsNumber(r) && r != '_' && r != '.' && r != '-' {
 			return false
 		}
 	}

@@ -171,11 +171,12 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 }
 
 // Placeholder matches {{name}} and {{name,fallback=Text}}, with optional inner spaces, a name
-// of letters and digits in any script, _, . and - (a contact's "städt" or "Ключ" too): the
+// of letters (with their combining marks) and digits in any script, _, . and - (a contact's
+// "städt", "Ключ" or "नाम" too): the
 // placeholders of templates and of campaigns (pkg/campaign renders them per contact). It is
 // compiled on first use: every Lambda function links this package, few render.
 var Placeholder = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`\{\{\s*([\p{L}\p{N}_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
+	return regexp.MustCompile(`\{\{\s*([\p{L}\p{M}\p{N}_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
 })
 
 // value is what the placeholder m (submatch indexes into s) renders as: the variable's value;
