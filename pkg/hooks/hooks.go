@@ -694,14 +694,7 @@ func (s *Service) serve(ctx context.Context, wh string, ids []string, fresh bool
 		if c.Status == store.CallPending && c.NextAttemptAt != nil && c.NextAttemptAt.After(s.now()) {
 			// The receiver is failing: its other calls here wait with this one, and leave the
 			// front of the due calls to other webhooks.
-			for _, rest := range ids[i+1:] {
-				if ctx.Err() != nil {
-					break // stopping: the next run holds them (the webhook's retry is set)
-				}
-				if _, err := s.hold(ctx, wh, rest, *c.NextAttemptAt); err != nil {
-					s.log().Error("webhook call not held", "webhookId", wh, "callId", rest, "err", err.Error())
-				}
-			}
+			s.holdAll(ctx, wh, ids[i+1:], *c.NextAttemptAt)
 			return n
 		}
 	}
@@ -768,6 +761,31 @@ func (p *Pool) Run(ctx context.Context, limit int) (int, error) {
 
 // Wait waits for the goroutines Run started.
 func (p *Pool) Wait() { p.wg.Wait() }
+
+// holdAll holds calls of the webhook until its retry: in one write where the store can (the
+// embedded one: a commit per call made every other webhook's writes queue behind a failing
+// webhook's backlog), else one by one.
+func (s *Service) holdAll(ctx context.Context, wh string, ids []string, until time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	if b, ok := s.Store.(interface {
+		HoldWebhookCalls(ctx context.Context, webhookID string, ids []string, until time.Time) error
+	}); ok {
+		if err := b.HoldWebhookCalls(ctx, wh, ids, until); err != nil && ctx.Err() == nil {
+			s.log().Error("webhook calls not held", "webhookId", wh, "calls", len(ids), "err", err.Error())
+		}
+		return
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return // stopping: the next run holds them (the webhook's retry is set)
+		}
+		if _, err := s.hold(ctx, wh, id, until); err != nil {
+			s.log().Error("webhook call not held", "webhookId", wh, "callId", id, "err", err.Error())
+		}
+	}
+}
 
 // hold moves a pending call's next attempt to until when it is due before: it waits for its
 // failing webhook's retry. It makes no attempt and counts none.

@@ -221,6 +221,41 @@ func (s *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn 
 		})
 }
 
+// HoldWebhookCalls moves the next attempt of each of the webhook's calls ids that is pending
+// and due before until to until, in one transaction: the backlog of a failing webhook waits
+// for its retry (hooks), without a commit per call for the writes of other webhooks to queue
+// behind.
+func (s *Store) HoldWebhookCalls(ctx context.Context, webhookID string, ids []string, until time.Time) error {
+	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
+		b, due := tx.Bucket(bucketCalls), tx.Bucket(bucketCallsDue)
+		for _, id := range ids {
+			key := callKey(webhookID, id)
+			raw := b.Get(key)
+			if raw == nil {
+				continue
+			}
+			c, err := decode[store.WebhookCall](raw, "webhook call")
+			if err != nil {
+				return err
+			}
+			if c.Status != store.CallPending || c.NextAttemptAt == nil || !c.NextAttemptAt.Before(until) {
+				continue
+			}
+			if err := due.Delete(dueKey(c)); err != nil {
+				return err
+			}
+			c.NextAttemptAt, c.Version = &until, c.Version+1
+			if err := due.Put(dueKey(c), nil); err != nil {
+				return err
+			}
+			if err := put(b, key, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // DueWebhookCalls walks the due bucket from the earliest.
 func (s *Store) DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error) {
 	return s.DueWebhookCallsSkipping(ctx, t, limit, nil)
