@@ -707,8 +707,9 @@ func (s *Service) serve(ctx context.Context, wh string, ids []string, fresh bool
 // its time delays only its own calls.
 type Pool struct {
 	S *Service
-	// Due lists due calls as Store.DueWebhookCalls does, leaving out those of the webhooks
-	// skip names (the busy ones), so that they do not fill the limit.
+	// Due lists due calls as Store.DueWebhookCalls does, leaving out those skip says to (it is
+	// asked once for each due call, in order, and a call it answers false for is listed), so
+	// that they do not fill the limit.
 	Due func(ctx context.Context, t time.Time, limit int, skip func(webhookID string) bool) ([][2]string, error)
 
 	mu   sync.Mutex
@@ -733,7 +734,17 @@ func (p *Pool) Run(ctx context.Context, limit int) (int, error) {
 	if free <= 0 {
 		return 0, nil
 	}
-	refs, err := p.Due(ctx, p.S.now(), limit, func(wh string) bool { return busy[wh] })
+	// At most PoolCalls calls of one webhook in a run: a failing webhook's backlog, due since
+	// its failure, would otherwise fill the limit run after run (its worker holding 100 at a
+	// time) while the calls of other webhooks, due later, waited behind it.
+	taken := map[string]int{}
+	refs, err := p.Due(ctx, p.S.now(), limit, func(wh string) bool {
+		if busy[wh] || taken[wh] >= PoolCalls {
+			return true
+		}
+		taken[wh]++
+		return false
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -758,6 +769,9 @@ func (p *Pool) Run(ctx context.Context, limit int) (int, error) {
 	}
 	return handed, nil
 }
+
+// PoolCalls is how many calls of one webhook a Pool run hands out at most.
+const PoolCalls = 20
 
 // Wait waits for the goroutines Run started.
 func (p *Pool) Wait() { p.wg.Wait() }

@@ -769,3 +769,40 @@ func TestASlowFailureWaitsFromItsEnd(t *testing.T) {
 		t.Fatalf("next attempt %s after the attempt ended (%s), want 2.5 to 5 s", wait, end)
 	}
 }
+
+// TestAPoolRunReachesPastABacklog: the local runner's first run hands out the call of another
+// webhook due after a failing webhook's backlog of 350: no webhook fills a run with its calls
+// (PoolCalls), so the others' wait no run for a backlog to be held.
+func TestAPoolRunReachesPastABacklog(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	bad, good := newReceiver(t), newReceiver(t)
+	bad.status = 500
+	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(bad.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.s.Create(ctx, 2, Fields{URL: ptr(good.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	var backlog []Event
+	for i := range 350 {
+		backlog = append(backlog, Event{TeamID: w.team, Type: "email.delivered", At: w.clock, Key: fmt.Sprint("bad-", i), Data: map[string]string{}})
+	}
+	if calls, err := w.s.Publish(ctx, backlog); err != nil || len(calls) != 350 {
+		t.Fatalf("backlog: %d calls, %v", len(calls), err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	if _, err := w.s.Publish(ctx, []Event{{TeamID: 2, Type: "email.delivered", At: w.clock, Key: "good", Data: map[string]string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	pool := &Pool{S: w.s, Due: w.st.DueWebhookCallsSkipping}
+	handed, err := pool.Run(ctx, 100)
+	pool.Wait()
+	if err != nil || len(good.calls()) != 1 {
+		t.Fatalf("the first run handed out %d calls (%v) and the other webhook got %d, want its call", handed, err, len(good.calls()))
+	}
+	if handed != PoolCalls+1 || len(bad.calls()) != 1 {
+		t.Errorf("the run handed out %d calls, the failing receiver got %d posts; want %d and 1", handed, len(bad.calls()), PoolCalls+1)
+	}
+}
