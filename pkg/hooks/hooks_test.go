@@ -360,29 +360,8 @@ func TestOneAttemptAtATime(t *testing.T) {
 func TestAFailingReceiverDoesNotHoldUpOthers(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	bad, good := newReceiver(t), newReceiver(t)
-	bad.status = 500
-	hb, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(bad.srv.URL)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hg, _, err := w.s.Create(ctx, 2, Fields{URL: ptr(good.srv.URL)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var backlog []Event
-	for i := range 350 {
-		backlog = append(backlog, Event{TeamID: w.team, Type: "email.delivered", At: w.clock, Key: fmt.Sprint("bad-", i), Data: map[string]string{}})
-	}
-	if calls, err := w.s.Publish(ctx, backlog); err != nil || len(calls) != 350 {
-		t.Fatalf("backlog: %d calls, %v", len(calls), err)
-	}
-	w.clock = w.clock.Add(time.Second)
-	theirs, err := w.s.Publish(ctx, []Event{{TeamID: 2, Type: "email.delivered", At: w.clock, Key: "good", Data: map[string]string{}}})
-	if err != nil || len(theirs) != 1 {
-		t.Fatalf("the other team's call: %v", err)
-	}
-	w.clock = w.clock.Add(time.Second)
+	b := backlogBefore(t, w)
+	bad, good, hb, hg, theirs := b.bad, b.good, b.badHook, b.goodHook, b.theirs
 	runs := 0
 	for ; runs < 6 && len(good.calls()) == 0; runs++ {
 		if _, err := w.s.RunDue(ctx, 100); err != nil {
@@ -449,6 +428,42 @@ func TestAFailingReceiverDoesNotHoldUpOthers(t *testing.T) {
 	if got, _ := w.s.Get(ctx, w.team, hb.ID); got.RetryAt != nil || got.Failures != 0 {
 		t.Errorf("the webhook after a success: retry %v, failures %d", got.RetryAt, got.Failures)
 	}
+}
+
+// backlog is a failing receiver's webhook with 350 calls due, and another team's webhook
+// with one call due a second after them (theirs); the clock a second past that.
+type backlog struct {
+	bad, good         *receiver
+	badHook, goodHook store.Webhook
+	theirs            []store.WebhookCall
+}
+
+func backlogBefore(t *testing.T, w *world) backlog {
+	t.Helper()
+	ctx := context.Background()
+	b := backlog{bad: newReceiver(t), good: newReceiver(t)}
+	b.bad.status = 500
+	var err error
+	if b.badHook, _, err = w.s.Create(ctx, w.team, Fields{URL: ptr(b.bad.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if b.goodHook, _, err = w.s.Create(ctx, 2, Fields{URL: ptr(b.good.srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	for i := range 350 {
+		events = append(events, Event{TeamID: w.team, Type: "email.delivered", At: w.clock, Key: fmt.Sprint("bad-", i), Data: map[string]string{}})
+	}
+	if calls, err := w.s.Publish(ctx, events); err != nil || len(calls) != 350 {
+		t.Fatalf("backlog: %d calls, %v", len(calls), err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	b.theirs, err = w.s.Publish(ctx, []Event{{TeamID: 2, Type: "email.delivered", At: w.clock, Key: "good", Data: map[string]string{}}})
+	if err != nil || len(b.theirs) != 1 {
+		t.Fatalf("the other team's call: %v", err)
+	}
+	w.clock = w.clock.Add(time.Second)
+	return b
 }
 
 // TestFreshCallsDoNotOvertakeAHeldOne: once a failing webhook's retry time has passed, a call
@@ -776,26 +791,8 @@ func TestASlowFailureWaitsFromItsEnd(t *testing.T) {
 func TestAPoolRunReachesPastABacklog(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	bad, good := newReceiver(t), newReceiver(t)
-	bad.status = 500
-	if _, _, err := w.s.Create(ctx, w.team, Fields{URL: ptr(bad.srv.URL)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := w.s.Create(ctx, 2, Fields{URL: ptr(good.srv.URL)}); err != nil {
-		t.Fatal(err)
-	}
-	var backlog []Event
-	for i := range 350 {
-		backlog = append(backlog, Event{TeamID: w.team, Type: "email.delivered", At: w.clock, Key: fmt.Sprint("bad-", i), Data: map[string]string{}})
-	}
-	if calls, err := w.s.Publish(ctx, backlog); err != nil || len(calls) != 350 {
-		t.Fatalf("backlog: %d calls, %v", len(calls), err)
-	}
-	w.clock = w.clock.Add(time.Second)
-	if _, err := w.s.Publish(ctx, []Event{{TeamID: 2, Type: "email.delivered", At: w.clock, Key: "good", Data: map[string]string{}}}); err != nil {
-		t.Fatal(err)
-	}
-	w.clock = w.clock.Add(time.Second)
+	b := backlogBefore(t, w)
+	bad, good := b.bad, b.good
 	pool := &Pool{S: w.s, Due: w.st.DueWebhookCallsSkipping}
 	handed, err := pool.Run(ctx, 100)
 	pool.Wait()

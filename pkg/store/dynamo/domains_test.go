@@ -55,11 +55,7 @@ func TestDomainTransactionsCancelledByConflicts(t *testing.T) {
 				}), middleware.After)
 		})
 	})
-	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
-	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
-		t.Fatal(err)
-	}
-	st := dynamo.New(client, name)
+	st := dynamo.New(client, newTable(t, client))
 	ctx := t.Context()
 	d := store.Domain{ID: 7, TeamID: 3, Name: "conflict.example", Region: "us-east-1", Status: store.DomainPending, CreatedAt: time.Now().UTC()}
 	cancel.n = 2

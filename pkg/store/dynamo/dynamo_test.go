@@ -86,14 +86,21 @@ func newClient(t *testing.T, observe ...func(params any)) (*dynamodb.Client, *ca
 	return client, c
 }
 
-// newStore creates a fresh table with a unique name on the shared server.
-func newStore(t *testing.T, observe ...func(params any)) (*dynamo.Store, *calls) {
+// newTable creates a fresh table with a unique name on the shared server and returns its name.
+func newTable(t *testing.T, client *dynamodb.Client) string {
 	t.Helper()
-	client, c := newClient(t, observe...)
 	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
 	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
 		t.Fatalf("EnsureTable: %v", err)
 	}
+	return name
+}
+
+// newStore creates a fresh table with a unique name on the shared server.
+func newStore(t *testing.T, observe ...func(params any)) (*dynamo.Store, *calls) {
+	t.Helper()
+	client, c := newClient(t, observe...)
+	name := newTable(t, client)
 	c.reset()
 	st := dynamo.New(client, name)
 	st.ReadStream(streams.New(newStreamsClient(t)))

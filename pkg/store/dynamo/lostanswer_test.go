@@ -58,11 +58,7 @@ func storeOver(t *testing.T, transport http.RoundTripper) *dynamo.Store {
 	client := dynamodb.NewFromConfig(awstest.Shared(t).Config(t), func(o *dynamodb.Options) {
 		o.HTTPClient = &http.Client{Transport: transport}
 	})
-	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
-	if err := dynamo.EnsureTable(t.Context(), client, name); err != nil {
-		t.Fatal(err)
-	}
-	return dynamo.New(client, name)
+	return dynamo.New(client, newTable(t, client))
 }
 
 // TestLostAnswerOfAnAppliedWrite: a conditional write whose answer was lost and which the SDK

@@ -2,7 +2,6 @@ package dynamo_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -81,11 +80,8 @@ func TestStreamReadAfterAFailedTransaction(t *testing.T) {
 // those events, and what was written meanwhile is handed once.
 func TestARestartedReaderHandsOnlyWhatItHadNotWorkedOn(t *testing.T) {
 	client, _ := newClient(t)
-	name := fmt.Sprintf("mailroom-test-%d", tableSeq.Add(1))
+	name := newTable(t, client)
 	ctx := t.Context()
-	if err := dynamo.EnsureTable(ctx, client, name); err != nil {
-		t.Fatal(err)
-	}
 	reader := func() (*dynamo.Store, func() []string) {
 		st := dynamo.New(client, name)
 		st.ReadStream(streams.New(newStreamsClient(t)))
