@@ -776,28 +776,14 @@ const PoolCalls = 20
 // Wait waits for the goroutines Run started.
 func (p *Pool) Wait() { p.wg.Wait() }
 
-// holdAll holds calls of the webhook until its retry: in one write where the store can (the
-// embedded one: a commit per call made every other webhook's writes queue behind a failing
-// webhook's backlog), else one by one.
+// holdAll holds calls of the webhook until its retry. Stopping, those not held are held by
+// the next run (the webhook's retry is set).
 func (s *Service) holdAll(ctx context.Context, wh string, ids []string, until time.Time) {
 	if len(ids) == 0 {
 		return
 	}
-	if b, ok := s.Store.(interface {
-		HoldWebhookCalls(ctx context.Context, webhookID string, ids []string, until time.Time) error
-	}); ok {
-		if err := b.HoldWebhookCalls(ctx, wh, ids, until); err != nil && ctx.Err() == nil {
-			s.log().Error("webhook calls not held", "webhookId", wh, "calls", len(ids), "err", err.Error())
-		}
-		return
-	}
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			return // stopping: the next run holds them (the webhook's retry is set)
-		}
-		if _, err := s.hold(ctx, wh, id, until); err != nil {
-			s.log().Error("webhook call not held", "webhookId", wh, "callId", id, "err", err.Error())
-		}
+	if err := s.Store.HoldWebhookCalls(ctx, wh, ids, until); err != nil && ctx.Err() == nil {
+		s.log().Error("webhook calls not held", "webhookId", wh, "calls", len(ids), "err", err.Error())
 	}
 }
 
@@ -805,10 +791,9 @@ func (s *Service) holdAll(ctx context.Context, wh string, ids []string, until ti
 // failing webhook's retry. It makes no attempt and counts none.
 func (s *Service) hold(ctx context.Context, webhookID, callID string, until time.Time) (store.WebhookCall, error) {
 	c, err := s.Store.UpdateWebhookCall(ctx, webhookID, callID, func(c *store.WebhookCall) error {
-		if c.Status != store.CallPending || c.NextAttemptAt == nil || !c.NextAttemptAt.Before(until) {
+		if !c.HoldUntil(until) {
 			return errDone
 		}
-		c.NextAttemptAt = &until
 		return nil
 	})
 	if errors.Is(err, errDone) {

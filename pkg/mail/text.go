@@ -75,9 +75,7 @@ func TextFromHTML(s string) string {
 			case tag.name == skip && !tag.selfClosing && !voidElements[tag.name]:
 				depth++
 			}
-			if skip != "" || tag.name != "body" {
-				continue
-			}
+			continue // the tag that ends a skip is none the text shows (a body start neither)
 		}
 		if !tag.closing && !tag.selfClosing && (tag.name == "head" || tag.name == "template" || tag.name == "noscript" ||
 			hideable[tag.name] && hidden(tag.attr("style"))) {

@@ -521,6 +521,16 @@ type WebhookCall struct {
 	Version       int64 // optimistic concurrency; adapters manage it
 }
 
+// HoldUntil moves a pending call's next attempt to until when it is due before it (the call
+// waits for its failing webhook's retry) and reports whether it did.
+func (c *WebhookCall) HoldUntil(until time.Time) bool {
+	if c.Status != CallPending || c.NextAttemptAt == nil || !c.NextAttemptAt.Before(until) {
+		return false
+	}
+	c.NextAttemptAt = &until
+	return true
+}
+
 // Webhooks is the teams' webhooks and their calls.
 type Webhooks interface {
 	// CreateWebhook fails with ErrConflict when the id is taken.
@@ -538,6 +548,10 @@ type Webhooks interface {
 	// before the call id before ("" for the newest).
 	ListWebhookCalls(ctx context.Context, webhookID string, limit int, before string) ([]WebhookCall, error)
 	UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*WebhookCall) error) (WebhookCall, error)
+	// HoldWebhookCalls holds each of the webhook's calls ids until until (WebhookCall.HoldUntil):
+	// the backlog of a failing webhook waits for its retry. A call it does not hold (settled,
+	// due later, gone) stays as it is; an adapter that can holds them all in one write.
+	HoldWebhookCalls(ctx context.Context, webhookID string, ids []string, until time.Time) error
 	// DueWebhookCalls lists PENDING calls whose NextAttemptAt is not after t, earliest first,
 	// at most limit, as webhook id and call id pairs.
 	DueWebhookCalls(ctx context.Context, t time.Time, limit int) ([][2]string, error)

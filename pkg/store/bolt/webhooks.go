@@ -221,10 +221,8 @@ func (s *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn 
 		})
 }
 
-// HoldWebhookCalls moves the next attempt of each of the webhook's calls ids that is pending
-// and due before until to until, in one transaction: the backlog of a failing webhook waits
-// for its retry (hooks), without a commit per call for the writes of other webhooks to queue
-// behind.
+// HoldWebhookCalls holds the calls in one transaction: a commit per call had the writes of
+// other webhooks queue behind a failing webhook's backlog.
 func (s *Store) HoldWebhookCalls(ctx context.Context, webhookID string, ids []string, until time.Time) error {
 	return s.updateNow(ctx, func(tx *bbolt.Tx) error {
 		b, due := tx.Bucket(bucketCalls), tx.Bucket(bucketCallsDue)
@@ -238,13 +236,14 @@ func (s *Store) HoldWebhookCalls(ctx context.Context, webhookID string, ids []st
 			if err != nil {
 				return err
 			}
-			if c.Status != store.CallPending || c.NextAttemptAt == nil || !c.NextAttemptAt.Before(until) {
+			was := dueKey(c)
+			if !c.HoldUntil(until) {
 				continue
 			}
-			if err := due.Delete(dueKey(c)); err != nil {
+			if err := due.Delete(was); err != nil {
 				return err
 			}
-			c.NextAttemptAt, c.Version = &until, c.Version+1
+			c.Version++
 			if err := due.Put(dueKey(c), nil); err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -165,6 +166,26 @@ func (st *Store) ListWebhookCalls(ctx context.Context, webhookID string, limit i
 	calls, err := decodeAll(items, func(it callItem) store.WebhookCall { return it.WebhookCall })
 	now := st.now()
 	return slices.DeleteFunc(calls, func(c store.WebhookCall) bool { return store.CallExpired(c, st.retention, now) }), err
+}
+
+// errNotHeld ends a hold's update of a call it leaves as it is.
+var errNotHeld = errors.New("dynamo: call not held")
+
+// HoldWebhookCalls holds the calls one by one, each a conditional update of its own item (no
+// write takes many items but a transaction, twice the cost).
+func (st *Store) HoldWebhookCalls(ctx context.Context, webhookID string, ids []string, until time.Time) error {
+	for _, id := range ids {
+		_, err := st.UpdateWebhookCall(ctx, webhookID, id, func(c *store.WebhookCall) error {
+			if !c.HoldUntil(until) {
+				return errNotHeld
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNotHeld) && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("dynamo: hold webhook call %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 func (st *Store) UpdateWebhookCall(ctx context.Context, webhookID, id string, fn func(*store.WebhookCall) error) (store.WebhookCall, error) {

@@ -128,6 +128,23 @@ func testWebhookCalls(t *testing.T, s store.Store) {
 	if got := due(base.Add(2 * time.Minute)); len(got) != 2 || got[0][1] != calls[4].ID || got[1][1] != calls[3].ID {
 		t.Fatalf("due at +2 min: %v", got)
 	}
+	// A hold moves the calls due before its time to it (1 at +4, 2 at +3 → +4:30), leaves one
+	// due later (0 at +5), and passes over an id that names no call.
+	hold := base.Add(4*time.Minute + 30*time.Second)
+	noErr(t, "HoldWebhookCalls", s.HoldWebhookCalls(ctx, wh, []string{calls[2].ID, calls[1].ID, calls[0].ID, randID("whc_")}, hold))
+	for i, want := range map[int]time.Time{2: hold, 1: hold, 0: base.Add(5 * time.Minute)} {
+		if got, err := s.GetWebhookCall(ctx, wh, calls[i].ID); err != nil || got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(want) {
+			t.Fatalf("call %d after the hold: %v, %v; want due at %v", i, got.NextAttemptAt, err, want)
+		}
+	}
+	if got := due(base.Add(4 * time.Minute)); len(got) != 2 || got[0][1] != calls[4].ID || got[1][1] != calls[3].ID {
+		t.Fatalf("due at +4 min after the hold: %v", got)
+	}
+	// Back to their times for what follows (call 2 at +3 min, 1 at +4).
+	for i, at := range map[int]time.Time{2: base.Add(3 * time.Minute), 1: base.Add(4 * time.Minute)} {
+		_, err := s.UpdateWebhookCall(ctx, wh, calls[i].ID, func(c *store.WebhookCall) error { c.NextAttemptAt = &at; return nil })
+		noErr(t, "UpdateWebhookCall(back)", err)
+	}
 	_, err = s.UpdateWebhookCall(ctx, wh, calls[4].ID, func(c *store.WebhookCall) error {
 		c.Status, c.Attempts, c.LastStatus, c.NextAttemptAt = store.CallDelivered, 1, 200, nil
 		return nil
