@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/mailroom/mailroom/pkg/template"
 )
@@ -279,8 +278,9 @@ func (r *renderer) image(n Node) error {
 	if err != nil {
 		return err
 	}
-	size := ""
+	size, alignDefault := "", "center"
 	if n.Type == "logo" {
+		alignDefault = "left"
 		px := map[string]int{"sm": 40, "md": 48, "lg": 64}[str(n.Attrs, "size")]
 		if px == 0 {
 			px = 48
@@ -301,7 +301,7 @@ func (r *renderer) image(n Node) error {
 		img = `<a href="` + href + `" target="_blank">` + img + "</a>"
 	}
 	fmt.Fprintf(&r.b, `<table role="presentation" width="100%%" cellpadding="0" cellspacing="0" border="0"><tr><td align="%s" style="padding:0 0 32px">%s</td></tr></table>`,
-		align(n.Attrs, "alignment", map[bool]string{true: "left", false: "center"}[n.Type == "logo"]), img)
+		align(n.Attrs, "alignment", alignDefault), img)
 	return nil
 }
 
@@ -316,7 +316,7 @@ func Placeholder(name, fallback string) string {
 	switch {
 	case name == "":
 		return fallback
-	case !placeholderName(name):
+	case !template.IsName(name):
 		if fallback != "" {
 			return fallback
 		}
@@ -325,17 +325,6 @@ func Placeholder(name, fallback string) string {
 		return "{{" + name + "}}"
 	}
 	return "{{" + name + ",fallback=" + fallback + "}}"
-}
-
-// placeholderName reports whether name can be a placeholder's: letters (with their marks) and
-// numbers of any script, _, . and - (template.Placeholder's names).
-func placeholderName(name string) bool {
-	for _, r := range name {
-		if !unicode.IsLetter(r) && !unicode.IsMark(r) && !unicode.IsNumber(r) && r != '_' && r != '.' && r != '-' {
-			return false
-		}
-	}
-	return name != ""
 }
 
 // link checks a link (or, image, an image source) and returns it escaped for an attribute: a

@@ -176,8 +176,16 @@ func (s *Service) Delete(ctx context.Context, teamID int64, id string) error {
 // placeholders of templates and of campaigns (pkg/campaign renders them per contact). It is
 // compiled on first use: every Lambda function links this package, few render.
 var Placeholder = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`\{\{\s*([\p{L}\p{M}\p{N}_.\-]+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
+	return regexp.MustCompile(`\{\{\s*(` + nameChar + `+)\s*(?:,\s*fallback\s*=\s*([^}]*?))?\s*\}\}`)
 })
+
+// nameChar is a character of a placeholder's name.
+const nameChar = `[\p{L}\p{M}\p{N}_.\-]`
+
+var nameOnly = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^` + nameChar + `+$`) })
+
+// IsName reports whether s can be a placeholder's name ({{s}} is a placeholder).
+func IsName(s string) bool { return nameOnly().MatchString(s) }
 
 // value is what the placeholder m (submatch indexes into s) renders as: the variable's value;
 // its fallback when the value is missing or empty and the placeholder has one (fallback set:
