@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"cmp"
 	"reflect"
 	"time"
 
@@ -63,15 +64,8 @@ type DomainData struct {
 func domainData(d *store.Domain) DomainData {
 	return DomainData{ID: d.ID, Name: d.Name, Status: d.Status, Region: d.Region, CreatedAt: stamp(d.CreatedAt),
 		UpdatedAt: stamp(d.UpdatedAt), ClickTracking: d.ClickTracking, OpenTracking: d.OpenTracking,
-		Subdomain: orNull(d.Subdomain), DKIMStatus: or(d.DKIMStatus, store.DomainNotStarted),
-		SPFDetails: or(d.SPFDetails, store.DomainNotStarted), DMARCAdded: d.DMARCAdded}
-}
-
-func or(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
+		Subdomain: orNull(d.Subdomain), DKIMStatus: cmp.Or(d.DKIMStatus, store.DomainNotStarted),
+		SPFDetails: cmp.Or(d.SPFDetails, store.DomainNotStarted), DMARCAdded: d.DMARCAdded}
 }
 
 // CampaignData is the data of a campaign.* event: the campaign's identity, what it sends to

@@ -368,6 +368,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 	}
 	var (
 		items []map[string]types.AttributeValue
+		ids   []string // of items
 		// The list entries and the content are written once, before the emails: an entry
 		// whose email does not exist (yet) is not listed (emailsFromIndex), an email item
 		// never points at content that is not there yet, and a retry rewrites the same items.
@@ -401,7 +402,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		for _, chunk := range append(c.chunks, lm) {
 			before = append(before, types.WriteRequest{PutRequest: &types.PutRequest{Item: chunk}})
 		}
-		items = append(items, m)
+		items, ids = append(items, m), append(ids, e.ID)
 	}
 	if err := st.batchWrite(ctx, before); err != nil {
 		return err
@@ -421,7 +422,7 @@ func (st *Store) CreateEmails(ctx context.Context, emails []store.Email, firstEv
 		}
 		if err != nil {
 			mu.Lock()
-			failed = append(failed, emailIDOf(items[i]))
+			failed = append(failed, ids[i])
 			mu.Unlock()
 			return fmt.Errorf("dynamo: create email: %w", err)
 		}
@@ -456,15 +457,6 @@ func (st *Store) unlist(ctx context.Context, ids []string) {
 		}
 		return nil // the others go on
 	})
-}
-
-// emailIDOf is the id of an email item's attributes.
-func emailIDOf(item map[string]types.AttributeValue) string {
-	pk, _ := item["PK"].(*types.AttributeValueMemberS)
-	if pk == nil {
-		return ""
-	}
-	return strings.TrimPrefix(pk.Value, "EMAIL#")
 }
 
 // relist puts back the list entry of an email that existed before a CreateEmails wrote its
