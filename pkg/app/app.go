@@ -82,6 +82,7 @@ type App struct {
 	runCtx            context.Context // campaign runs; cancelled by Close
 	cancelRuns        context.CancelFunc
 	loops             sync.WaitGroup
+	hookPool          *hooks.Pool // the local webhook runner's workers, waited for after loops
 	// OutboxDir is where the local mailer writes .eml files ("" on the SES mailer).
 	OutboxDir string
 	// keys sign and check unsubscribe links (see secret); secrets reads them on AWS. The
@@ -458,25 +459,12 @@ func (a *App) Start(ctx context.Context, interval time.Duration) error {
 		})
 		// Attempts run on their own, webhook by webhook: a slow receiver holds up its own
 		// calls only, never another webhook's nor the making of new calls.
-		pool := &hooks.Pool{S: a.Services.Webhooks, Due: st.DueWebhookCallsSkipping}
-		a.loops.Add(1)
-		go func() {
-			defer a.loops.Done()
-			t := time.NewTicker(webhookPace)
-			defer t.Stop()
-			ctx := store.Unhurried(loopCtx) // background work: it waits for the store's pace
-			for {
-				select {
-				case <-loopCtx.Done():
-					pool.Wait() // a stop waits for the posts under way (no Run starts more now)
-					return
-				case <-t.C:
-					if _, err := pool.Run(ctx, 100); err != nil && ctx.Err() == nil {
-						a.Log.Error("webhook calls", "err", err.Error())
-					}
-				}
+		a.hookPool = &hooks.Pool{S: a.Services.Webhooks, Due: st.DueWebhookCallsSkipping}
+		a.every(loopCtx, webhookPace, func(ctx context.Context) {
+			if _, err := a.hookPool.Run(ctx, 100); err != nil && ctx.Err() == nil {
+				a.Log.Error("webhook calls", "err", err.Error())
 			}
-		}()
+		})
 	}
 	if ds, ok := a.Store.(*dynamo.Store); ok && a.Config.StreamCounts {
 		// What the WebhookEvents and WebhookRetries functions do on AWS: the counts, then
@@ -631,6 +619,9 @@ func (a *App) Close(ctx context.Context) error {
 	if a.stop != nil {
 		a.stop()
 		a.loops.Wait()
+		if a.hookPool != nil {
+			a.hookPool.Wait() // the posts under way finish (no run starts more: the loops are done)
+		}
 	}
 	var first error
 	// Stop firing first: a schedule that fires now would be acknowledged and then find its
