@@ -272,25 +272,23 @@ func (s *Services) listContacts(w http.ResponseWriter, r *http.Request) error {
 	// Comma-separated, and repeated keys too (ids=A&ids=B; API Gateway joins those with a
 	// comma itself). A filter given with nothing in it (emails=, as a client joining an empty
 	// list sends it) matches no contact, as upstream's `in: [""]` does.
-	none := false
+	q := r.URL.Query()
 	split := func(name string) []string {
-		vs, given := r.URL.Query()[name]
 		var out []string
-		for _, v := range vs {
+		for _, v := range q[name] {
 			for _, p := range strings.Split(v, ",") {
 				if p = strings.TrimSpace(p); p != "" {
 					out = append(out, p)
 				}
 			}
 		}
-		none = none || given && len(out) == 0
 		return out
 	}
 	f := store.ContactFilter{IDs: split("ids"), Offset: (page - 1) * limit, Limit: limit}
 	for _, e := range split("emails") {
 		f.Emails = append(f.Emails, strings.ToLower(e))
 	}
-	if none {
+	if q.Has("ids") && len(f.IDs) == 0 || q.Has("emails") && len(f.Emails) == 0 {
 		if _, err := s.Contacts.Book(r.Context(), principal(r).TeamID, id); err != nil {
 			return err
 		}
