@@ -76,25 +76,19 @@ function swap(target, html) {
   const open = new Set([...target.querySelectorAll("details[open]")].map((d) => d.textContent));
   // What the user has chosen or typed in a form of the redrawn part (a bounce's type, a
   // click's URL) stays: found again by the form's action and the field's name.
-  const field = (x) => (x.form ? x.form.getAttribute("action") : "") + "|" + (x.name || x.id);
-  const edited = new Map();
-  target.querySelectorAll("input, select, textarea").forEach((x) => {
-    if (x.type === "hidden" || x.type === "submit") return;
-    if (x.type === "checkbox" || x.type === "radio") {
-      if (x.checked !== x.defaultChecked) edited.set(field(x) + "|" + x.value, x.checked);
-    } else if (x.tagName === "SELECT" ? [...x.options].some((o) => o.selected !== o.defaultSelected) : x.value !== x.defaultValue) {
-      edited.set(field(x), x.value);
-    }
-  });
+  // A box or a radio button is one of its name's choices (its value), and holds checked.
+  const checkable = (x) => x.type === "checkbox" || x.type === "radio";
+  const field = (x) => (x.form ? x.form.getAttribute("action") : "") + "|" + (x.name || x.id) + (checkable(x) ? "|" + x.value : "");
+  const changed = (x) => checkable(x) ? x.checked !== x.defaultChecked
+    : x.tagName === "SELECT" ? [...x.options].some((o) => o.selected !== o.defaultSelected) : x.value !== x.defaultValue;
+  const fields = () => [...target.querySelectorAll("input, select, textarea")].filter((x) => x.type !== "hidden" && x.type !== "submit");
+  const edited = new Map(fields().filter(changed).map((x) => [field(x), checkable(x) ? x.checked : x.value]));
   target.innerHTML = html;
-  target.querySelectorAll("input, select, textarea").forEach((x) => {
-    if (x.type === "checkbox" || x.type === "radio") {
-      const k = field(x) + "|" + x.value;
-      if (edited.has(k)) x.checked = edited.get(k);
-    } else if (edited.has(field(x))) {
-      x.value = edited.get(field(x));
-    }
-  });
+  for (const x of fields()) {
+    if (!edited.has(field(x))) continue;
+    if (checkable(x)) x.checked = edited.get(field(x));
+    else x.value = edited.get(field(x));
+  }
   target.querySelectorAll("details").forEach((d) => { if (open.has(d.textContent)) d.open = true; });
   if (held) {
     const again = [...target.querySelectorAll(active.tagName)].find((x) => key(x) === held);
